@@ -1,0 +1,84 @@
+# skilld build. `make` leaves the binary at build/skilld.
+#   make            release build (-O2 -g) into build/
+#   make asan       ASan+UBSan build into build-asan/
+#   make check      build and run every test (scripts/test.sh)
+#   make lint       banned functions + clang-format check
+# Sources are picked up by directory: src/<part>/*.c go into libskilld.a,
+# src/cli/*.c into the binary, tests/unit/test_*.c each into a test program.
+
+BUILD    ?= build
+CC       ?= gcc
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libcrypto libxml-2.0
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
+            -Wno-format-nonliteral -Werror
+CFLAGS   ?= -O2 -g
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(WARN) -Iinclude -Isrc \
+              $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
+LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
+
+LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+CLI_SRCS := $(wildcard src/cli/*.c)
+TEST_SRCS := $(wildcard tests/unit/test_*.c)
+TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))
+EXAMPLE_SRCS := $(wildcard examples/*.c)
+
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
+SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
+
+.PHONY: all tests asan check lint format clean fuzz
+all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS)
+
+tests: $(TEST_BINS)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/libskilld.a: $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/skilld: $(CLI_OBJS) $(BUILD)/libskilld.a
+	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+
+$(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libskilld.a $(LDLIBS)
+
+asan:
+	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all
+
+# libFuzzer drivers: tests/fuzz/fuzz_*.c, built with clang.
+FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
+fuzz:
+	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" $(BUILD)/../build-fuzz/libskilld.a
+	@mkdir -p build-fuzz/fuzz
+	for f in $(FUZZ_SRCS); do \
+	  n=$$(basename $$f .c); \
+	  clang -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=fuzzer,address,undefined -Iinclude -Isrc $(PKG_CFLAGS) \
+	    $$f build-fuzz/libskilld.a $(LDLIBS) -o build-fuzz/fuzz/$$n || exit 1; \
+	done
+
+check:
+	scripts/test.sh
+
+lint:
+	scripts/check-banned.sh
+	scripts/check-format.sh
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -1,0 +1,56 @@
+/*
+ * libskilld: the engine that ties configuration, the store, the registry,
+ * workspaces and the sandbox runner together, and the one entry point every
+ * transport uses to execute a skill.
+ */
+#ifndef SKILLD_SKILLD_H
+#define SKILLD_SKILLD_H
+
+#include <jansson.h>
+
+#include "skilld/buf.h"
+#include "skilld/config.h"
+#include "skilld/error.h"
+#include "skilld/json.h"
+#include "skilld/log.h"
+#include "skilld/registry.h"
+#include "skilld/util.h"
+
+#define SKD_VERSION "0.1.0"
+
+typedef struct skd_store skd_store;
+
+/* Open an engine over cfg (borrowed; must outlive the engine): creates
+ * DATA_DIR, opens the store, registers the built-in skills. The sandbox
+ * runner starts on first use. Caller closes with skd_engine_close. */
+int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err);
+void skd_engine_close(skd_engine *e); /* NULL ok */
+
+const skd_config *skd_engine_config(skd_engine *e);
+skd_registry *skd_engine_registry(skd_engine *e);
+skd_store *skd_engine_store(skd_engine *e);
+
+/* Execution request from a transport. */
+typedef struct skd_call {
+    const char *key_id;   /* required */
+    unsigned scopes;      /* SKD_SCOPE_* of the key */
+    const char *skill;    /* "name" or "name@version" */
+    const char *version;  /* optional; overrides a version in skill */
+    const json_t *input;  /* borrowed; NULL means {} */
+    skd_cancel *cancel;   /* optional */
+    skd_progress_fn progress; /* optional */
+    void *progress_arg;
+} skd_call;
+
+/* Execute a skill: look it up as the caller sees it, check it is enabled and
+ * the key has skills:execute, validate the input against its schema, open
+ * the caller's workspace, run the handler, write the audit row. Always
+ * returns a new reference to a result object with "success" (NULL only when
+ * out of memory). exec_id, when not NULL, receives the execution id. */
+json_t *skd_engine_execute(skd_engine *e, const skd_call *call, char exec_id[37]);
+
+/* Register the built-in skills (file_*, http_request, web_*, sandbox
+ * skills) into reg. Called by skd_engine_open. */
+int skd__builtins_register(skd_registry *reg, skd_err *err);
+
+#endif

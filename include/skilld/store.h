@@ -1,0 +1,63 @@
+/*
+ * The store: SQLite in WAL mode at $DATA_DIR/skilld.db holding API keys
+ * (only a SHA-256 of each secret), the execution audit, and the state other
+ * parts keep (custom skills, search cache, A2A tasks). Migrations are
+ * versioned (PRAGMA user_version). Safe to use from many threads.
+ */
+#ifndef SKILLD_STORE_H
+#define SKILLD_STORE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "skilld/error.h"
+
+typedef struct skd_store skd_store;
+
+int skd_store_open(const char *path, skd_store **out, skd_err *err);
+void skd_store_close(skd_store *st); /* NULL ok */
+
+typedef struct skd_key_info {
+    char id[64];
+    char name[128];
+    unsigned scopes; /* SKD_SCOPE_* */
+    int64_t created_ms;
+    int revoked;
+} skd_key_info;
+
+/* Create a key. *secret receives the secret, shown once (caller frees). */
+int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char **secret,
+                         skd_key_info *info, skd_err *err);
+/* Find the live key whose secret this is (constant-time hash comparison).
+ * SKD_EUNAUTH when unknown or revoked. */
+int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, skd_err *err);
+int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err *err);
+int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err);
+/* Array of key objects {id, name, scopes[], created, revoked}. New ref. */
+json_t *skd_store_key_list(skd_store *st, skd_err *err);
+int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err);
+
+/* Scope names <-> bits ("skills:read,skills:execute"). */
+int skd_scopes_parse(const char *csv, unsigned *scopes, skd_err *err);
+json_t *skd_scopes_to_json(unsigned scopes);
+
+typedef struct skd_audit {
+    const char *id; /* execution UUID */
+    const char *key_id;
+    const char *skill;
+    const char *version;
+    const char *status; /* "success" or "error" */
+    const char *error_code; /* NULL on success */
+    int64_t duration_ms;
+    int64_t created_ms;
+    const char *input_digest; /* hex SHA-256 of the compact input JSON */
+} skd_audit;
+
+int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err);
+/* The key's executions, newest first, at most limit. New ref (array). */
+json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_err *err);
+/* One execution of the key; NULL with SKD_ENOENT when absent or another
+ * key's. New ref. */
+json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
+
+#endif

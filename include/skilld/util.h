@@ -1,0 +1,45 @@
+/*
+ * Small helpers shared by every part: identifiers, digests, clocks and
+ * strict integer parsing (the strtonum habit: whole string, bounded range).
+ */
+#ifndef SKILLD_UTIL_H
+#define SKILLD_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skilld/error.h"
+
+#define SKD_UUID_LEN 36
+#define SKD_SHA256_HEX_LEN 64
+
+/* Random version-4 UUID into out (37 bytes with NUL). Returns 0 or SKD_EINTERNAL. */
+int skd_uuid(char out[SKD_UUID_LEN + 1]);
+
+/* Lower-case hex SHA-256 of len bytes into out (65 bytes with NUL). */
+void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1]);
+
+/* n random bytes from the OpenSSL CSPRNG. Returns 0 or SKD_EINTERNAL. */
+int skd_random(void *out, size_t n);
+
+/* Constant-time comparison of two equal-length byte strings: 1 when equal. */
+int skd_ct_equal(const void *a, const void *b, size_t n);
+
+/* Milliseconds on the monotonic clock, and since the epoch. */
+int64_t skd_mono_ms(void);
+int64_t skd_wall_ms(void);
+
+/* Parse a whole decimal string into [min, max]. Returns 0 or SKD_EINVAL. */
+int skd_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* Parse "true/false/1/0/yes/no/on/off" (any case). Returns 0 or SKD_EINVAL. */
+int skd_parse_bool(const char *s, int *out);
+
+/* Copy at most cap-1 bytes of src into dst and terminate. Returns SKD_ETOOBIG
+ * when src did not fit (dst then holds a truncated copy). */
+int skd_strlcpy(char *dst, const char *src, size_t cap);
+
+/* 1 when the n bytes at s are valid UTF-8 (no overlongs, no surrogates). */
+int skd_utf8_valid(const char *s, size_t n);
+
+#endif

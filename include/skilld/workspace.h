@@ -1,0 +1,50 @@
+/*
+ * Per-key workspaces. The workspace of key id K is
+ * $DATA_DIR/workspaces/<hex SHA-256 of K>/, created 0700 on first use and
+ * held open as a directory fd. Every client path is relative to it and is
+ * resolved with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS) from that
+ * fd, so no "..", absolute path or symlink can leave it, whatever races
+ * happen. Special files are refused without blocking.
+ */
+#ifndef SKILLD_WORKSPACE_H
+#define SKILLD_WORKSPACE_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "skilld/error.h"
+
+typedef struct skd_workspace skd_workspace;
+
+/* Longest client path accepted, in bytes. */
+#define SKD_WS_PATH_MAX 1024
+
+/* Open (creating when missing) the workspace of key_id under data_dir.
+ * Caller closes with skd_workspace_close. */
+int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out,
+                       skd_err *err);
+void skd_workspace_close(skd_workspace *ws); /* NULL ok */
+
+/* The directory fd (borrowed) and absolute path (borrowed). */
+int skd_workspace_fd(const skd_workspace *ws);
+const char *skd_workspace_path(const skd_workspace *ws);
+
+/* Check a client path: non-empty, relative, no NUL, no ".." component, at
+ * most SKD_WS_PATH_MAX bytes. "." and "" are accepted only when allow_root.
+ * Returns 0 or SKD_EPATH with a message. */
+int skd_workspace_check_path(const char *path, int allow_root, skd_err *err);
+
+/* Open path beneath the workspace with openat2. flags are open(2) flags
+ * (O_CLOEXEC and O_NOFOLLOW for the last component are added). Returns an fd
+ * or a negative SKD_E* code (SKD_EPATH for escapes, SKD_ENOENT, ...). */
+int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
+                         skd_err *err);
+
+/* Bytes currently used by the workspace (sum of regular file sizes). */
+int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);
+
+/* Serialise writers of one workspace (flock on the directory fd). */
+int skd_workspace_lock(skd_workspace *ws, skd_err *err);
+void skd_workspace_unlock(skd_workspace *ws);
+
+#endif

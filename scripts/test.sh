@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Build skilld and run every test ring; the README's test command and what
+# .ci/run calls. Ends with "N passed, N failed" and exits non-zero on any
+# failure.
+#
+# Rings (each program prints "PASS name" / "FAIL name: why" lines):
+#   1. lint: banned functions
+#   2. unit: build/tests/test_* (release), then under ASan+UBSan, then valgrind
+#   3. fuzz corpora replayed through the libFuzzer drivers
+#   4. integration: tests/integration/*.sh, tests/security/*.sh,
+#      tests/providers/*.sh, tests/node/*.test.mjs — driving the real binary
+# SKILLD_TEST_FILTER=regex runs only matching programs (for development).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+scripts/deps.sh --test || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
+
+LOG=$(mktemp -d /tmp/skilld-test.XXXXXX)
+passed=0
+failed=0
+filter=${SKILLD_TEST_FILTER:-.}
+
+# run_prog LABEL CMD...: run one test program, count its PASS/FAIL lines.
+# A program that exits non-zero without printing a FAIL line counts as one
+# failure of its own.
+run_prog() {
+    local label=$1; shift
+    echo "$label" | grep -Eq "$filter" || return 0
+    local out="$LOG/$(echo "$label" | tr '/ ' '__').log"
+    local rc=0
+    timeout "${TEST_TIMEOUT:-600}" "$@" >"$out" 2>&1 || rc=$?
+    local p f
+    p=$(grep -c '^PASS ' "$out")
+    f=$(grep -c '^FAIL ' "$out")
+    grep -E '^(FAIL) ' "$out" | sed "s|^|[$label] |"
+    if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
+        echo "FAIL [$label] exited with status $rc; last lines:"
+        tail -n 15 "$out" | sed 's/^/    /'
+        f=1
+    fi
+    passed=$((passed + p))
+    failed=$((failed + f))
+    printf '%-48s %4d passed %4d failed\n' "$label" "$p" "$f"
+}
+
+echo "== build"
+if ! make -j"$(nproc)" all >"$LOG/build.log" 2>&1; then
+    tail -n 40 "$LOG/build.log"; echo "0 passed, 1 failed"; exit 1
+fi
+run_prog lint/banned scripts/check-banned.sh
+# the lint script prints no PASS line; count a clean run as one pass
+if scripts/check-banned.sh >/dev/null 2>&1; then passed=$((passed + 1)); fi
+
+echo "== unit (release)"
+for t in build/tests/test_*; do run_prog "unit/$(basename "$t")" "$t"; done
+
+echo "== unit (ASan+UBSan)"
+if make -j"$(nproc)" asan >"$LOG/asan-build.log" 2>&1; then
+    for t in build-asan/tests/test_*; do
+        ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+            run_prog "asan/$(basename "$t")" "$t"
+    done
+else
+    tail -n 30 "$LOG/asan-build.log"; failed=$((failed + 1))
+fi
+
+echo "== unit (valgrind)"
+for t in build/tests/test_*; do
+    SKILLD_UNDER_VALGRIND=1 run_prog "valgrind/$(basename "$t")" \
+        valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+        --trace-children=no "$t"
+done
+
+echo "== fuzz corpora"
+if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
+    if make fuzz >"$LOG/fuzz-build.log" 2>&1; then
+        for f in build-fuzz/fuzz/fuzz_*; do
+            n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
+            [ -d "$corpus" ] || continue
+            run_prog "fuzz/$n" tests/fuzz/replay.sh "$f" "$corpus"
+        done
+    else
+        tail -n 30 "$LOG/fuzz-build.log"; failed=$((failed + 1))
+    fi
+fi
+
+echo "== integration"
+export SKILLD="$ROOT/build/skilld" SKILLD_ROOT="$ROOT"
+for t in tests/integration/*.sh tests/security/*.sh tests/providers/*.sh; do
+    [ -x "$t" ] || continue
+    run_prog "${t#tests/}" "$t"
+done
+for t in tests/node/*.test.mjs; do
+    [ -f "$t" ] || continue
+    run_prog "${t#tests/}" node "$t"
+done
+
+echo
+echo "logs: $LOG"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

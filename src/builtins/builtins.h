@@ -1,0 +1,21 @@
+/*
+ * Library-internal declarations of the built-in skills. Each fills a
+ * skd_skill_def whose input_schema (and output_schema) are new references
+ * owned by the caller, which releases them after registering.
+ */
+#ifndef SKILLD_BUILTINS_H
+#define SKILLD_BUILTINS_H
+
+#include "skilld/skilld.h"
+
+void skd__builtin_file_read_def(skd_skill_def *d);
+void skd__builtin_file_write_def(skd_skill_def *d);
+void skd__builtin_file_list_def(skd_skill_def *d);
+void skd__builtin_file_delete_def(skd_skill_def *d);
+
+/* Registration order; add new built-ins here. */
+#define SKD__BUILTIN_LIST                                                                  \
+    skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,     \
+        skd__builtin_file_delete_def,
+
+#endif

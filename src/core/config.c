@@ -1,0 +1,242 @@
+/*
+ * Configuration table and loaders (see include/skilld/config.h).
+ *
+ * To add a setting, add a row to `keys` below: everything else (environment,
+ * config file, --set flags, validation, `skilld doctor`) follows from it.
+ */
+#include "skilld/config.h"
+#include "skilld/util.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum ktype { K_STR, K_INT, K_BOOL };
+
+struct key {
+    const char *name;
+    enum ktype type;
+    const char *def;
+    int64_t min, max; /* for K_INT */
+    int secret;
+    const char *help;
+};
+
+#define I64MAX INT64_MAX
+
+static const struct key keys[] = {
+    /* core */
+    {"DATA_DIR", K_STR, "./var", 0, 0, 0, "state directory: skilld.db, workspaces/, images/"},
+    {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
+    {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
+    {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},
+    /* workspace and file skills */
+    {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
+    {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
+     "bytes a workspace may hold"},
+    /* outbound */
+    {"SKILLS_MAX_HTTP_RESPONSE_BYTES", K_INT, "256000", 1, I64MAX, 0,
+     "bytes of an HTTP response body kept (after decompression)"},
+    {"SKILLS_HTTP_TIMEOUT_MS", K_INT, "30000", 100, 600000, 0, "default outbound deadline"},
+    {"SKILLS_OUTBOUND_ALLOW_CIDRS", K_STR, "", 0, 0, 0,
+     "comma-separated CIDRs that may be reached although private"},
+    {"SKILLS_OUTBOUND_ALLOW_HOSTS", K_STR, "", 0, 0, 0,
+     "comma-separated host names that may reach private addresses"},
+    {"SKILLS_OUTBOUND_DENY_HOSTS", K_STR, "", 0, 0, 0, "comma-separated host names never reached"},
+    {"SKILLS_OUTBOUND_RESOLVE", K_STR, "", 0, 0, 0,
+     "comma-separated host:port:address pins, as curl --resolve (tests)"},
+    {"SKILLS_HTTP_DROP_HEADERS", K_STR,
+     "host,connection,content-length,cookie,set-cookie,authorization,proxy-authorization", 0, 0,
+     0, "request headers a caller may not set"},
+    {"SKILLS_SEARCH_PROVIDER", K_STR, "duckduckgo", 0, 0, 0, "default web_search provider"},
+    {"SKILLS_DUCKDUCKGO_URL", K_STR, "https://html.duckduckgo.com/html/", 0, 0, 0,
+     "DuckDuckGo HTML endpoint"},
+    {"SKILLS_SEARXNG_URL", K_STR, "", 0, 0, 0, "SearXNG base URL (JSON API)"},
+    {"SKILLS_BRAVE_URL", K_STR, "https://api.search.brave.com/res/v1/web/search", 0, 0, 0,
+     "Brave Search API endpoint"},
+    {"SKILLS_BRAVE_API_KEY", K_STR, "", 0, 0, 1, "Brave Search API key"},
+    {"SKILLS_SEARCH_CACHE_TTL_S", K_INT, "3600", 0, 604800, 0, "seconds a search result is cached"},
+    /* sandbox */
+    {"SKILLS_SANDBOX_RUNTIME", K_STR, "native", 0, 0, 0, "native, docker, podman or auto"},
+    {"SKILLS_SANDBOX_TIMEOUT_MS", K_INT, "10000", 1, 60000, 0, "default sandbox timeout"},
+    {"SKILLS_ALLOWED_SANDBOX_IMAGES", K_STR, "", 0, 0, 0,
+     "comma-separated images allowed besides host"},
+    {"SKILLS_SANDBOX_NETWORK_ENABLED", K_BOOL, "false", 0, 0, 0, "default of networkEnabled"},
+    {"SKILLS_SANDBOX_MAX_CONCURRENT", K_INT, "0", 0, 4096, 0,
+     "concurrent sandboxes (0: 4 x cores)"},
+    {"SKILLS_SANDBOX_MAX_PER_KEY", K_INT, "0", 0, 4096, 0,
+     "concurrent sandboxes per key (0: half the global cap)"},
+    {"SKILLS_MAX_SANDBOX_OUTPUT_CHARS", K_INT, "100000", 1, 1073741824, 0,
+     "bytes of output kept per stream"},
+    {"SKILLS_SANDBOX_MEMORY_MB", K_INT, "512", 8, 1048576, 0, "default memoryLimit (MiB)"},
+    {"SKILLS_SANDBOX_CPU_PERCENT", K_INT, "100", 1, 102400, 0, "default cpuLimit"},
+    {"SKILLS_SANDBOX_PIDS_LIMIT", K_INT, "64", 1, 65536, 0, "default pidsLimit"},
+    /* server */
+    {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
+     "Host header values accepted (port ignored)"},
+    {"SKILLD_ALLOWED_ORIGINS", K_STR, "", 0, 0, 0,
+     "Origin values accepted besides http(s)://localhost and 127.0.0.1"},
+    {"SKILLD_MAX_BODY_BYTES", K_INT, "4194304", 1024, 1073741824, 0, "request body limit"},
+    {"SKILLD_MCP_EXPOSE_SKILLS", K_BOOL, "true", 0, 0, 0,
+     "list every enabled skill as its own MCP tool"},
+};
+
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+struct skd_config {
+    char *str[NKEYS];
+    int64_t num[NKEYS];
+};
+
+static int find(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return (int)i;
+    return -1;
+}
+
+static int set_index(skd_config *cfg, int i, const char *value, skd_err *err)
+{
+    const struct key *k = &keys[i];
+    int64_t n = 0;
+    if (k->type == K_INT) {
+        if (skd_parse_i64(value, k->min, k->max, &n))
+            return skd_err_set(err, SKD_ECONFIG, "%s=%s: expected an integer in [%lld, %lld]",
+                               k->name, value, (long long)k->min, (long long)k->max);
+    } else if (k->type == K_BOOL) {
+        int b;
+        if (skd_parse_bool(value, &b))
+            return skd_err_set(err, SKD_ECONFIG, "%s=%s: expected true or false", k->name, value);
+        n = b;
+    }
+    char *copy = strdup(value);
+    if (!copy)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    free(cfg->str[i]);
+    cfg->str[i] = copy;
+    cfg->num[i] = n;
+    return 0;
+}
+
+skd_config *skd_config_new(void)
+{
+    skd_config *cfg = calloc(1, sizeof(*cfg));
+    if (!cfg)
+        return NULL;
+    for (size_t i = 0; i < NKEYS; i++) {
+        if (set_index(cfg, (int)i, keys[i].def, NULL)) {
+            skd_config_free(cfg);
+            return NULL;
+        }
+    }
+    return cfg;
+}
+
+void skd_config_free(skd_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < NKEYS; i++)
+        free(cfg->str[i]);
+    free(cfg);
+}
+
+int skd_config_set(skd_config *cfg, const char *name, const char *value, skd_err *err)
+{
+    int i = find(name);
+    if (i < 0)
+        return skd_err_set(err, SKD_ECONFIG, "unknown setting %s", name);
+    return set_index(cfg, i, value, err);
+}
+
+int skd_config_load_env(skd_config *cfg, skd_err *err)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *v = getenv(keys[i].name);
+        if (v) {
+            int rc = set_index(cfg, (int)i, v, err);
+            if (rc)
+                return rc;
+        }
+    }
+    return 0;
+}
+
+int skd_config_load_file(skd_config *cfg, const char *path, skd_err *err)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return skd_err_set(err, SKD_ECONFIG, "cannot open config file %s", path);
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        size_t n = strlen(line);
+        if (n && line[n - 1] != '\n' && !feof(f)) {
+            rc = skd_err_set(err, SKD_ECONFIG, "%s:%d: line too long", path, lineno);
+            break;
+        }
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r' || line[n - 1] == ' '))
+            line[--n] = '\0';
+        char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p || *p == '#')
+            continue;
+        char *eq = strchr(p, '=');
+        if (!eq) {
+            rc = skd_err_set(err, SKD_ECONFIG, "%s:%d: expected NAME=value", path, lineno);
+            break;
+        }
+        *eq = '\0';
+        rc = skd_config_set(cfg, p, eq + 1, err);
+        if (rc) {
+            char msg[SKD_ERR_MSG_MAX];
+            skd_strlcpy(msg, skd_err_msg(err), sizeof(msg));
+            skd_err_set(err, SKD_ECONFIG, "%s:%d: %s", path, lineno, msg);
+            break;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+static int must_find(const char *name, enum ktype type)
+{
+    int i = find(name);
+    assert(i >= 0 && "unknown configuration name");
+    if (i < 0 || keys[i].type != type)
+        abort();
+    return i;
+}
+
+const char *skd_config_str(const skd_config *cfg, const char *name)
+{
+    int i = find(name);
+    assert(i >= 0 && "unknown configuration name");
+    if (i < 0)
+        abort();
+    return cfg->str[i];
+}
+
+int64_t skd_config_int(const skd_config *cfg, const char *name)
+{
+    return cfg->num[must_find(name, K_INT)];
+}
+
+int skd_config_bool(const skd_config *cfg, const char *name)
+{
+    return (int)cfg->num[must_find(name, K_BOOL)];
+}
+
+void skd_config_dump(const skd_config *cfg, FILE *out)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const char *v = cfg->str[i];
+        if (keys[i].secret && *v)
+            v = "********";
+        fprintf(out, "%s=%s\t# %s\n", keys[i].name, v, keys[i].help);
+    }
+}

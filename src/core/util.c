@@ -1,0 +1,142 @@
+/*
+ * Helpers (see include/skilld/util.h). Randomness and digests come from
+ * OpenSSL libcrypto; nothing here keeps state.
+ */
+#include "skilld/util.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+int skd_random(void *out, size_t n)
+{
+    return RAND_bytes(out, (int)n) == 1 ? 0 : SKD_EINTERNAL;
+}
+
+int skd_uuid(char out[SKD_UUID_LEN + 1])
+{
+    unsigned char b[16];
+    if (skd_random(b, sizeof(b)))
+        return SKD_EINTERNAL;
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    snprintf(out, SKD_UUID_LEN + 1,
+             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    return 0;
+}
+
+void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    static const char hex[] = "0123456789abcdef";
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < 32; i++) {
+        out[2 * i] = hex[md[i] >> 4];
+        out[2 * i + 1] = hex[md[i] & 15];
+    }
+    out[SKD_SHA256_HEX_LEN] = '\0';
+}
+
+int skd_ct_equal(const void *a, const void *b, size_t n)
+{
+    return CRYPTO_memcmp(a, b, n) == 0;
+}
+
+static int64_t clock_ms(clockid_t id)
+{
+    struct timespec ts;
+    clock_gettime(id, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t skd_mono_ms(void)
+{
+    return clock_ms(CLOCK_MONOTONIC);
+}
+
+int64_t skd_wall_ms(void)
+{
+    return clock_ms(CLOCK_REALTIME);
+}
+
+int skd_parse_i64(const char *s, int64_t min, int64_t max, int64_t *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return SKD_EINVAL;
+    char *end = NULL;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || !end || *end || v < min || v > max)
+        return SKD_EINVAL;
+    *out = v;
+    return 0;
+}
+
+int skd_parse_bool(const char *s, int *out)
+{
+    static const char *yes[] = {"1", "true", "yes", "on"};
+    static const char *no[] = {"0", "false", "no", "off"};
+    for (size_t i = 0; s && i < 4; i++) {
+        if (strcasecmp(s, yes[i]) == 0)
+            return *out = 1, 0;
+        if (strcasecmp(s, no[i]) == 0)
+            return *out = 0, 0;
+    }
+    return SKD_EINVAL;
+}
+
+int skd_strlcpy(char *dst, const char *src, size_t cap)
+{
+    size_t n = strlen(src);
+    if (cap == 0)
+        return SKD_ETOOBIG;
+    size_t c = n < cap ? n : cap - 1;
+    memcpy(dst, src, c);
+    dst[c] = '\0';
+    return n < cap ? 0 : SKD_ETOOBIG;
+}
+
+int skd_utf8_valid(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = s[i];
+        size_t k;
+        unsigned cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if ((c & 0xe0) == 0xc0) {
+            k = 1, cp = c & 0x1f;
+        } else if ((c & 0xf0) == 0xe0) {
+            k = 2, cp = c & 0x0f;
+        } else if ((c & 0xf8) == 0xf0) {
+            k = 3, cp = c & 0x07;
+        } else {
+            return 0;
+        }
+        if (n - i <= k)
+            return 0;
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80)
+                return 0;
+            cp = (cp << 6) | (s[i + j] & 0x3f);
+        }
+        if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
+            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+            return 0;
+        i += k + 1;
+    }
+    return 1;
+}

@@ -1,0 +1,211 @@
+/*
+ * The engine: the one path every call takes, whatever transport it came
+ * from (DESIGN.md, "The path of one call"): look the skill up as the caller
+ * sees it, check scope and enabled state, validate the input against the
+ * skill's schema, open the caller's workspace, run the handler, write the
+ * audit row. Transports only translate to and from skd_call.
+ */
+#include "skilld/skilld.h"
+#include "skilld/store.h"
+#include "skilld/workspace.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct skd_engine {
+    const skd_config *cfg;
+    skd_store *store;
+    skd_registry *reg;
+};
+
+static int mkdir_p(const char *path, skd_err *err)
+{
+    char buf[PATH_MAX];
+    if (skd_strlcpy(buf, path, sizeof(buf)))
+        return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is too long");
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+            return skd_err_set(err, SKD_EIO, "cannot create %s: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0700) != 0 && errno != EEXIST)
+        return skd_err_set(err, SKD_EIO, "cannot create %s: %s", buf, strerror(errno));
+    return 0;
+}
+
+int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err)
+{
+    *out = NULL;
+    const char *dir = skd_config_str(cfg, "DATA_DIR");
+    char dbpath[PATH_MAX];
+    int rc = mkdir_p(dir, err);
+    if (rc)
+        return rc;
+    if (snprintf(dbpath, sizeof(dbpath), "%s/skilld.db", dir) >= (int)sizeof(dbpath))
+        return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is too long");
+    skd_engine *e = calloc(1, sizeof(*e));
+    if (!e)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    e->cfg = cfg;
+    e->reg = skd_registry_new();
+    if (!e->reg) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
+    if ((rc = skd_store_open(dbpath, &e->store, err)) != 0)
+        goto out;
+    if ((rc = skd__builtins_register(e->reg, err)) != 0)
+        goto out;
+    *out = e;
+    return 0;
+out:
+    skd_engine_close(e);
+    return rc;
+}
+
+void skd_engine_close(skd_engine *e)
+{
+    if (!e)
+        return;
+    skd_registry_free(e->reg);
+    skd_store_close(e->store);
+    free(e);
+}
+
+const skd_config *skd_engine_config(skd_engine *e)
+{
+    return e->cfg;
+}
+
+skd_registry *skd_engine_registry(skd_engine *e)
+{
+    return e->reg;
+}
+
+skd_store *skd_engine_store(skd_engine *e)
+{
+    return e->store;
+}
+
+/* Resolve, check and validate; on success *skill holds a reference. */
+static json_t *prepare(skd_engine *e, const skd_call *c, const json_t *input, skd_skill **skill)
+{
+    skd_err err = {0};
+    char ref[160];
+    *skill = NULL;
+    if (!c->skill || !*c->skill)
+        return skd_result_error(SKD_EINVAL, "no skill named in the call");
+    if (c->version && *c->version && !strchr(c->skill, '@'))
+        snprintf(ref, sizeof(ref), "%s@%s", c->skill, c->version);
+    else
+        snprintf(ref, sizeof(ref), "%s", c->skill);
+    if (!(c->scopes & SKD_SCOPE_EXECUTE))
+        return skd_result_error(SKD_EFORBIDDEN, "this API key lacks the skills:execute scope");
+    skd_skill *s = skd_registry_lookup(e->reg, ref, c->key_id, &err);
+    if (!s)
+        return skd_result_from_err(&err);
+    if (!skd_skill_enabled(s)) {
+        skd_skill_unref(s);
+        return skd_result_error(SKD_EDISABLED, "skill %s is disabled", ref);
+    }
+    if (!json_is_object(input)) {
+        skd_skill_unref(s);
+        return skd_result_error(SKD_EINVAL, "input must be a JSON object");
+    }
+    if (skd_schema_validate(skd_skill_input_schema(s), input, &err)) {
+        skd_skill_unref(s);
+        return skd_result_from_err(&err);
+    }
+    *skill = s;
+    return NULL;
+}
+
+static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
+                           const char *exec_id)
+{
+    skd_err err = {0};
+    skd_workspace *ws = NULL;
+    if (skd_workspace_open(skd_config_str(e->cfg, "DATA_DIR"), c->key_id, &ws, &err))
+        return skd_result_from_err(&err);
+    skd_ctx ctx = {
+        .key_id = c->key_id,
+        .scopes = c->scopes,
+        .engine = e,
+        .ws = ws,
+        .cancel = c->cancel,
+        .progress = c->progress,
+        .progress_arg = c->progress_arg,
+        .execution_id = exec_id,
+    };
+    json_t *result = skd_skill_invoke(s, &ctx, input);
+    skd_workspace_close(ws);
+    if (!result || !json_is_boolean(json_object_get(result, "success"))) {
+        skd_error("skill %s returned no result object", skd_skill_name(s));
+        json_decref(result);
+        return skd_result_error(SKD_EINTERNAL, "skill %s returned no result",
+                                skd_skill_name(s));
+    }
+    return result;
+}
+
+static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const json_t *input,
+                  const json_t *result, const char *exec_id, int64_t started)
+{
+    char digest[SKD_SHA256_HEX_LEN + 1] = "";
+    char *dump = json_dumps(input, JSON_COMPACT | JSON_SORT_KEYS);
+    if (dump) {
+        skd_sha256_hex(dump, strlen(dump), digest);
+        free(dump);
+    }
+    int ok = skd_result_success(result);
+    skd_audit a = {
+        .id = exec_id,
+        .key_id = c->key_id,
+        .skill = s ? skd_skill_name(s) : c->skill,
+        .version = s ? skd_skill_version(s) : (c->version ? c->version : ""),
+        .status = ok ? "success" : "error",
+        .error_code = ok ? NULL : skd_result_code(result),
+        .duration_ms = skd_mono_ms() - started,
+        .created_ms = skd_wall_ms(),
+        .input_digest = digest,
+    };
+    skd_err err = {0};
+    if (skd_store_audit_add(e->store, &a, &err))
+        skd_warn("audit row for %s not written: %s", exec_id, skd_err_msg(&err));
+}
+
+json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
+{
+    char id[SKD_UUID_LEN + 1];
+    int64_t started = skd_mono_ms();
+    json_t *empty = NULL;
+    const json_t *input = c->input;
+    skd_skill *s = NULL;
+    if (skd_uuid(id))
+        return skd_result_error(SKD_EINTERNAL, "no randomness for an execution id");
+    if (exec_id)
+        memcpy(exec_id, id, sizeof(id));
+    if (!input)
+        input = empty = json_object();
+    if (!c->key_id || !*c->key_id) {
+        json_decref(empty);
+        return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
+    }
+    json_t *result = prepare(e, c, input, &s);
+    if (!result)
+        result = run_handler(e, c, s, input, id);
+    if (result)
+        audit(e, c, s, input, result, id, started);
+    skd_debug("execution %s key=%s skill=%s success=%d", id, c->key_id, c->skill,
+              skd_result_success(result));
+    skd_skill_unref(s);
+    json_decref(empty);
+    return result;
+}

@@ -1,0 +1,17 @@
+# Shared helpers for shell integration tests. Source it, then use:
+#   pass NAME | fail NAME WHY | check NAME CMD... | json_get JSON JQPATH
+# Each test prints "PASS <file>: <name>" or "FAIL <file>: <name>: <why>".
+# $SKILLD is the binary under test (set by scripts/test.sh).
+set -u
+: "${SKILLD:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/skilld}"
+TEST_NAME=$(basename "$0")
+TEST_FAILS=0
+TMP=$(mktemp -d /tmp/skilld-it.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+pass() { echo "PASS $TEST_NAME: $1"; }
+fail() { echo "FAIL $TEST_NAME: $1: ${2:-}"; TEST_FAILS=$((TEST_FAILS + 1)); }
+# check NAME CMD...: pass when CMD exits 0.
+check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then pass "$n"; else fail "$n" "command failed: $*"; fi; }
+# json_get JSON EXPR: evaluate a python expression over parsed JSON bound to j.
+json_get() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$1" "$2"; }
+finish() { exit $((TEST_FAILS > 0)); }
