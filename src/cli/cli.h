@@ -1,0 +1,42 @@
+/*
+ * The skilld command line: shared state of one invocation and the
+ * subcommand table. Each subcommand lives in src/cli/cmd_<name>.c and is a
+ * thin client of libskilld.
+ */
+#ifndef SKILLD_CLI_H
+#define SKILLD_CLI_H
+
+#include "skilld/skilld.h"
+
+/* Exit statuses of every subcommand. */
+#define CLI_OK 0
+#define CLI_FAIL 1  /* the operation ran and failed (skill success false, ...) */
+#define CLI_USAGE 2 /* bad command line */
+
+typedef struct skd_cli {
+    skd_config *cfg;    /* loaded: defaults < file < environment < global flags */
+    skd_engine *engine; /* NULL until skd__cli_engine() */
+    const char *prog;
+} skd_cli;
+
+/* Open the engine on first use. Prints the error and returns NULL when it
+ * cannot be opened. Borrowed; closed by main. */
+skd_engine *skd__cli_engine(skd_cli *cli);
+
+/* Print a usage error for subcommand cmd and return CLI_USAGE. */
+int skd__cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Read an --input argument: inline JSON, @FILE or - (stdin), capped at
+ * SKILLD_MAX_BODY_BYTES. Returns a new reference or NULL after printing why. */
+json_t *skd__cli_read_json(skd_cli *cli, const char *arg);
+
+/* Print a JSON value (pretty, with a newline) to stdout. */
+void skd__cli_print_json(const json_t *v);
+
+/* Subcommands: argv[0] is the subcommand name. */
+typedef int (*skd_cli_fn)(skd_cli *cli, int argc, char **argv);
+int skd__cli_run(skd_cli *cli, int argc, char **argv);
+int skd__cli_skills(skd_cli *cli, int argc, char **argv);
+int skd__cli_keys(skd_cli *cli, int argc, char **argv);
+
+#endif
