@@ -20,6 +20,17 @@ static const char *const migrations[] = {
     "  status TEXT NOT NULL, error_code TEXT, duration_ms INTEGER NOT NULL,"
     "  created_ms INTEGER NOT NULL, input_sha256 TEXT NOT NULL);"
     "CREATE INDEX executions_key_time ON executions(key_id, created_ms DESC);",
+    /* 2: custom skills registered at runtime (src/store/skills.c); owner '' is global */
+    "CREATE TABLE skills ("
+    "  name TEXT NOT NULL, version TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '',"
+    "  manifest TEXT NOT NULL, skill_dir TEXT, enabled INTEGER NOT NULL DEFAULT 1,"
+    "  created_ms INTEGER NOT NULL, PRIMARY KEY (name, version, owner));",
+    /* 3: A2A tasks (src/store/tasks.c), owned by the key that created them */
+    "CREATE TABLE a2a_tasks ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, context_id TEXT NOT NULL,"
+    "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL);"
+    "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
 };
 
 int skd__store_fail(skd_store *st, skd_err *err, const char *what)
