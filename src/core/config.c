@@ -80,6 +80,8 @@ static const struct key keys[] = {
     {"SKILLD_MAX_BODY_BYTES", K_INT, "4194304", 1024, 1073741824, 0, "request body limit"},
     {"SKILLD_MCP_EXPOSE_SKILLS", K_BOOL, "true", 0, 0, 0,
      "list every enabled skill as its own MCP tool"},
+    {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
+     "seconds a finished A2A task is kept"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
