@@ -21,16 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* TEMPORARY until the sandbox branch's runner is merged here: the runner's
- * functions are weak references so the library links without it; a call
- * then fails with sandbox_unavailable. Remove these lines after the merge. */
-#pragma weak skd_engine_runner
-#pragma weak skd_sandbox_run
-#pragma weak skd_sandbox_result_free
-#pragma weak skd_sandbox_result_to_json
-#pragma weak skd_sandbox_config_defaults
-#pragma weak skd_sandbox_config_from_json
-
 /* What a registered command skill keeps: the manifest (own reference) and
  * the folder mounted at /skill (owned copy, or NULL). */
 struct command_skill {
@@ -134,8 +124,6 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
     json_t *out = NULL;
     memset(&res, 0, sizeof(res));
 
-    if (!skd_engine_runner || !skd_sandbox_run)
-        return skd_result_error(SKD_ESANDBOX, "this build has no sandbox runner");
     skd_runner *runner = skd_engine_runner(ctx->engine, &err);
     if (!runner)
         return skd_result_from_err(&err);
