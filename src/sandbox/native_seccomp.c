@@ -55,11 +55,11 @@ static const unsigned long ns_flags[] = {
 static int socket_rules(scmp_filter_ctx ctx, int nr)
 {
     int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
-                              SCMP_A0(SCMP_CMP_GT, AF_INET6));
+                              SCMP_A0(SCMP_CMP_GT, AF_INET6, 0));
     for (int fam = 0; fam < AF_INET6 && rc == 0; fam++)
         if (fam != AF_UNIX && fam != AF_INET)
             rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
-                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam));
+                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam, 0));
     return rc;
 }
 
@@ -90,7 +90,7 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
     if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
                                SCMP_A0(SCMP_CMP_MASKED_EQ, 0xff, 0x08))) ||
         (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
-                               SCMP_A0(SCMP_CMP_GT, 0xffffffffu))))
+                               SCMP_A0(SCMP_CMP_GT, 0xffffffffu, 0))))
         return rc;
     for (size_t i = 0; i < sizeof(pers_bits) / sizeof(pers_bits[0]); i++)
         if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
