@@ -15,6 +15,7 @@
  */
 #include "server/http.h"
 #include "server/metrics.h"
+#include "server/test_skills.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -406,6 +407,8 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     int v6 = 0, rc = parse_listen(listen, &addr, &alen, &v6, err);
     if (rc)
         return rc;
+    if ((rc = skd__test_skills_register(e, err)) != 0)
+        return rc;
     skd_server *s = calloc(1, sizeof(*s));
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -420,13 +423,13 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
                      MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     s->d = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
         MHD_OPTION_CONNECTION_TIMEOUT,
         (unsigned)skd_config_int(cfg, "SKILLD_CONNECTION_TIMEOUT_S"),
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)skd_config_int(cfg, "SKILLD_MAX_CONNECTIONS"),
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+        on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
     if (!s->d) {
         rc = skd_err_set(err, SKD_EIO, "cannot listen on %s (address in use or not local?)",
                          listen);

@@ -116,9 +116,8 @@ static void *ticker_main(void *arg)
             if (c->handler_progress || !c->progress_token || now - c->last_tick_ms < m->progress_ms)
                 continue;
             char msg[64];
-            double secs = (double)(now - c->started_ms) / 1000.0;
-            snprintf(msg, sizeof(msg), "running for %.0f s", secs);
-            send_progress(c, secs, 0, msg);
+            snprintf(msg, sizeof(msg), "running for %lld ms", (long long)(now - c->started_ms));
+            send_progress(c, c->last_progress + 1, 0, msg);
             c->last_tick_ms = now;
         }
     }
