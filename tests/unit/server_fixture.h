@@ -33,19 +33,19 @@ struct sink {
     json_t *msgs;
 };
 
-static void sink_init(struct sink *s)
+static inline void sink_init(struct sink *s)
 {
     pthread_mutex_init(&s->mu, NULL);
     s->msgs = json_array();
 }
 
-static void sink_free(struct sink *s)
+static inline void sink_free(struct sink *s)
 {
     json_decref(s->msgs);
     pthread_mutex_destroy(&s->mu);
 }
 
-static void sink_send(void *arg, const json_t *msg)
+static inline void sink_send(void *arg, const json_t *msg)
 {
     struct sink *s = arg;
     pthread_mutex_lock(&s->mu);
@@ -54,7 +54,7 @@ static void sink_send(void *arg, const json_t *msg)
 }
 
 /* Number of collected messages whose method is method. */
-static size_t sink_count(struct sink *s, const char *method)
+static inline size_t sink_count(struct sink *s, const char *method)
 {
     size_t n = 0, i;
     json_t *m;
@@ -64,7 +64,7 @@ static size_t sink_count(struct sink *s, const char *method)
     return n;
 }
 
-static json_t *echo_handler(const skd_ctx *ctx, const json_t *input, void *udata)
+static inline json_t *echo_handler(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
     json_t *r = skd_result_ok();
@@ -73,7 +73,7 @@ static json_t *echo_handler(const skd_ctx *ctx, const json_t *input, void *udata
     return r;
 }
 
-static int fixture_add_echo(struct fixture *f, const char *name)
+static inline int fixture_add_echo(struct fixture *f, const char *name)
 {
     json_t *schema = json_pack("{s:s, s:{s:{s:s, s:i}}, s:[s], s:b}", "type", "object",
                                "properties", "msg", "type", "string", "maxLength", 16,
@@ -90,7 +90,7 @@ static int fixture_add_echo(struct fixture *f, const char *name)
     return rc;
 }
 
-static int fixture_open(struct fixture *f, const char *page_size)
+static inline int fixture_open(struct fixture *f, const char *page_size)
 {
     skd_err err = {0};
     memset(f, 0, sizeof(*f));
@@ -112,7 +112,7 @@ static int fixture_open(struct fixture *f, const char *page_size)
     return f->m ? 0 : -1;
 }
 
-static void fixture_close(struct fixture *f)
+static inline void fixture_close(struct fixture *f)
 {
     skd__calls_stop(f->calls, 5000);
     skd__mcp_free(f->m);
@@ -127,19 +127,19 @@ static void fixture_close(struct fixture *f)
 
 /* Send text to s; returns the reply (new reference or NULL). Notifications
  * go to sk (may be NULL). */
-static json_t *rpc(skd_mcp_session *s, const char *text, struct sink *sk)
+static inline json_t *rpc(skd_mcp_session *s, const char *text, struct sink *sk)
 {
     skd_mcp_io io = {sk ? sink_send : NULL, sk, 0};
     return skd__mcp_handle_raw(s, text, strlen(text), &io);
 }
 
 /* The error code of a reply, or 0. */
-static long long rpc_code(const json_t *reply)
+static inline long long rpc_code(const json_t *reply)
 {
     return skd_json_int(json_object_get(reply, "error"), "code", 0);
 }
 
-static skd_mcp_session *fixture_session(struct fixture *f, const char *key, unsigned scopes,
+static inline skd_mcp_session *fixture_session(struct fixture *f, const char *key, unsigned scopes,
                                         const char *version)
 {
     skd_mcp_session *s = skd__mcp_session_new(f->m, key, scopes);
