@@ -21,6 +21,8 @@ static const struct {
     {"skills", skd__cli_skills,
      "skills [list] [--json] | add FILE|DIR | rm|enable|disable NAME[@V]  [--key KEY_ID]"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
+    {"serve", skd__cli_serve, "serve [--listen HOST:PORT]         HTTP server: MCP, REST, metrics"},
+    {"mcp", skd__cli_mcp, "mcp [--key KEY_ID]                MCP over stdio"},
 };
 
 static void usage(FILE *out, const char *prog)
