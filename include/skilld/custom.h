@@ -90,6 +90,9 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
  * logged and skipped, never fatal. */
 int skd__custom_load(skd_engine *e, skd_err *err);
 
+/* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
+int skd__skills_register_add(skd_registry *reg, skd_err *err);
+
 /* Library-internal: build the registry definition of a command skill
  * (handler and udata) for manifest (borrowed, already checked). skill_dir
  * is the folder mounted at /skill or NULL. On success the caller passes

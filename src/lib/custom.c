@@ -252,6 +252,9 @@ static void scan_skills_dir(skd_engine *e)
 
 int skd__custom_load(skd_engine *e, skd_err *err)
 {
+    int rc = skd__skills_register_add(skd_engine_registry(e), err);
+    if (rc)
+        return rc;
     json_t *rows = skd_store_skill_list(skd_engine_store(e), err);
     if (!rows)
         return err && err->code ? err->code : SKD_EIO;

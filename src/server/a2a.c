@@ -471,6 +471,17 @@ skd_a2a *skd__a2a_new(skd_engine *e)
     return a;
 }
 
+void skd__a2a_cancel_all(skd_a2a *a)
+{
+    if (!a)
+        return;
+    pthread_mutex_lock(&a->mu);
+    a->closing = 1;
+    for (a2a_task *t = a->live; t; t = t->next)
+        skd_cancel_fire(t->cancel);
+    pthread_mutex_unlock(&a->mu);
+}
+
 void skd__a2a_free(skd_a2a *a)
 {
     if (!a)

@@ -31,6 +31,9 @@ typedef struct skd_a2a skd_a2a;
  * memory. */
 skd_a2a *skd__a2a_new(skd_engine *e);
 
+/* Refuse new tasks and cancel the running ones (a server stop). NULL ok. */
+void skd__a2a_cancel_all(skd_a2a *a);
+
 /* Cancel every running task, wait for their threads, free. NULL ok. */
 void skd__a2a_free(skd_a2a *a);
 
