@@ -62,6 +62,15 @@ static int beneath(int dirfd, const char *path, int flags, mode_t mode)
                        RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
 }
 
+/* Open a directory beneath dirfd, following symlinks that stay beneath it
+ * (also in the last component): how intermediate directories of a client
+ * path are resolved. */
+static int beneath_dir(int dirfd, const char *path)
+{
+    return sys_openat2(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
+                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+}
+
 /* Map an errno from a lookup of path to an SKD_E* code with a message. */
 static int map_errno(int e, const char *path, skd_err *err)
 {
@@ -345,11 +354,11 @@ static int make_one_dir(skd_workspace *ws, char *dir, skd_err *err)
     int pfd;
     if (slash) {
         *slash = '\0';
-        pfd = beneath(ws->dirfd, *dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
+        pfd = beneath_dir(ws->dirfd, *dir ? dir : ".");
         *slash = '/';
         leaf = slash + 1;
     } else {
-        pfd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+        pfd = beneath_dir(ws->dirfd, ".");
     }
     if (pfd < 0)
         return map_errno(errno, dir, err);
@@ -373,12 +382,13 @@ static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
         *p = '\0';
         int rc = 0;
         if (*dir && !skd_workspace_path_is_root(dir)) {
-            struct stat st;
-            rc = peek(ws->dirfd, dir, &st, err);
-            if (rc == 1)
+            int fd = beneath_dir(ws->dirfd, dir);
+            if (fd >= 0)
+                close(fd);
+            else if (errno == ENOENT)
                 rc = make_one_dir(ws, dir, err);
-            else if (rc == 0 && !S_ISDIR(st.st_mode))
-                rc = skd_err_set(err, SKD_ENOENT, "%s: is not a directory", dir);
+            else
+                rc = map_errno(errno, dir, err);
         }
         *p = saved;
         if (rc)
@@ -413,7 +423,7 @@ int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
         dir[0] = '\0';
     if (mkdirs && (rc = make_dirs(ws, dir, err)) != 0)
         return rc;
-    int fd = beneath(ws->dirfd, *dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
+    int fd = beneath_dir(ws->dirfd, *dir ? dir : ".");
     if (fd < 0)
         return map_errno(errno, *dir ? dir : ".", err);
     return fd;
