@@ -14,18 +14,17 @@
  */
 #include "skilld/workspace.h"
 #include "skilld/util.h"
+#include "workspace/resolve.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 struct skd_workspace {
@@ -36,30 +35,10 @@ struct skd_workspace {
 
 /* Deepest directory nesting the usage walk descends into. */
 #define WALK_MAX_DEPTH 128
-/* openat2 returns EAGAIN when a rename raced the lookup; retry this often. */
-#define OPENAT2_RETRIES 8
-
-static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
-{
-    struct open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = (uint64_t)(unsigned)flags;
-    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
-    how.resolve = resolve;
-    for (int i = 0;; i++) {
-        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN || i >= OPENAT2_RETRIES)
-            return -1;
-    }
-}
-
 /* Resolve path strictly beneath dirfd. */
 static int beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
-    return sys_openat2(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode,
-                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    return skd__ws_open_beneath(dirfd, path, flags | O_NOFOLLOW, mode);
 }
 
 /* Open a directory beneath dirfd, following symlinks that stay beneath it
@@ -67,8 +46,7 @@ static int beneath(int dirfd, const char *path, int flags, mode_t mode)
  * path are resolved. */
 static int beneath_dir(int dirfd, const char *path)
 {
-    return sys_openat2(dirfd, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0,
-                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    return skd__ws_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
 /* Map an errno from a lookup of path to an SKD_E* code with a message. */

@@ -59,7 +59,9 @@ TEST(open_names_by_sha256_with_mode_0700)
     CHECK_EQ_INT(stat(want, &st), 0);
     CHECK_EQ_INT(st.st_mode & 07777, 0700);
     CHECK(skd_workspace_fd(ws) >= 0);
-    CHECK_EQ_INT(skd_workspace_open(dir, "", &ws, &e), SKD_EUNAUTH);
+    skd_workspace *none = NULL;
+    CHECK_EQ_INT(skd_workspace_open(dir, "", &none, &e), SKD_EUNAUTH);
+    CHECK(none == NULL);
     skd_workspace_close(ws);
     skd_workspace_close(NULL);
     /* a loosened mode is tightened again on open */
