@@ -50,9 +50,13 @@ if [ "$RC" = 0 ] && [ "$(jget 'j["success"]')" = true ]; then pass "execute_comm
 wsdir="$DATA_DIR/workspaces/$(printf %s alice | sha256sum | cut -d' ' -f1)"
 if [ "$(cat "$wsdir/out.txt" 2>/dev/null)" = written-in-sandbox ] && [ "$(stat -c %u "$wsdir/out.txt")" = 0 ]; then
     pass "workspace file on the host"; else fail "workspace file on the host" "$(ls -ln "$wsdir" 2>&1)"; fi
-run_skill execute_command alice '{"command":"cat","args":["out.txt"]}'
-if [ "$(jget 'j["stdout"]')" = written-in-sandbox ]; then pass "same key reads it back"; else
-    fail "same key reads it back" "$OUT"; fi
+run_skill file_read alice '{"path":"out.txt"}'
+if [ "$(jget 'j["success"]')" = true ] && [ "$(jget 'j["content"]')" = written-in-sandbox ]; then
+    pass "file_read by the same key"; else fail "file_read by the same key" "$OUT"; fi
+run_skill file_write alice '{"path":"in.txt","content":"from-file_write"}'
+run_skill execute_command alice '{"command":"cat","args":["in.txt"]}'
+if [ "$(jget 'j["stdout"]')" = from-file_write ]; then pass "sandbox reads file_write"; else
+    fail "sandbox reads file_write" "$OUT"; fi
 run_skill execute_command bob '{"command":"cat","args":["/workspace/out.txt"]}'
 if [ "$(jget 'j["success"]')" = false ] && [ "$(jget 'j["exitCode"]')" = 1 ]; then
     pass "other key cannot see it"; else fail "other key cannot see it" "$OUT"; fi
