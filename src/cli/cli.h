@@ -40,5 +40,6 @@ int skd__cli_skills(skd_cli *cli, int argc, char **argv);
 int skd__cli_keys(skd_cli *cli, int argc, char **argv);
 int skd__cli_serve(skd_cli *cli, int argc, char **argv);
 int skd__cli_mcp(skd_cli *cli, int argc, char **argv);
+int skd__cli_exec(skd_cli *cli, int argc, char **argv);
 
 #endif

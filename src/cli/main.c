@@ -23,6 +23,7 @@ static const struct {
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
     {"serve", skd__cli_serve, "serve [--listen HOST:PORT]         HTTP server: MCP, REST, metrics"},
     {"mcp", skd__cli_mcp, "mcp [--key KEY_ID]                MCP over stdio"},
+    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
 };
 
 static void usage(FILE *out, const char *prog)
