@@ -319,8 +319,10 @@ static json_t *m_list(const req *r)
         return rpc_error(r, A2A_INVALID_PARAMS,
                          "bad ListTasks params (contextId, status, pageSize 1-100, pageToken)");
     const char *state = NULL;
+    /* UNSPECIFIED (and UNRECOGNIZED, which @a2a-js/sdk 1.x sends for an
+     * unset filter) mean "any state". */
     if (status && strcmp(status, "TASK_STATE_UNSPECIFIED") != 0 &&
-        !(state = skd__a2a_state_v1(status)))
+        strcmp(status, "UNRECOGNIZED") != 0 && !(state = skd__a2a_state_v1(status)))
         return rpc_error(r, A2A_INVALID_PARAMS, "unknown task state %s", status);
     json_t *tasks = skd_store_task_list(skd_engine_store(r->a->e), r->key_id, ctx, state,
                                         (int)offset, (int)size, &total, &err);
