@@ -90,6 +90,12 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
  * logged and skipped, never fatal. */
 int skd__custom_load(skd_engine *e, skd_err *err);
 
+/* Library-internal: parse SKILL.md text (len bytes, need not be
+ * NUL-terminated) into {name, description, version, entry, image, tags[]}
+ * (empty strings for absent keys). New reference in *out. For the fuzzer
+ * and for skd_skill_folder_read. */
+int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err);
+
 /* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
 int skd__skills_register_add(skd_registry *reg, skd_err *err);
 

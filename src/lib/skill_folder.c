@@ -273,6 +273,49 @@ static int front_matter(char *md, char **fm, skd_err *err)
     return skd_err_set(err, SKD_EINVAL, "SKILL.md: the front matter has no closing --- line");
 }
 
+/* SKILL.md text (md NUL-terminated at len, modified in place) into f. */
+static int parse_md(char *md, size_t len, struct front *f, skd_err *err)
+{
+    char *fm = NULL;
+    int rc;
+    if (strlen(md) != len)
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md contains NUL bytes");
+    if ((rc = front_matter(md, &fm, err)) != 0 || (rc = parse_front(fm, f, err)) != 0)
+        return rc;
+    if (!f->name[0] || !f->description[0])
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md: front matter needs name and description");
+    if (!skd_skill_name_valid(f->name))
+        return skd_err_set(err, SKD_EINVAL,
+                           "SKILL.md: name \"%s\" must match [a-z][a-z0-9_-]{0,63}", f->name);
+    return 0;
+}
+
+int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err)
+{
+    struct front f;
+    skd_err local = {0};
+    *out = NULL;
+    if (!err)
+        err = &local;
+    if (len > SKD_SKILL_MD_MAX_BYTES)
+        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md is larger than %u bytes",
+                           SKD_SKILL_MD_MAX_BYTES);
+    char *md = malloc(len + 1);
+    if (!md)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    memcpy(md, text, len);
+    md[len] = '\0';
+    memset(&f, 0, sizeof(f));
+    int rc = parse_md(md, len, &f, err);
+    free(md);
+    if (rc)
+        return rc;
+    *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", f.name, "description",
+                     f.description, "version", f.version, "entry", f.entry, "image", f.image,
+                     "tags", tags_array(f.tags));
+    return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
+}
+
 static json_t *build_manifest(int dirfd, const struct front *f, skd_err *err)
 {
     json_t *schema = NULL;
@@ -303,7 +346,7 @@ static json_t *build_manifest(int dirfd, const struct front *f, skd_err *err)
 int skd_skill_folder_read(const char *dir, json_t **manifest, skd_err *err)
 {
     struct front f;
-    char *md = NULL, *fm = NULL;
+    char *md = NULL;
     size_t len = 0;
     int rc;
     skd_err local = {0};
@@ -317,21 +360,8 @@ int skd_skill_folder_read(const char *dir, json_t **manifest, skd_err *err)
                            strerror(errno));
     if ((rc = read_file_at(dirfd, "SKILL.md", SKD_SKILL_MD_MAX_BYTES, &md, &len, err)) != 0)
         goto out;
-    if (strlen(md) != len) {
-        rc = skd_err_set(err, SKD_EINVAL, "SKILL.md contains NUL bytes");
+    if ((rc = parse_md(md, len, &f, err)) != 0)
         goto out;
-    }
-    if ((rc = front_matter(md, &fm, err)) != 0 || (rc = parse_front(fm, &f, err)) != 0)
-        goto out;
-    if (!f.name[0] || !f.description[0]) {
-        rc = skd_err_set(err, SKD_EINVAL, "SKILL.md: front matter needs name and description");
-        goto out;
-    }
-    if (!skd_skill_name_valid(f.name)) {
-        rc = skd_err_set(err, SKD_EINVAL, "SKILL.md: name \"%s\" must match [a-z][a-z0-9_-]{0,63}",
-                         f.name);
-        goto out;
-    }
     if ((rc = pick_entry(dirfd, &f, err)) != 0)
         goto out;
     if (!(*manifest = build_manifest(dirfd, &f, err)))
