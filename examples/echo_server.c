@@ -65,8 +65,8 @@ static int serve_http(skd_engine *e, const char *listen, skd_err *err)
     skd_server *srv = NULL;
     char *secret = NULL;
     skd_key_info key;
-    int rc = skd_store_key_create(skd_engine_store(e), "echo-example", SKD_SCOPE_ALL, &secret,
-                                  &key, err);
+    int rc = skd_store_key_create(skd_engine_store(e), "echo-example", SKD_SCOPE_ALL, &secret, &key,
+                                  err);
     if (rc == 0)
         rc = skd_server_start(e, listen, &srv, err);
     if (rc == 0) {
@@ -92,8 +92,8 @@ int main(int argc, char **argv)
         return 2;
     }
     skd_config *cfg = skd_config_new();
-    if (!cfg || skd_config_set(cfg, "DATA_DIR", argv[1], &err) ||
-        skd_engine_open(cfg, &e, &err) || add_echo(e, &err))
+    if (!cfg || skd_config_set(cfg, "DATA_DIR", argv[1], &err) || skd_engine_open(cfg, &e, &err) ||
+        add_echo(e, &err))
         goto out;
     signal(SIGPIPE, SIG_IGN);
     if (argc == 3)

@@ -66,13 +66,13 @@ typedef struct skd_actor {
  * name@version is replaced when replace is set (else SKD_EEXISTS); a
  * built-in or C skill is never replaced. *skill_out (may be NULL) receives
  * a new reference to the registered skill. */
-int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *manifest,
-                        int replace, skd_skill **skill_out, skd_err *err);
+int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *manifest, int replace,
+                        skd_skill **skill_out, skd_err *err);
 
 /* The same for an Agent Skills folder (dir must be absolute); persist 0
  * registers it for this engine only (the DATA_DIR/skills scan). */
-int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir,
-                               int persist, int replace, skd_skill **skill_out, skd_err *err);
+int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+                               int replace, skd_skill **skill_out, skd_err *err);
 
 /* Remove "name" (every version) or "name@version": the actor's own skill
  * when it has one, else (admin or operator) the global one. Built-in skills

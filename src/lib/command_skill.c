@@ -76,11 +76,10 @@ static json_t *outcome(const json_t *manifest, const skd_sandbox_result *r, int 
     if (r->oom_killed)
         return skd_result_error(SKD_ETOOBIG, "the command exceeded its memory limit");
     if (!r->exited || r->exit_code != 0) {
-        json_t *res = r->exited
-                          ? skd_result_error(SKD_ECOMMAND, "the command exited with status %d",
-                                             r->exit_code)
-                          : skd_result_error(SKD_ECOMMAND, "the command was killed by signal %d",
-                                             r->signal);
+        json_t *res =
+            r->exited
+                ? skd_result_error(SKD_ECOMMAND, "the command exited with status %d", r->exit_code)
+                : skd_result_error(SKD_ECOMMAND, "the command was killed by signal %d", r->signal);
         json_t *sr = skd_sandbox_result_to_json(r);
         if (res && sr) {
             json_object_set(res, "exitCode", json_object_get(sr, "exitCode"));
@@ -135,8 +134,7 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         return skd_result_error(SKD_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++)
         argv[i] = json_string_value(json_array_get(cmd, i));
-    if (strcmp(skd_json_str(run, "stdin", "input"), "input") == 0 &&
-        !(in = skd_json_dump(input))) {
+    if (strcmp(skd_json_str(run, "stdin", "input"), "input") == 0 && !(in = skd_json_dump(input))) {
         out = skd_result_error(SKD_ENOMEM, "out of memory");
         goto done;
     }

@@ -112,8 +112,8 @@ int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *m, in
     return register_common(e, who, m, NULL, 1, replace, out, err);
 }
 
-int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir,
-                               int persist, int replace, skd_skill **out, skd_err *err)
+int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+                               int replace, skd_skill **out, skd_err *err)
 {
     json_t *m = NULL;
     if (!is_operator(who))
@@ -145,8 +145,8 @@ static int split(const char *ref, char *buf, size_t cap, const char **version, s
 
 /* Find the owner a remove/toggle applies to: the actor's own skill first,
  * then (admin) the global one. Returns the number of matching skills. */
-static size_t pick_owner(skd_engine *e, const skd_actor *who, const char *name,
-                         const char *version, const char **owner, int *builtin)
+static size_t pick_owner(skd_engine *e, const skd_actor *who, const char *name, const char *version,
+                         const char **owner, int *builtin)
 {
     skd_registry *reg = skd_engine_registry(e);
     const char *own = is_operator(who) ? who->owner_key : who->key_id;
@@ -190,8 +190,7 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
     if (!pick_owner(e, who, name, version, &owner, &builtin))
         return skd_err_set(err, SKD_ENOENT, "no skill %s that this key may change", ref);
     if (!builtin) {
-        rc = skd_store_skill_set_enabled(skd_engine_store(e), name, version, owner, enabled,
-                                         err);
+        rc = skd_store_skill_set_enabled(skd_engine_store(e), name, version, owner, enabled, err);
         if (rc && rc != SKD_ENOENT)
             return rc;
         skd_err_clear(err);
@@ -260,7 +259,7 @@ int skd__custom_load(skd_engine *e, skd_err *err)
         return err && err->code ? err->code : SKD_EIO;
     size_t i;
     json_t *row;
-    json_array_foreach(rows, i, row)
+    json_array_foreach (rows, i, row)
         load_row(e, row);
     json_decref(rows);
     scan_skills_dir(e);

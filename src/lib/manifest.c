@@ -36,7 +36,7 @@ static int only_keys(const json_t *obj, const char *prefix, const char *const *a
 {
     const char *k;
     json_t *v;
-    json_object_foreach((json_t *)obj, k, v) {
+    json_object_foreach ((json_t *)obj, k, v) {
         size_t i;
         for (i = 0; allowed[i]; i++)
             if (strcmp(k, allowed[i]) == 0)
@@ -92,7 +92,7 @@ static int check_tags(const json_t *tags, skd_err *err)
         return bad(err, "tags", "has more than 32 entries");
     size_t i;
     json_t *t;
-    json_array_foreach(tags, i, t) {
+    json_array_foreach (tags, i, t) {
         if (!json_is_string(t) || json_string_length(t) == 0 || json_string_length(t) > TAG_MAX)
             return skd_err_set(err, SKD_EINVAL,
                                "manifest.tags[%zu]: must be a string of 1 to 64 bytes", i);
@@ -173,7 +173,7 @@ static int check_command(const json_t *cmd, skd_err *err)
         return bad(err, "run.command", "has more than 256 arguments");
     size_t i;
     json_t *a;
-    json_array_foreach(cmd, i, a) {
+    json_array_foreach (cmd, i, a) {
         if (!json_is_string(a) || json_string_length(a) > ARG_MAX ||
             (i == 0 && json_string_length(a) == 0))
             return skd_err_set(err, SKD_EINVAL,
@@ -188,7 +188,7 @@ static int check_command(const json_t *cmd, skd_err *err)
 
 static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
 {
-    static const char *const keys[] = {"image",     "command",     "stdin",          "timeoutMs",
+    static const char *const keys[] = {"image",       "command",  "stdin",          "timeoutMs",
                                        "memoryLimit", "cpuLimit", "networkEnabled", NULL};
     int rc;
     if (!run)
@@ -220,8 +220,8 @@ static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
 
 int skd_manifest_check(const json_t *m, const skd_config *cfg, skd_err *err)
 {
-    static const char *const keys[] = {"name", "version", "description", "inputSchema",
-                                       "outputSchema", "tags", "run", NULL};
+    static const char *const keys[] = {"name",         "version", "description", "inputSchema",
+                                       "outputSchema", "tags",    "run",         NULL};
     int rc;
     if (!json_is_object(m))
         return skd_err_set(err, SKD_EINVAL, "manifest: must be a JSON object");

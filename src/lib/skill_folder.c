@@ -119,14 +119,13 @@ static char *field(struct front *f, const char *key, size_t *cap)
     return NULL; /* other keys (license, metadata, ...) are read and ignored */
 }
 
-static int append(char *dst, size_t cap, const char *sep, const char *s, skd_err *err,
-                  int line)
+static int append(char *dst, size_t cap, const char *sep, const char *s, skd_err *err, int line)
 {
     size_t n = strlen(dst);
     int w = snprintf(dst + n, cap - n, "%s%s", n ? sep : "", s);
     if (w < 0 || (size_t)w >= cap - n)
-        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md line %d: value longer than %zu bytes",
-                           line, cap - 1);
+        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md line %d: value longer than %zu bytes", line,
+                           cap - 1);
     return 0;
 }
 
@@ -148,8 +147,10 @@ static int parse_front(char *text, struct front *f, skd_err *err)
             continue;
         if (indented) { /* continuation of the previous key */
             if (!cur && !ignoring)
-                return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: indented line without "
-                                   "a key", line + 1);
+                return skd_err_set(err, SKD_EINVAL,
+                                   "SKILL.md line %d: indented line without "
+                                   "a key",
+                                   line + 1);
             int rc = cur ? append(cur, cap, sep, s, err, line + 1) : 0;
             if (rc)
                 return rc;
@@ -175,8 +176,7 @@ static int parse_front(char *text, struct front *f, skd_err *err)
             continue;
         }
         if (unquote(val))
-            return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: unsupported quoting",
-                               line + 1);
+            return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: unsupported quoting", line + 1);
         int rc = append(cur, cap, sep, val, err, line + 1);
         if (rc)
             return rc;
@@ -223,8 +223,8 @@ static int entry_ok(const char *e)
 
 static int pick_entry(int dirfd, struct front *f, skd_err *err)
 {
-    static const char *const defaults[] = {"scripts/run.py", "scripts/run.sh", "run.py",
-                                           "run.sh", NULL};
+    static const char *const defaults[] = {"scripts/run.py", "scripts/run.sh", "run.py", "run.sh",
+                                           NULL};
     struct stat st;
     if (f->entry[0]) {
         if (!entry_ok(f->entry))
@@ -310,9 +310,9 @@ int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err
     free(md);
     if (rc)
         return rc;
-    *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", f.name, "description",
-                     f.description, "version", f.version, "entry", f.entry, "image", f.image,
-                     "tags", tags_array(f.tags));
+    *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", f.name, "description", f.description,
+                     "version", f.version, "entry", f.entry, "image", f.image, "tags",
+                     tags_array(f.tags));
     return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
@@ -335,8 +335,8 @@ static json_t *build_manifest(int dirfd, const struct front *f, skd_err *err)
     }
     json_t *m = json_pack("{s:s, s:s, s:s, s:o, s:o, s:{s:s, s:o, s:s}}", "name", f->name,
                           "version", f->version[0] ? f->version : "1.0.0", "description",
-                          f->description, "inputSchema", schema, "tags", tags_array(f->tags),
-                          "run", "image", f->image[0] ? f->image : "host", "command",
+                          f->description, "inputSchema", schema, "tags", tags_array(f->tags), "run",
+                          "image", f->image[0] ? f->image : "host", "command",
                           command_for(f->entry), "stdin", "input");
     if (!m)
         skd_err_set(err, SKD_ENOMEM, "out of memory");

@@ -28,14 +28,14 @@ static json_t *skills_register(const skd_ctx *ctx, const json_t *input, void *ud
 
 int skd__skills_register_add(skd_registry *reg, skd_err *err)
 {
-    json_t *schema = json_pack(
-        "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type", "object", "properties",
-        "manifest", "type", "object", "description",
-        "{name, version, description, inputSchema, outputSchema?, tags?, run: {image?, "
-        "command[], stdin?, timeoutMs?, memoryLimit?, cpuLimit?, networkEnabled?}}",
-        "replace", "type", "boolean", "description",
-        "replace this key's own skill of the same name@version", "required", "manifest",
-        "additionalProperties", 0);
+    json_t *schema =
+        json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type", "object",
+                  "properties", "manifest", "type", "object", "description",
+                  "{name, version, description, inputSchema, outputSchema?, tags?, run: {image?, "
+                  "command[], stdin?, timeoutMs?, memoryLimit?, cpuLimit?, networkEnabled?}}",
+                  "replace", "type", "boolean", "description",
+                  "replace this key's own skill of the same name@version", "required", "manifest",
+                  "additionalProperties", 0);
     skd_skill_def d = {
         .name = "skills_register",
         .version = "1.0.0",

@@ -109,9 +109,9 @@ static json_t *no_skill_error(const req *r, const char *why)
     json_t *names = skill_names(r);
     size_t i, len = 0;
     json_t *v;
-    json_array_foreach(names, i, v) {
-        int w = snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "",
-                         json_string_value(v));
+    json_array_foreach (names, i, v) {
+        int w =
+            snprintf(list + len, sizeof(list) - len, "%s%s", i ? ", " : "", json_string_value(v));
         if (w < 0 || (size_t)w >= sizeof(list) - len)
             break;
         len += (size_t)w;
@@ -145,7 +145,7 @@ static json_t *parse_message(const req *r, json_t **msg, const char **skill, jso
         json_object_set_new(v1, "messageId", json_string(mid));
     size_t i;
     json_t *p;
-    json_array_foreach(parts, i, p) {
+    json_array_foreach (parts, i, p) {
         json_t *q = skd__a2a_part_v1(p);
         if (!q)
             bad = 1;
@@ -314,8 +314,8 @@ static json_t *m_list(const req *r)
     const char *token = param_str(r, "pageToken", 20, &bad);
     long long size = skd_json_int(r->params, "pageSize", A2A_PAGE_DEFAULT);
     int64_t offset = 0, total = 0;
-    if (bad || size < 1 || size > A2A_PAGE_MAX || (token && skd_parse_i64(token, 0, INT32_MAX,
-                                                                          &offset)))
+    if (bad || size < 1 || size > A2A_PAGE_MAX ||
+        (token && skd_parse_i64(token, 0, INT32_MAX, &offset)))
         return rpc_error(r, A2A_INVALID_PARAMS,
                          "bad ListTasks params (contextId, status, pageSize 1-100, pageToken)");
     const char *state = NULL;
@@ -333,7 +333,7 @@ static json_t *m_list(const req *r)
     json_t *out = json_array();
     size_t i;
     json_t *t;
-    json_array_foreach(tasks, i, t) {
+    json_array_foreach (tasks, i, t) {
         if (!arts)
             json_object_del(t, "artifacts");
         trim_history(t, hist);
@@ -376,9 +376,9 @@ static json_t *m_subscribe(const req *r)
     a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
     if (!t) {
         json_t *task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
-        error = task ? rpc_error(r, SKD_A2A_UNSUPPORTED_OPERATION,
-                                 "task %s has ended; use GetTask", id)
-                     : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
+        error =
+            task ? rpc_error(r, SKD_A2A_UNSUPPORTED_OPERATION, "task %s has ended; use GetTask", id)
+                 : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
         json_decref(task);
         return error;
     }
@@ -454,8 +454,8 @@ json_t *skd__a2a_handle(skd_a2a *a, const char *key_id, unsigned scopes, const c
     else if (!m)
         reply = rpc_error(&r, A2A_METHOD_NOT_FOUND, "unknown method %.64s", name);
     else if (m->stream && !emit)
-        reply = rpc_error(&r, SKD_A2A_UNSUPPORTED_OPERATION, "%s needs a streaming transport",
-                          name);
+        reply =
+            rpc_error(&r, SKD_A2A_UNSUPPORTED_OPERATION, "%s needs a streaming transport", name);
     else
         reply = m->fn(&r);
     json_decref(empty);

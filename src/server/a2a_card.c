@@ -51,8 +51,7 @@ json_t *skd__a2a_card(skd_a2a *a, const char *base_url, const char *key_id, int 
     char url[512];
     snprintf(url, sizeof(url), "%s/a2a", base_url);
     json_t *card = json_pack(
-        "{s:s, s:s, s:s, s:{s:b, s:b}, s:[s, s], s:[s, s], s:o}", "name", "skilld",
-        "description",
+        "{s:s, s:s, s:s, s:{s:b, s:b}, s:[s, s], s:[s, s], s:o}", "name", "skilld", "description",
         "skilld runs skills (file, web and sandboxed command skills) for agents. Name the skill "
         "in a data part: {\"skill\": \"<name>\", \"input\": {...}}.",
         "version", SKD_VERSION, "capabilities", "streaming", 1, "pushNotifications", 0,
@@ -134,7 +133,7 @@ static json_t *parts_v03(const json_t *parts)
     json_t *out = json_array();
     size_t i;
     json_t *p;
-    json_array_foreach(parts, i, p) {
+    json_array_foreach (parts, i, p) {
         json_t *q = NULL;
         if (json_object_get(p, "text"))
             q = json_pack("{s:s, s:O}", "kind", "text", "text", json_object_get(p, "text"));
@@ -189,9 +188,9 @@ static json_t *task_v03(const json_t *t)
     json_t *hist = json_array(), *arts = json_array();
     size_t i;
     json_t *v;
-    json_array_foreach(json_object_get(t, "history"), i, v)
+    json_array_foreach (json_object_get(t, "history"), i, v)
         json_array_append_new(hist, message_v03(v));
-    json_array_foreach(json_object_get(t, "artifacts"), i, v)
+    json_array_foreach (json_object_get(t, "artifacts"), i, v)
         json_array_append_new(arts, artifact_v03(v));
     json_object_set_new(o, "history", hist);
     json_object_set_new(o, "artifacts", arts);

@@ -27,8 +27,8 @@
 static void card(skd_http_req *req, skd_http_reply *out, int legacy)
 {
     char base[300];
-    const char *pub = skd_config_str(skd_engine_config(skd__server_engine(req->srv)),
-                                     "SKILLD_PUBLIC_URL");
+    const char *pub =
+        skd_config_str(skd_engine_config(skd__server_engine(req->srv)), "SKILLD_PUBLIC_URL");
     const char *host = skd__http_header(req, "Host");
     if (pub && *pub)
         snprintf(base, sizeof(base), "%s", pub);
@@ -78,9 +78,9 @@ static int emit(void *arg, const json_t *msg)
 static void stream_run(void *arg)
 {
     struct stream_job *job = arg;
-    json_t *reply = skd__a2a_handle(job->a2a, job->key_id, job->scopes,
-                                    job->has_version ? job->version : NULL, job->msg, emit,
-                                    job->sse);
+    json_t *reply =
+        skd__a2a_handle(job->a2a, job->key_id, job->scopes, job->has_version ? job->version : NULL,
+                        job->msg, emit, job->sse);
     if (reply) /* refused before the stream started: one error event */
         skd__sse_send(job->sse, reply);
     json_decref(reply);

@@ -59,9 +59,9 @@ struct a2a_task {
 /* Create a task in state SUBMITTED for key (history: the user message, a
  * borrowed 1.0-shape message), persist it and add it to the live list.
  * Returns a new reference or NULL with err set. */
-a2a_task *skd__a2a_task_create(skd_a2a *a, const char *key_id, unsigned scopes,
-                               const char *ctx, const char *skill, const json_t *input,
-                               const json_t *user_msg, skd_err *err);
+a2a_task *skd__a2a_task_create(skd_a2a *a, const char *key_id, unsigned scopes, const char *ctx,
+                               const char *skill, const json_t *input, const json_t *user_msg,
+                               skd_err *err);
 /* Run the task to its end on this thread. */
 void skd__a2a_task_run(a2a_task *t);
 /* Run it on a background thread (takes its own reference). */

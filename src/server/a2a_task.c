@@ -61,8 +61,8 @@ static void persist(a2a_task *t)
     char st[40];
     skd_strlcpy(st, state, sizeof(st));
     pthread_mutex_unlock(&t->mu);
-    if (!copy || skd_store_task_put(skd_engine_store(t->a->e), t->id, t->key_id, t->ctx, st,
-                                    copy, &err))
+    if (!copy ||
+        skd_store_task_put(skd_engine_store(t->a->e), t->id, t->key_id, t->ctx, st, copy, &err))
         skd_warn("a2a task %s not saved: %s", t->id, skd_err_msg(&err));
     json_decref(copy);
 }
@@ -76,8 +76,9 @@ static void prune(skd_a2a *a)
     if (due)
         a->last_prune_ms = now;
     pthread_mutex_unlock(&a->mu);
-    if (due && skd_store_task_prune(skd_engine_store(a->e), now - keep * 1000, &removed, NULL) ==
-                   0 && removed)
+    if (due &&
+        skd_store_task_prune(skd_engine_store(a->e), now - keep * 1000, &removed, NULL) == 0 &&
+        removed)
         skd_debug("a2a: pruned %lld old tasks", (long long)removed);
 }
 
@@ -91,9 +92,9 @@ static json_t *status(const char *state, json_t *message)
     return s;
 }
 
-a2a_task *skd__a2a_task_create(skd_a2a *a, const char *key_id, unsigned scopes,
-                               const char *ctx, const char *skill, const json_t *input,
-                               const json_t *user_msg, skd_err *err)
+a2a_task *skd__a2a_task_create(skd_a2a *a, const char *key_id, unsigned scopes, const char *ctx,
+                               const char *skill, const json_t *input, const json_t *user_msg,
+                               skd_err *err)
 {
     prune(a);
     a2a_task *t = calloc(1, sizeof(*t));
@@ -176,8 +177,9 @@ static void set_state(a2a_task *t, const char *state, const char *text, int drop
     json_decref(msg);
     if (!droppable) /* progress notes are not worth a task state change */
         json_object_set(t->task, "status", st);
-    push_locked(t, json_pack("{s:{s:s, s:s, s:O}}", "statusUpdate", "taskId", t->id,
-                             "contextId", t->ctx, "status", st),
+    push_locked(t,
+                json_pack("{s:{s:s, s:s, s:O}}", "statusUpdate", "taskId", t->id, "contextId",
+                          t->ctx, "status", st),
                 droppable);
     json_decref(st);
     pthread_mutex_unlock(&t->mu);
@@ -211,8 +213,8 @@ static json_t *artifact(const json_t *result)
     if (!text)
         text = skd_json_str(result, "stdout", NULL);
     if (parts && text && *text)
-        json_array_append_new(parts, json_pack("{s:s, s:s}", "text", text, "mediaType",
-                                               "text/plain"));
+        json_array_append_new(parts,
+                              json_pack("{s:s, s:s}", "text", text, "mediaType", "text/plain"));
     return json_pack("{s:s, s:s, s:o}", "artifactId", id, "name", "result", "parts", parts);
 }
 
@@ -248,8 +250,9 @@ static void finish(a2a_task *t, const json_t *result)
     if (art) {
         pthread_mutex_lock(&t->mu);
         json_array_append(json_object_get(t->task, "artifacts"), art);
-        push_locked(t, json_pack("{s:{s:s, s:s, s:O, s:b}}", "artifactUpdate", "taskId", t->id,
-                                 "contextId", t->ctx, "artifact", art, "lastChunk", 1),
+        push_locked(t,
+                    json_pack("{s:{s:s, s:s, s:O, s:b}}", "artifactUpdate", "taskId", t->id,
+                              "contextId", t->ctx, "artifact", art, "lastChunk", 1),
                     0);
         pthread_mutex_unlock(&t->mu);
         json_decref(art);

@@ -35,8 +35,7 @@ void skd__rest_skill_register(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd_actor who = actor(req);
-    if (skd_custom_register(skd__server_engine(req->srv), &who, m, json_is_true(replace), &s,
-                            &err))
+    if (skd_custom_register(skd__server_engine(req->srv), &who, m, json_is_true(replace), &s, &err))
         skd__http_from_err(out, &err);
     else
         skd__http_json(out, MHD_HTTP_CREATED, skd_skill_to_json(s));

@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int skd_store_skill_put(skd_store *st, const char *owner, const json_t *m,
-                        const char *skill_dir, int enabled, skd_err *err)
+int skd_store_skill_put(skd_store *st, const char *owner, const json_t *m, const char *skill_dir,
+                        int enabled, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     char *text = skd_json_dump(m);
@@ -71,8 +71,8 @@ static int where_update(skd_store *st, const char *sql_all, const char *sql_one,
     return rc;
 }
 
-int skd_store_skill_delete(skd_store *st, const char *name, const char *version,
-                           const char *owner, skd_err *err)
+int skd_store_skill_delete(skd_store *st, const char *name, const char *version, const char *owner,
+                           skd_err *err)
 {
     return where_update(st, "DELETE FROM skills WHERE name=? AND owner=?",
                         "DELETE FROM skills WHERE name=? AND owner=? AND version=?", 0, 0, name,
@@ -105,11 +105,10 @@ json_t *skd_store_skill_list(skd_store *st, skd_err *err)
         const char *dir = (const char *)sqlite3_column_text(q, 2);
         skd_err perr = {0};
         json_t *m = text ? skd_json_parse(text, strlen(text), &perr) : NULL;
-        json_t *row = json_pack("{s:o, s:o, s:o, s:b}", "owner",
-                                owner && *owner ? json_string(owner) : json_null(), "manifest",
-                                m ? m : json_null(), "skillDir",
-                                dir ? json_string(dir) : json_null(), "enabled",
-                                sqlite3_column_int(q, 3));
+        json_t *row = json_pack(
+            "{s:o, s:o, s:o, s:b}", "owner", owner && *owner ? json_string(owner) : json_null(),
+            "manifest", m ? m : json_null(), "skillDir", dir ? json_string(dir) : json_null(),
+            "enabled", sqlite3_column_int(q, 3));
         if (row)
             json_array_append_new(arr, row);
     }

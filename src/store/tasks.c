@@ -12,9 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-int skd_store_task_put(skd_store *st, const char *id, const char *key_id,
-                       const char *context_id, const char *state, const json_t *task,
-                       skd_err *err)
+int skd_store_task_put(skd_store *st, const char *id, const char *key_id, const char *context_id,
+                       const char *state, const json_t *task, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     char *text = skd_json_dump(task);
@@ -68,8 +67,8 @@ json_t *skd_store_task_get(skd_store *st, const char *key_id, const char *id, sk
     return t;
 }
 
-#define TASK_FILTER                                                                            \
-    " FROM a2a_tasks WHERE key_id=?1 AND (?2 IS NULL OR context_id=?2) AND (?3 IS NULL OR "   \
+#define TASK_FILTER                                                                                \
+    " FROM a2a_tasks WHERE key_id=?1 AND (?2 IS NULL OR context_id=?2) AND (?3 IS NULL OR "        \
     "state=?3)"
 
 static void bind_filter(sqlite3_stmt *q, const char *key_id, const char *ctx, const char *state)
@@ -81,9 +80,8 @@ static void bind_filter(sqlite3_stmt *q, const char *key_id, const char *ctx, co
         sqlite3_bind_text(q, 3, state, -1, SQLITE_STATIC);
 }
 
-json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *ctx,
-                            const char *state, int offset, int limit, int64_t *total,
-                            skd_err *err)
+json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *ctx, const char *state,
+                            int offset, int limit, int64_t *total, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     json_t *arr = json_array();
@@ -120,8 +118,8 @@ int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd
 {
     sqlite3_stmt *q = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st), "DELETE FROM a2a_tasks WHERE updated_ms < ?", -1,
-                           &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(skd__store_db(st), "DELETE FROM a2a_tasks WHERE updated_ms < ?", -1, &q,
+                           NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "prune tasks");
     sqlite3_bind_int64(q, 1, before_ms);
     if (sqlite3_step(q) != SQLITE_DONE)

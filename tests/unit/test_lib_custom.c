@@ -16,9 +16,9 @@ static char tmpdir[64];
 
 static json_t *manifest(const char *name, const char *version)
 {
-    return json_pack("{s:s, s:s, s:s, s:{s:s}, s:[s], s:{s:[s, s], s:s}}", "name", name,
-                     "version", version, "description", "test skill", "inputSchema", "type",
-                     "object", "tags", "t", "run", "command", "/bin/echo", "hi", "stdin", "none");
+    return json_pack("{s:s, s:s, s:s, s:{s:s}, s:[s], s:{s:[s, s], s:s}}", "name", name, "version",
+                     version, "description", "test skill", "inputSchema", "type", "object", "tags",
+                     "t", "run", "command", "/bin/echo", "hi", "stdin", "none");
 }
 
 /* Check that mutate(manifest) is refused with a message starting with want. */
@@ -121,9 +121,10 @@ TEST(skill_md_front_matter)
     json_t *m = NULL;
     snprintf(dir, sizeof(dir), "%s/folder", tmpdir);
     mkdir(dir, 0700);
-    write_file(dir, "SKILL.md", "---\nname: word-count\n# a comment\ndescription: >\n  Counts "
-                                "words\n  in text.\ntags: [text, \"count\"]\nlicense: MIT\n---\n"
-                                "# Word count\nBody text.\n");
+    write_file(dir, "SKILL.md",
+               "---\nname: word-count\n# a comment\ndescription: >\n  Counts "
+               "words\n  in text.\ntags: [text, \"count\"]\nlicense: MIT\n---\n"
+               "# Word count\nBody text.\n");
     CHECK_EQ_INT(skd_skill_folder_read(dir, &m, &err), SKD_ENOENT); /* no entry script yet */
     char scripts[160];
     snprintf(scripts, sizeof(scripts), "%s/scripts", dir);

@@ -44,8 +44,12 @@ static json_t *slow(const skd_ctx *ctx, const json_t *input, void *udata)
 static void add_skill(const char *name, skd_handler_fn fn, const char *owner)
 {
     json_t *schema = json_pack("{s:s}", "type", "object");
-    skd_skill_def d = {.name = name, .version = "1.0.0", .description = "test",
-                       .input_schema = schema, .handler = fn, .owner = owner};
+    skd_skill_def d = {.name = name,
+                       .version = "1.0.0",
+                       .description = "test",
+                       .input_schema = schema,
+                       .handler = fn,
+                       .owner = owner};
     skd_registry_add(skd_engine_registry(eng), &d, 0, NULL);
     json_decref(schema);
 }
@@ -58,8 +62,7 @@ static json_t *call(const char *key, const char *version, const char *text)
     return rep;
 }
 
-static json_t *send_skill(const char *key, const char *method, const char *skill,
-                          const char *extra)
+static json_t *send_skill(const char *key, const char *method, const char *skill, const char *extra)
 {
     char buf[1024];
     snprintf(buf, sizeof(buf),
@@ -94,7 +97,7 @@ TEST(agent_card)
     int seen_echo = 0, seen_private = 0;
     size_t i;
     json_t *s;
-    json_array_foreach(skills, i, s) {
+    json_array_foreach (skills, i, s) {
         seen_echo |= strcmp(skd_json_str(s, "id", ""), "echo") == 0;
         seen_private |= strcmp(skd_json_str(s, "id", ""), "mine") == 0;
     }
@@ -103,7 +106,7 @@ TEST(agent_card)
     json_decref(card);
     card = skd__a2a_card(a2a, "http://h:1", "kalice", 0);
     seen_private = 0;
-    json_array_foreach(json_object_get(card, "skills"), i, s)
+    json_array_foreach (json_object_get(card, "skills"), i, s)
         seen_private |= strcmp(skd_json_str(s, "id", ""), "mine") == 0;
     CHECK(seen_private);
     json_decref(card);
@@ -148,16 +151,17 @@ TEST(message_must_name_a_skill)
                        "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{"
                        "\"message\":{\"role\":\"ROLE_USER\",\"parts\":[{\"text\":\"hello\"}]}}}");
     CHECK_EQ_INT(err_code(rep), -32602);
-    json_t *names = json_object_get(json_object_get(json_object_get(rep, "error"), "data"),
-                                    "skills");
+    json_t *names =
+        json_object_get(json_object_get(json_object_get(rep, "error"), "data"), "skills");
     CHECK(json_array_size(names) >= 2);
     CHECK(strstr(path_str(rep, "error", NULL, "message"), "echo") != NULL);
     json_decref(rep);
     rep = send_skill("kbob", "SendMessage", "mine", NULL); /* alice's private skill */
     CHECK_EQ_INT(err_code(rep), -32602);
     json_decref(rep);
-    rep = call("kalice", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\","
-                                "\"params\":{\"message\":{\"parts\":[]}}}");
+    rep = call("kalice", "1.0",
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\","
+               "\"params\":{\"message\":{\"parts\":[]}}}");
     CHECK_EQ_INT(err_code(rep), -32602);
     json_decref(rep);
 }
@@ -173,7 +177,8 @@ TEST(get_and_list_scoped_to_key)
     json_decref(rep);
     char buf[256];
     snprintf(buf, sizeof(buf),
-             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"GetTask\",\"params\":{\"id\":\"%s\"}}", id);
+             "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"GetTask\",\"params\":{\"id\":\"%s\"}}",
+             id);
     rep = call("kcarol", "1.0", buf);
     CHECK_STR(path_str(rep, "result", "status", "state"), "TASK_STATE_COMPLETED");
     CHECK_STR(path_str(rep, "result", NULL, "id"), id);
@@ -181,8 +186,9 @@ TEST(get_and_list_scoped_to_key)
     rep = call("kbob", "1.0", buf);
     CHECK_EQ_INT(err_code(rep), -32001);
     json_decref(rep);
-    rep = call("kcarol", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ListTasks\","
-                                "\"params\":{\"pageSize\":1}}");
+    rep = call("kcarol", "1.0",
+               "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ListTasks\","
+               "\"params\":{\"pageSize\":1}}");
     json_t *res = json_object_get(rep, "result");
     CHECK_EQ_INT(skd_json_int(res, "totalSize", -1), 2);
     CHECK_EQ_INT(json_array_size(json_object_get(res, "tasks")), 1);
@@ -227,17 +233,17 @@ TEST(streaming_events_in_order)
     size_t n = json_array_size(ev.list);
     CHECK(n >= 5);
     CHECK_STR(event_kind(json_array_get(ev.list, 0)), "task");
-    CHECK_STR(path_str(json_object_get(json_array_get(ev.list, 0), "result"), "task", "status",
-                       "state"),
-              "TASK_STATE_SUBMITTED");
+    CHECK_STR(
+        path_str(json_object_get(json_array_get(ev.list, 0), "result"), "task", "status", "state"),
+        "TASK_STATE_SUBMITTED");
     CHECK_STR(event_kind(json_array_get(ev.list, 1)), "statusUpdate");
     int progress = 0;
     for (size_t i = 2; i + 2 < n; i++)
         progress += strcmp(event_kind(json_array_get(ev.list, i)), "statusUpdate") == 0;
     CHECK(progress >= 1); /* 40 steps of 20 ms: at least one progress note */
     CHECK_STR(event_kind(json_array_get(ev.list, n - 2)), "artifactUpdate");
-    json_t *last = json_object_get(json_object_get(json_array_get(ev.list, n - 1), "result"),
-                                   "statusUpdate");
+    json_t *last =
+        json_object_get(json_object_get(json_array_get(ev.list, n - 1), "result"), "statusUpdate");
     CHECK_STR(path_str(last, "status", NULL, "state"), "TASK_STATE_COMPLETED");
     CHECK_EQ_INT(skd_json_int(json_array_get(ev.list, n - 1), "id", 0), 9);
     json_decref(rq);
@@ -258,7 +264,8 @@ TEST(cancel_and_subscribe)
                "{\"role\":\"ROLE_USER\",\"parts\":[{\"data\":{\"skill\":\"slow\",\"input\":{}}}]},"
                "\"configuration\":{\"returnImmediately\":true}}}");
     snprintf(id, sizeof(id), "%s", path_str(rep, "result", "task", "id"));
-    CHECK(strcmp(path_str(json_object_get(rep, "result"), "task", "status", "state"), "TASK_STATE_CANCELED") != 0);
+    CHECK(strcmp(path_str(json_object_get(rep, "result"), "task", "status", "state"),
+                 "TASK_STATE_CANCELED") != 0);
     json_decref(rep);
     snprintf(buf, sizeof(buf),
              "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"CancelTask\",\"params\":{\"id\":\"%s\"}}",
@@ -272,9 +279,10 @@ TEST(cancel_and_subscribe)
     rep = call("kalice", "1.0", buf);
     CHECK_EQ_INT(err_code(rep), -32002);
     json_decref(rep);
-    snprintf(buf, sizeof(buf),
-             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"SubscribeToTask\",\"params\":{\"id\":\"%s\"}}",
-             id);
+    snprintf(
+        buf, sizeof(buf),
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"SubscribeToTask\",\"params\":{\"id\":\"%s\"}}",
+        id);
     struct events ev = {json_array()};
     json_t *rq = json_loads(buf, 0, NULL);
     rep = skd__a2a_handle(a2a, "kalice", SKD_SCOPE_ALL, "1.0", rq, collect, &ev);
@@ -288,9 +296,10 @@ TEST(cancel_and_subscribe)
                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"SendMessage\",\"params\":{\"message\":"
                "{\"role\":\"ROLE_USER\",\"parts\":[{\"data\":{\"skill\":\"slow\",\"input\":"
                "{\"steps\":15}}}]},\"configuration\":{\"returnImmediately\":true}}}");
-    snprintf(buf, sizeof(buf),
-             "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"SubscribeToTask\",\"params\":{\"id\":\"%s\"}}",
-             path_str(rep, "result", "task", "id"));
+    snprintf(
+        buf, sizeof(buf),
+        "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"SubscribeToTask\",\"params\":{\"id\":\"%s\"}}",
+        path_str(rep, "result", "task", "id"));
     json_decref(rep);
     ev.list = json_array();
     rq = json_loads(buf, 0, NULL);
@@ -308,23 +317,27 @@ TEST(cancel_and_subscribe)
 
 TEST(spec_errors)
 {
-    json_t *rep = call("kalice", "2.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
-                                        "\"params\":{\"id\":\"x\"}}");
+    json_t *rep = call("kalice", "2.0",
+                       "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
+                       "\"params\":{\"id\":\"x\"}}");
     CHECK_EQ_INT(err_code(rep), -32009);
     json_decref(rep);
     rep = call("kalice", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"Nope\"}");
     CHECK_EQ_INT(err_code(rep), -32601);
     json_decref(rep);
-    rep = call("kalice", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
-                                "\"CreateTaskPushNotificationConfig\",\"params\":{}}");
+    rep = call("kalice", "1.0",
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":"
+               "\"CreateTaskPushNotificationConfig\",\"params\":{}}");
     CHECK_EQ_INT(err_code(rep), -32003);
     json_decref(rep);
-    rep = call("kalice", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
-                                "\"params\":{\"id\":\"no-such\"}}");
+    rep = call("kalice", "1.0",
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
+               "\"params\":{\"id\":\"no-such\"}}");
     CHECK_EQ_INT(err_code(rep), -32001);
     json_decref(rep);
-    rep = call("kalice", "1.0", "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
-                                "\"params\":{}}");
+    rep = call("kalice", "1.0",
+               "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"GetTask\","
+               "\"params\":{}}");
     CHECK_EQ_INT(err_code(rep), -32602);
     json_decref(rep);
     rep = call("kalice", "1.0", "{\"id\":1,\"method\":\"GetTask\"}");
