@@ -4,7 +4,7 @@
 // and receive its updates, cancel one and see its process gone, and refuse
 // unauthenticated and wrong-key calls.
 import { readdirSync, readFileSync } from 'node:fs';
-import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory } from '@a2a-js/sdk/client';
+import { ClientFactory, ClientFactoryOptions, JsonRpcTransportFactory, DefaultAgentCardResolver } from '@a2a-js/sdk/client';
 import { SendMessageRequest } from '@a2a-js/sdk';
 import { pass, fail, check, assert, finish, tempDir, removeDir, createKey, startServer } from './lib.mjs';
 
@@ -161,6 +161,21 @@ try {
       await client.sendMessage(SendMessageRequest.fromJSON({ message: { messageId: 'txt', role: 'ROLE_USER', parts: [{ text: 'hello' }] } }));
     } catch (e) { msg = e.message; }
     assert(msg.includes('file_write') && msg.includes('execute_command'), msg);
+  });
+
+  await check('a 0.3 client (SDK compat layer, /.well-known/agent.json) sends, gets and streams', async () => {
+    const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl: authFetch(alice.secret), legacyCompat: { enabled: true } })],
+      cardResolver: new DefaultAgentCardResolver({ legacyCompat: { enabled: true }, path: '.well-known/agent.json' }),
+    }));
+    const legacy = await factory.createFromUrl(server.url);
+    assert(legacy.protocolVersion === '0.3', `protocol ${legacy.protocolVersion}`);
+    const t = await legacy.sendMessage(skillMessage('file_write', { path: 'legacy.txt', content: '0.3' }));
+    assert(t.status.state === STATE.COMPLETED && dataPart(t).success === true, JSON.stringify(t.status));
+    assert((await legacy.getTask({ id: t.id })).status.state === STATE.COMPLETED, 'tasks/get');
+    const kinds = [];
+    for await (const ev of legacy.sendMessageStream(skillMessage('file_list', { path: '.' }))) kinds.push(ev.payload.$case);
+    assert(kinds[0] === 'task' && kinds.includes('artifactUpdate') && kinds[kinds.length - 1] === 'statusUpdate', kinds.join(','));
   });
 
   await check('unauthenticated calls are refused', async () => {
