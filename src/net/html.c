@@ -26,6 +26,7 @@
 #include "skilld/util.h"
 
 #define LINK_TEXT_MAX 512
+#define LINK_TEXT_NODES 256 /* nodes visited for one link's text */
 #define LINK_SLOTS 2048 /* open-addressing set of link URLs; > 2 * SKD_HTML_MAX_LINKS */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -195,7 +196,7 @@ static int h1_title(const xmlNode *root, char **dst)
             skd_buf b;
             int rc = 0;
             skd_buf_init(&b, SKD_HTML_MAX_FIELD);
-            skd__html_text(n, &b, 0);
+            skd__html_text(n, &b, 0, 0);
             if (b.len && !(*dst = skd_buf_steal(&b, NULL)))
                 rc = SKD_ENOMEM;
             skd_buf_free(&b);
@@ -239,16 +240,26 @@ static size_t hash(const char *s)
     return h;
 }
 
-/* Take url (stolen) and text (stolen) into the set unless present. */
-static int link_add(link_set *ls, char *url, char *text)
+/* The slot of url in the set: where it is, or the empty one it would take.
+ * *found is set when it is there. */
+static size_t link_slot(const link_set *ls, const char *url, int *found)
 {
-    skd_html_doc *d = ls->d;
     size_t i = hash(url) % LINK_SLOTS;
+    *found = 0;
     while (ls->slots[i]) {
-        if (strcmp(d->links[ls->slots[i] - 1].url, url) == 0)
-            goto drop;
+        if (strcmp(ls->d->links[ls->slots[i] - 1].url, url) == 0) {
+            *found = 1;
+            break;
+        }
         i = (i + 1) % LINK_SLOTS;
     }
+    return i;
+}
+
+/* Take url (stolen) and text (stolen, may be NULL) into empty slot i. */
+static int link_add(link_set *ls, size_t i, char *url, char *text)
+{
+    skd_html_doc *d = ls->d;
     if (d->nlinks >= SKD_HTML_MAX_LINKS)
         goto drop;
     if (!d->links && !(d->links = calloc(SKD_HTML_MAX_LINKS, sizeof(*d->links))))
@@ -275,7 +286,7 @@ static char *link_text(const xmlNode *a, int *nomem)
     skd_buf b;
     char *t = NULL;
     skd_buf_init(&b, LINK_TEXT_MAX);
-    skd__html_text(a, &b, 0);
+    skd__html_text(a, &b, 0, LINK_TEXT_NODES);
     if (b.len)
         t = skd__html_clean(b.data, LINK_TEXT_MAX, nomem);
     skd_buf_free(&b);
@@ -303,12 +314,14 @@ static int find_links(const xmlNode *top, const char *base, skd_html_doc *d)
         if (!skd__html_is(n, "a") || skd__html_hidden(n) || !(href = skd__html_attr(n, "href")))
             continue;
         char *url = skd__html_resolve(base, href, &frag);
-        if (!url || frag) {
+        int found = 0;
+        size_t slot = url ? link_slot(ls, url, &found) : 0;
+        if (!url || frag || found) {
             free(url);
             continue;
         }
         char *text = link_text(n, &nomem);
-        rc = nomem ? SKD_ENOMEM : link_add(ls, url, text);
+        rc = nomem ? SKD_ENOMEM : link_add(ls, slot, url, text);
         if (nomem) {
             free(url);
             free(text);

@@ -32,9 +32,9 @@ enum skd_html_format {
 
 /* Limits. Input past SKD_HTML_MAX_INPUT is refused (SKD_ETOOBIG); content past
  * SKD_HTML_MAX_OUTPUT is cut at a UTF-8 boundary and doc->truncated set; links
- * past SKD_HTML_MAX_LINKS are not recorded; elements deeper than
- * SKD_HTML_MAX_DEPTH below the content root are not walked (their text is
- * lost, the rest of the page is kept). */
+ * past SKD_HTML_MAX_LINKS are not recorded; below SKD_HTML_MAX_DEPTH levels
+ * under the content root the structure is flattened to its words (gathered
+ * without recursion), so absurd nesting costs no stack and loses no text. */
 #define SKD_HTML_MAX_INPUT (8u * 1024 * 1024)
 #define SKD_HTML_MAX_OUTPUT (2u * 1024 * 1024)
 #define SKD_HTML_MAX_LINKS 1000
@@ -43,7 +43,7 @@ enum skd_html_format {
 
 /* One hyperlink of the page. Both strings owned by the skd_html_doc. */
 typedef struct skd_html_link {
-    char *url;  /* absolute (resolved against the base URL), never NULL */
+    char *url;  /* absolute when a base URL is known, never NULL */
     char *text; /* the link's visible text, whitespace collapsed; may be "" */
 } skd_html_link;
 
@@ -81,7 +81,9 @@ typedef struct skd_html_doc {
  * recorded in links[]; javascript:, data: and the like are dropped, and
  * fragment-only links (#top) are left out of links[].
  *
- * Title, metadata and links[] are filled for every format.
+ * Title, metadata and links[] are filled for every format. links[] covers
+ * the whole page (navigation included, hidden links left out), while the
+ * content covers only the content root.
  *
  * Returns 0, SKD_EINVAL (bad format or NULL arguments), SKD_ETOOBIG (input
  * larger than SKD_HTML_MAX_INPUT) or SKD_ENOMEM, with detail in err (may be

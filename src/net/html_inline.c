@@ -19,6 +19,7 @@
 
 #define TABLE_MAX_COLS 64
 #define TABLE_MAX_ROWS 5000
+#define TABLE_SCAN_NODES 4096
 
 static int md(const skd_html_render *r)
 {
@@ -59,17 +60,17 @@ static void wrap(skd_html_render *r, const xmlNode *n, int depth, const char *ma
 }
 
 /* The text of n, whitespace collapsed, into b (caller frees). */
-static void text_of(const xmlNode *n, skd_buf *b, size_t max)
+static void text_of(const xmlNode *n, skd_buf *b, size_t max, size_t max_nodes)
 {
     skd_buf_init(b, max);
-    skd__html_text(n, b, 0);
+    skd__html_text(n, b, 0, max_nodes);
 }
 
 static void code_span(skd_html_render *r, const xmlNode *n)
 {
     skd_buf b;
     char fence[16];
-    text_of(n, &b, SKD_HTML_MAX_OUTPUT);
+    text_of(n, &b, SKD_HTML_MAX_OUTPUT, 0);
     if (b.len == 0)
         goto out;
     skd__html_flush(r);
@@ -109,7 +110,7 @@ static int permalink_symbol(const xmlNode *n)
                                           "link", NULL};
     skd_buf b;
     int hit = 0;
-    text_of(n, &b, 64);
+    text_of(n, &b, 64, 64); /* called for every nested anchor: bounded */
     for (size_t i = 0; symbols[i]; i++)
         if (strcmp(b.len ? b.data : "", symbols[i]) == 0)
             hit = 1;
@@ -259,7 +260,7 @@ void skd__html_pre(skd_html_render *r, const xmlNode *n)
     skd_buf b;
     char fence[20], lang[40];
     skd_buf_init(&b, SKD_HTML_MAX_OUTPUT);
-    skd__html_text(n, &b, 1);
+    skd__html_text(n, &b, 1, 0);
     size_t start = 0, end = b.len;
     while (start < end && b.data[start] == '\n')
         start++;
@@ -318,11 +319,16 @@ static size_t colspan(const xmlNode *c)
     return n < 1 ? 1 : n > TABLE_MAX_COLS ? TABLE_MAX_COLS : (size_t)n;
 }
 
-/* 1 when a table element lies anywhere below n (iterative). */
+/* 1 when a table element lies below n (iterative), or when n holds more
+ * than TABLE_SCAN_NODES nodes: asked for every cell of every table, so it
+ * must not walk a huge subtree again and again; such a cell is a layout. */
 static int has_table_below(const xmlNode *root)
 {
     const xmlNode *n = root->children;
+    size_t seen = 0;
     while (n) {
+        if (++seen > TABLE_SCAN_NODES)
+            return 1;
         if (skd__html_is(n, "table"))
             return 1;
         if (n->type == XML_ELEMENT_NODE && n->children) {

@@ -57,8 +57,11 @@ char *skd__html_resolve(const char *base, const char *href, int *frag_only);
 /* Append the text below n to b (capped by b's max; stops quietly when b is
  * full), skipping dropped elements. keep_ws: 1 keeps whitespace as it is and
  * turns <br> into a newline (for <pre>); 0 collapses every run of whitespace
- * to one space and trims both ends. Iterative: safe on any depth. */
-void skd__html_text(const xmlNode *n, skd_buf *b, int keep_ws);
+ * to one space and trims both ends. max_nodes (0: no limit) bounds the nodes
+ * visited, for callers that ask about many nested elements (link texts),
+ * which would otherwise cost quadratic time on a hostile page. Iterative:
+ * safe on any depth. */
+void skd__html_text(const xmlNode *n, skd_buf *b, int keep_ws, size_t max_nodes);
 
 /* A copy of the NUL-terminated s with runs of whitespace collapsed to one
  * space, both ends trimmed, and cut at a UTF-8 boundary to at most max

@@ -187,19 +187,39 @@ static void url_scheme(const char *url, char *out, size_t cap)
     out[0] = '\0';
     if (!((url[0] >= 'a' && url[0] <= 'z') || (url[0] >= 'A' && url[0] <= 'Z')))
         return;
-    while (url[i] && url[i] != ':') {
+    for (; url[i] && url[i] != ':'; i++) {
         char c = url[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '+' || c == '-' || c == '.'))
+              c == '+' || c == '-' || c == '.') ||
+            i + 1 >= cap)
             return;
-        if (i + 1 >= cap)
-            return;
-        out[i] = (char)(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-        i++;
     }
     if (url[i] != ':')
         return;
+    for (size_t j = 0; j < i; j++)
+        out[j] = (char)(url[j] >= 'A' && url[j] <= 'Z' ? url[j] - 'A' + 'a' : url[j]);
     out[i] = '\0';
+}
+
+/* Lower-case the scheme and, for URLs with an authority, the host (the
+ * parts that are case-insensitive), so that links[] sees one address once. */
+static void url_normalise(char *url)
+{
+    char *p = url;
+    for (; *p && *p != ':'; p++)
+        if (*p >= 'A' && *p <= 'Z')
+            *p = (char)(*p - 'A' + 'a');
+    if (p[0] != ':' || p[1] != '/' || p[2] != '/')
+        return;
+    char *host = p + 3, *end = host;
+    while (*end && *end != '/' && *end != '?' && *end != '#')
+        end++;
+    for (char *q = host; q < end; q++)
+        if (*q == '@')
+            host = q + 1; /* leave user information as it is */
+    for (char *q = host; q < end; q++)
+        if (*q >= 'A' && *q <= 'Z')
+            *q = (char)(*q - 'A' + 'a');
 }
 
 char *skd__html_resolve(const char *base, const char *href, int *frag_only)
@@ -225,8 +245,10 @@ char *skd__html_resolve(const char *base, const char *href, int *frag_only)
          * encoded only if they were already legal; re-encode to be sure the
          * result holds no space, parenthesis or angle bracket. */
         char fin[URL_MAX];
-        if (url_prepare((const char *)abs, fin, sizeof(fin)) > 0)
+        if (url_prepare((const char *)abs, fin, sizeof(fin)) > 0) {
+            url_normalise(fin);
             res = strdup(fin);
+        }
     }
     xmlFree(abs);
     return res;
@@ -294,10 +316,11 @@ static int gather(skd_buf *b, const char *str, size_t n, int keep_ws)
     return 0;
 }
 
-void skd__html_text(const xmlNode *root, skd_buf *b, int keep_ws)
+void skd__html_text(const xmlNode *root, skd_buf *b, int keep_ws, size_t max_nodes)
 {
     const xmlNode *n = root ? root->children : NULL;
-    while (n) {
+    size_t seen = 0;
+    while (n && (max_nodes == 0 || seen++ < max_nodes)) {
         int down = 0;
         if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
             if (n->content && gather(b, (const char *)n->content,

@@ -322,14 +322,11 @@ static void heading(skd_html_render *r, const xmlNode *n, int level, int depth)
     skd__html_break(r, 2);
 }
 
-static void list_item(skd_html_render *r, const xmlNode *n, long number, int depth)
+/* A block that starts with marker ("- ", "3. ", ": ") and whose further
+ * lines are indented by its width; taken back when nothing follows it. */
+static void item(skd_html_render *r, const xmlNode *n, const char *marker, int depth)
 {
-    char marker[32];
     size_t saved;
-    if (number > 0)
-        snprintf(marker, sizeof(marker), "%ld. ", number);
-    else
-        snprintf(marker, sizeof(marker), "- ");
     skd__html_break(r, 1);
     skd_html_mark m = skd__html_mark(r);
     skd__html_marker(r, marker);
@@ -341,6 +338,16 @@ static void list_item(skd_html_render *r, const xmlNode *n, long number, int dep
     if (r->out->buf.len == after && !r->full)
         skd__html_rollback(r, &m);
     skd__html_break(r, 1);
+}
+
+static void list_item(skd_html_render *r, const xmlNode *n, long number, int depth)
+{
+    char marker[32];
+    if (number > 0)
+        snprintf(marker, sizeof(marker), "%ld. ", number);
+    else
+        snprintf(marker, sizeof(marker), "- ");
+    item(r, n, marker, depth);
 }
 
 static void list(skd_html_render *r, const xmlNode *n, int depth)
@@ -420,7 +427,13 @@ static int block(skd_html_render *r, const xmlNode *n, int depth)
             put_s(r, "---");
         }
         skd__html_break(r, 2);
-    } else if (skd__html_is(n, "dt") || skd__html_is(n, "dd") || skd__html_is(n, "tr")) {
+    } else if (skd__html_is(n, "dt")) {
+        skd__html_break(r, 2);
+        skd__html_children(r, n, depth);
+        skd__html_break(r, 1);
+    } else if (skd__html_is(n, "dd")) {
+        item(r, n, ": ", depth); /* the "Term\n: definition" of Markdown Extra */
+    } else if (skd__html_is(n, "tr")) {
         skd__html_break(r, 1);
         skd__html_children(r, n, depth);
         skd__html_break(r, 1);
@@ -441,14 +454,20 @@ void skd__html_element(skd_html_render *r, const xmlNode *n, int depth)
 {
     if (r->full)
         return;
-    if (depth > SKD_HTML_MAX_DEPTH) {
-        /* Deeper than any real page: leave this subtree out rather than
-         * recurse without bound. */
-        r->truncated = 1;
-        return;
-    }
     if (skd__html_dropped(n, r->in_section))
         return;
+    if (depth > SKD_HTML_MAX_DEPTH) {
+        /* Deeper than any real page: keep the words of this subtree as one
+         * run of text, gathered without recursion. */
+        skd_buf b;
+        skd_buf_init(&b, SKD_HTML_MAX_OUTPUT);
+        skd__html_text(n, &b, 0, 0);
+        r->out->pending_space = 1;
+        skd__html_words(r, b.data ? b.data : "", b.len);
+        r->out->pending_space = 1;
+        skd_buf_free(&b);
+        return;
+    }
     if (skd__html_inline_elem(r, n, depth))
         return;
     if (!r->inline_only && block(r, n, depth))
