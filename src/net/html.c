@@ -27,7 +27,7 @@
 
 #define LINK_TEXT_MAX 512
 #define LINK_TEXT_NODES 256 /* nodes visited for one link's text */
-#define LINK_SLOTS 2048 /* open-addressing set of link URLs; > 2 * SKD_HTML_MAX_LINKS */
+#define LINK_SLOTS 2048     /* open-addressing set of link URLs; > 2 * SKD_HTML_MAX_LINKS */
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 
@@ -49,7 +49,8 @@ static int declares_legacy_charset(const char *s, size_t n)
         size_t j = i + 7;
         while (j < lim && (s[j] == ' ' || s[j] == '=' || s[j] == '"' || s[j] == '\''))
             j++;
-        if (j + 5 <= lim && (strncasecmp(s + j, "utf-8", 5) == 0 || strncasecmp(s + j, "utf8", 4) == 0))
+        if (j + 5 <= lim &&
+            (strncasecmp(s + j, "utf-8", 5) == 0 || strncasecmp(s + j, "utf8", 4) == 0))
             return 0;
         return j < lim;
     }
@@ -143,8 +144,8 @@ static void meta_tag(meta_found *f, const xmlNode *n)
     }
     if (!content)
         return;
-#define PICK(name, field)                                                                  \
-    if (strcasecmp(key, name) == 0 && !f->field)                                           \
+#define PICK(name, field)                                                                          \
+    if (strcasecmp(key, name) == 0 && !f->field)                                                   \
         f->field = content;
     PICK("description", desc)
     PICK("og:description", og_desc)
@@ -211,8 +212,9 @@ static int fill_meta(const xmlNode *top, const meta_found *f, const char *base, 
     int rc = 0, frag = 0, nomem = 0;
     rc = rc ? rc : field(&d->title, f->title, f->og_title, NULL);
     rc = rc ? rc : field(&d->meta.description, f->desc, f->og_desc, NULL);
-    rc = rc ? rc : field(&d->meta.language, skd__html_attr(top, "lang"),
-                         skd__html_attr(top, "xml:lang"), NULL);
+    rc = rc ? rc
+            : field(&d->meta.language, skd__html_attr(top, "lang"), skd__html_attr(top, "xml:lang"),
+                    NULL);
     rc = rc ? rc : field(&d->meta.published, f->published, f->item_published, f->time_dt);
     rc = rc ? rc : field(&d->meta.author, f->author, f->art_author, NULL);
     rc = rc ? rc : field(&d->meta.site_name, f->site_name, NULL, NULL);
@@ -417,8 +419,8 @@ int skd__html_convert(const char *html, size_t len, const char *base_url, int fo
     if (!out)
         return skd_err_set(err, SKD_EINVAL, "no output document");
     memset(out, 0, sizeof(*out));
-    if ((!html && len) || (format != SKD_HTML_MARKDOWN && format != SKD_HTML_TEXT &&
-                           format != SKD_HTML_LINKS))
+    if ((!html && len) ||
+        (format != SKD_HTML_MARKDOWN && format != SKD_HTML_TEXT && format != SKD_HTML_LINKS))
         return skd_err_set(err, SKD_EINVAL, "invalid HTML conversion request");
     if (len > SKD_HTML_MAX_INPUT)
         return skd_err_set(err, SKD_ETOOBIG, "the page is larger than %u bytes",

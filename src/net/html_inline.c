@@ -106,7 +106,7 @@ out:
 /* 1 when a same-page link is only a permalink symbol ("¶", "#", "§"). */
 static int permalink_symbol(const xmlNode *n)
 {
-    static const char *const symbols[] = {"", "#", "\xc2\xb6", "\xc2\xa7", "\xf0\x9f\x94\x97",
+    static const char *const symbols[] = {"",     "#", "\xc2\xb6", "\xc2\xa7", "\xf0\x9f\x94\x97",
                                           "link", NULL};
     skd_buf b;
     int hit = 0;
@@ -216,8 +216,8 @@ int skd__html_inline_elem(skd_html_render *r, const xmlNode *n, int depth)
  * anything but [A-Za-z0-9_+#.-] left out. */
 static void pre_lang(const xmlNode *pre, char *out, size_t cap)
 {
-    static const char *const prefixes[] = {"language-", "lang-", "highlight-source-",
-                                           "highlight-", NULL};
+    static const char *const prefixes[] = {"language-", "lang-", "highlight-source-", "highlight-",
+                                           NULL};
     const xmlNode *cands[4] = {NULL, pre, pre->parent, pre->parent ? pre->parent->parent : NULL};
     out[0] = '\0';
     for (const xmlNode *c = pre->children; c; c = c->next)
@@ -264,8 +264,8 @@ void skd__html_pre(skd_html_render *r, const xmlNode *n)
     size_t start = 0, end = b.len;
     while (start < end && b.data[start] == '\n')
         start++;
-    while (end > start && (b.data[end - 1] == '\n' || b.data[end - 1] == ' ' ||
-                           b.data[end - 1] == '\t'))
+    while (end > start &&
+           (b.data[end - 1] == '\n' || b.data[end - 1] == ' ' || b.data[end - 1] == '\t'))
         end--;
     if (start == end)
         goto out;

@@ -138,14 +138,14 @@ void skd__html_element(skd_html_render *r, const xmlNode *n, int depth);
 void skd__html_children(skd_html_render *r, const xmlNode *n, int depth);
 
 /* Output primitives (html_render.c). */
-void skd__html_put(skd_html_render *r, const char *s, size_t n);   /* raw bytes */
-void skd__html_flush(skd_html_render *r);                         /* before visible bytes */
-void skd__html_break(skd_html_render *r, int lines);              /* block separation */
-void skd__html_line_end(skd_html_render *r);                      /* end a raw line now */
+void skd__html_put(skd_html_render *r, const char *s, size_t n); /* raw bytes */
+void skd__html_flush(skd_html_render *r);                        /* before visible bytes */
+void skd__html_break(skd_html_render *r, int lines);             /* block separation */
+void skd__html_line_end(skd_html_render *r);                     /* end a raw line now */
 /* One whole line, unescaped: ends the current line first, writes the prefix
  * (trimmed when s is empty), s, and a newline. For code and table rows. */
 void skd__html_raw_line(skd_html_render *r, const char *s, size_t n);
-void skd__html_marker(skd_html_render *r, const char *marker);    /* "- ", "## " */
+void skd__html_marker(skd_html_render *r, const char *marker);     /* "- ", "## " */
 void skd__html_words(skd_html_render *r, const char *s, size_t n); /* text node */
 void skd__html_prefix_push(skd_html_render *r, const char *s, size_t n, size_t *saved);
 void skd__html_inline_open(skd_html_render *r, const char *marker);

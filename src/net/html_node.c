@@ -55,9 +55,7 @@ static int in_list(const char *name, const char *const *list)
 static int style_has(const char *style, const char *prop, const char *val)
 {
     size_t pl = strlen(prop), vl = strlen(val);
-    for (const char *p = style; *p; p++) {
-        if (strncasecmp(p, prop, pl) != 0)
-            continue;
+    for (const char *p = style; (p = strcasestr(p, prop)) != NULL; p++) {
         if (p > style && (p[-1] == '-' || (p[-1] >= 'a' && p[-1] <= 'z')))
             continue; /* "-webkit-display" or "xdisplay" */
         const char *q = p + pl;
@@ -68,8 +66,8 @@ static int style_has(const char *style, const char *prop, const char *val)
         q++;
         while (*q == ' ' || *q == '\t')
             q++;
-        if (strncasecmp(q, val, vl) == 0 && (q[vl] == '\0' || q[vl] == ';' || q[vl] == ' ' ||
-                                             q[vl] == '!' || q[vl] == '\t'))
+        if (strncasecmp(q, val, vl) == 0 &&
+            (q[vl] == '\0' || q[vl] == ';' || q[vl] == ' ' || q[vl] == '!' || q[vl] == '\t'))
             return 1;
     }
     return 0;
@@ -91,13 +89,13 @@ int skd__html_hidden(const xmlNode *n)
 int skd__html_dropped(const xmlNode *n, int in_section)
 {
     static const char *const never[] = {
-        "script", "style",  "noscript", "template", "svg",   "iframe", "frame",  "frameset",
-        "form",   "nav",    "aside",    "head",     "title", "meta",   "link",   "object",
-        "embed",  "canvas", "audio",    "video",    "input", "select", "button", "textarea",
-        "dialog", "map",    "base",     "param",    "source", "track", NULL};
-    static const char *const roles[] = {"navigation", "banner",      "contentinfo", "dialog",
-                                        "alertdialog", "search",     "complementary", "menu",
-                                        "menubar",     "toolbar",    NULL};
+        "script", "style",  "noscript", "template", "svg",    "iframe", "frame",  "frameset",
+        "form",   "nav",    "aside",    "head",     "title",  "meta",   "link",   "object",
+        "embed",  "canvas", "audio",    "video",    "input",  "select", "button", "textarea",
+        "dialog", "map",    "base",     "param",    "source", "track",  NULL};
+    static const char *const roles[] = {
+        "navigation",    "banner", "contentinfo", "dialog",  "alertdialog", "search",
+        "complementary", "menu",   "menubar",     "toolbar", NULL};
     if (!n || n->type != XML_ELEMENT_NODE || !n->name)
         return 0;
     const char *name = (const char *)n->name;
@@ -119,12 +117,12 @@ int skd__html_dropped(const xmlNode *n, int in_section)
 int skd__html_is_block(const xmlNode *n)
 {
     static const char *const blocks[] = {
-        "p",       "div",     "section",    "article", "main",   "header", "footer", "aside",
-        "nav",     "h1",      "h2",         "h3",      "h4",     "h5",     "h6",     "ul",
-        "ol",      "li",      "dl",         "dt",      "dd",     "blockquote", "pre", "table",
-        "thead",   "tbody",   "tfoot",      "tr",      "td",     "th",     "hr",     "figure",
-        "figcaption", "address", "details", "summary", "fieldset", "center", "body",  "html",
-        "hgroup",  "caption", "br",         "legend",  "menu",   NULL};
+        "p",          "div",     "section", "article", "main",     "header",     "footer", "aside",
+        "nav",        "h1",      "h2",      "h3",      "h4",       "h5",         "h6",     "ul",
+        "ol",         "li",      "dl",      "dt",      "dd",       "blockquote", "pre",    "table",
+        "thead",      "tbody",   "tfoot",   "tr",      "td",       "th",         "hr",     "figure",
+        "figcaption", "address", "details", "summary", "fieldset", "center",     "body",   "html",
+        "hgroup",     "caption", "br",      "legend",  "menu",     NULL};
     return n && n->type == XML_ELEMENT_NODE && n->name && in_list((const char *)n->name, blocks);
 }
 
@@ -161,8 +159,8 @@ static size_t url_prepare(const char *href, char *dst, size_t cap)
         unsigned c = s[i];
         if (c == '\t' || c == '\n' || c == '\r')
             continue;
-        int keep = url_keep((int)c) || (c == '%' && i + 2 < n && is_hex(s[i + 1]) &&
-                                        is_hex(s[i + 2]));
+        int keep =
+            url_keep((int)c) || (c == '%' && i + 2 < n && is_hex(s[i + 1]) && is_hex(s[i + 2]));
         if (c == '#' && hashes++)
             keep = 0; /* only the first '#' starts the fragment */
         if (o + 4 >= cap)
@@ -323,8 +321,8 @@ void skd__html_text(const xmlNode *root, skd_buf *b, int keep_ws, size_t max_nod
     while (n && (max_nodes == 0 || seen++ < max_nodes)) {
         int down = 0;
         if (n->type == XML_TEXT_NODE || n->type == XML_CDATA_SECTION_NODE) {
-            if (n->content && gather(b, (const char *)n->content,
-                                     strlen((const char *)n->content), keep_ws))
+            if (n->content &&
+                gather(b, (const char *)n->content, strlen((const char *)n->content), keep_ws))
                 break;
         } else if (n->type == XML_ELEMENT_NODE && !skd__html_dropped(n, 1)) {
             if (skd__html_is(n, "br") || (!keep_ws && skd__html_is_block(n))) {
@@ -419,7 +417,10 @@ size_t skd__html_utf8_cut(const char *str, size_t n)
     if (back == n)
         return n;
     unsigned lead = s[n - 1 - back];
-    size_t need = (lead & 0xe0) == 0xc0 ? 2 : (lead & 0xf0) == 0xe0 ? 3 : (lead & 0xf8) == 0xf0 ? 4 : 0;
+    size_t need = (lead & 0xe0) == 0xc0   ? 2
+                  : (lead & 0xf0) == 0xe0 ? 3
+                  : (lead & 0xf8) == 0xf0 ? 4
+                                          : 0;
     if (need == 0 || back + 1 >= need)
         return n;
     return n - 1 - back;

@@ -228,7 +228,12 @@ static void word_md(skd_html_render *r, const char *s, size_t n, int line_start)
         unsigned char c = (unsigned char)s[i];
         int esc = 0;
         switch (c) {
-        case '\\': case '*': case '`': case '[': case ']': case '<':
+        case '\\':
+        case '*':
+        case '`':
+        case '[':
+        case ']':
+        case '<':
             esc = 1;
             break;
         case '_':
@@ -241,10 +246,16 @@ static void word_md(skd_html_render *r, const char *s, size_t n, int line_start)
         case '&':
             esc = entity_like(s, n, i);
             break;
-        case '#': case '-': case '+': case '=': case '>': case '~':
+        case '#':
+        case '-':
+        case '+':
+        case '=':
+        case '>':
+        case '~':
             esc = line_start && i == 0;
             break;
-        case '.': case ')': {
+        case '.':
+        case ')': {
             size_t d = 0;
             while (d < i && s[d] >= '0' && s[d] <= '9')
                 d++;
@@ -295,7 +306,7 @@ void skd__html_words(skd_html_render *r, const char *str, size_t n)
         int line_start = r->out->at_line_start || r->out->pending_nl || !r->out->started;
         skd__html_flush(r);
         if (r->format == SKD_HTML_MARKDOWN)
-            word_md(r, str + i, j - i, line_start && !r->inline_only);
+            word_md(r, str + i, j - i, line_start);
         else
             skd__html_put(r, str + i, j - i);
         i = j;
@@ -515,8 +526,8 @@ int skd__html_render(const xmlNode *root, int format, const char *base, int in_s
         rc = r->err;
         goto out;
     }
-    while (out.buf.len && (out.buf.data[out.buf.len - 1] == ' ' ||
-                           out.buf.data[out.buf.len - 1] == '\n'))
+    while (out.buf.len &&
+           (out.buf.data[out.buf.len - 1] == ' ' || out.buf.data[out.buf.len - 1] == '\n'))
         out.buf.data[--out.buf.len] = '\0';
     if (out.buf.len && !r->full)
         put_s(r, "\n");

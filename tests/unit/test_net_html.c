@@ -178,8 +178,7 @@ TEST(metadata_fallbacks)
                  0);
     CHECK_STR(d.title, "The real one");
     skd__html_doc_free(&d);
-    CHECK_EQ_INT(convert("<title>\n  Spaced \t out\n</title><p>x</p>", NULL, SKD_HTML_TEXT, &d),
-                 0);
+    CHECK_EQ_INT(convert("<title>\n  Spaced \t out\n</title><p>x</p>", NULL, SKD_HTML_TEXT, &d), 0);
     CHECK_STR(d.title, "Spaced out");
     skd__html_doc_free(&d);
 }
@@ -232,11 +231,12 @@ TEST(links_are_resolved_filtered_and_unique)
 TEST(link_resolution_cases)
 {
     skd_html_doc d;
-    const char *page = "<a href='../../up/a'>a</a><a href='/abs'>b</a><a href='//cdn.example/x'>c</a>"
-                       "<a href='JavaScript:alert(1)'>d</a><a href='java&#10;script:x()'>e</a>"
-                       "<a href='vbscript:x'>f</a><a href='file:///etc/passwd'>g</a>"
-                       "<a href='#top'>h</a><a href=''>i</a><a href='q?x=1#f'>j</a>"
-                       "<a href='http://user:pw@Host.Example:8080/P'>k</a>";
+    const char *page =
+        "<a href='../../up/a'>a</a><a href='/abs'>b</a><a href='//cdn.example/x'>c</a>"
+        "<a href='JavaScript:alert(1)'>d</a><a href='java&#10;script:x()'>e</a>"
+        "<a href='vbscript:x'>f</a><a href='file:///etc/passwd'>g</a>"
+        "<a href='#top'>h</a><a href=''>i</a><a href='q?x=1#f'>j</a>"
+        "<a href='http://user:pw@Host.Example:8080/P'>k</a>";
     CHECK_EQ_INT(convert(page, "http://example.com/a/b/c.html", SKD_HTML_LINKS, &d), 0);
     CHECK(find_link(&d, "http://example.com/up/a") != NULL);
     CHECK(find_link(&d, "http://example.com/abs") != NULL);
@@ -400,9 +400,10 @@ TEST(huge_attributes)
     memset(big, 'a', n);
     big[n] = '\0';
     skd_buf_init(&b, 8 << 20);
-    skd_buf_printf(&b, "<p title='%s' style='%s' class='%s'>before <a href='/%s'>huge link</a> "
-                       "<img src='/i.png' alt='%s'></p><pre class='language-%s'>code</pre>"
-                       "<p>after</p>",
+    skd_buf_printf(&b,
+                   "<p title='%s' style='%s' class='%s'>before <a href='/%s'>huge link</a> "
+                   "<img src='/i.png' alt='%s'></p><pre class='language-%s'>code</pre>"
+                   "<p>after</p>",
                    big, big, big, big, big, big);
     CHECK_EQ_INT(convert(b.data, "http://h.example/", SKD_HTML_MARKDOWN, &d), 0);
     CHECK(d.content && strstr(d.content, "before huge link") != NULL);
@@ -420,12 +421,14 @@ TEST(invalid_utf8_and_entities)
 {
     skd_html_doc d;
     skd_err e = {0};
-    static const char bad[] = "<title>t\xff</title><p>a\xff" "b \xc0\xaf c \xed\xa0\x80 d \xe2\x82"
+    static const char bad[] = "<title>t\xff</title><p>a\xff"
+                              "b \xc0\xaf c \xed\xa0\x80 d \xe2\x82"
                               " e\0f &#0; &#xD800; &#x110000; &#65; &bogus; &amp;amp; "
                               "&eacute;&#x1F600;</p>";
     CHECK_EQ_INT(skd__html_convert(bad, sizeof(bad) - 1, NULL, SKD_HTML_MARKDOWN, &d, &e), 0);
     CHECK(d.content && skd_utf8_valid(d.content, d.content_len));
-    CHECK(d.content && strstr(d.content, "a\xef\xbf\xbd" "b") != NULL);
+    CHECK(d.content && strstr(d.content, "a\xef\xbf\xbd"
+                                         "b") != NULL);
     CHECK(d.content && strstr(d.content, " A \\&bogus; \\&amp; \xc3\xa9\xf0\x9f\x98\x80") != NULL);
     CHECK(d.title && skd_utf8_valid(d.title, strlen(d.title)));
     skd__html_doc_free(&d);
@@ -438,9 +441,12 @@ TEST(invalid_utf8_and_entities)
 
 TEST(empty_documents)
 {
-    static const char *const empties[] = {"", "   \n\t", "<html></html>",
+    static const char *const empties[] = {"",
+                                          "   \n\t",
+                                          "<html></html>",
                                           "<html><head><title></title></head><body></body></html>",
-                                          "<script>only()</script>", "<!-- c -->"};
+                                          "<script>only()</script>",
+                                          "<!-- c -->"};
     for (size_t i = 0; i < sizeof(empties) / sizeof(empties[0]); i++) {
         skd_html_doc d;
         for (int f = SKD_HTML_MARKDOWN; f <= SKD_HTML_LINKS; f++) {
