@@ -18,6 +18,6 @@ void skd__builtin_web_search_def(skd_skill_def *d);
 
 /* Registration order; add new built-ins here. */
 #define SKD__BUILTIN_LIST /* file skills land with the ws branch */                     \
-    skd__builtin_http_request_def, skd__builtin_web_search_def,
+    skd__builtin_http_request_def, skd__builtin_web_fetch_def, skd__builtin_web_search_def,
 
 #endif
