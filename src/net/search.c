@@ -324,9 +324,12 @@ static int map_status(const char *provider, const skd_http_resp *r, skd_err *err
         rc = skd_err_set(err, SKD_EUPSTREAM,
                          "%s: quota exceeded or rate limited (HTTP 429)%s%s", provider, sep,
                          detail);
-    else if (r->status == 401 || r->status == 403 ||
-             (r->status == 422 && strstr(detail, "TOKEN")))
+    else if (strcmp(provider, "brave") == 0 &&
+             (r->status == 401 || r->status == 403 || (r->status == 422 && strstr(detail, "TOKEN"))))
         rc = skd_err_set(err, SKD_EUPSTREAM, "%s: the API key was rejected (HTTP %ld)%s%s",
+                         provider, r->status, sep, detail);
+    else if (r->status == 401 || r->status == 403)
+        rc = skd_err_set(err, SKD_EUPSTREAM, "%s: the engine refused the request (HTTP %ld)%s%s",
                          provider, r->status, sep, detail);
     else
         rc = skd_err_set(err, SKD_EUPSTREAM, "%s: the engine answered HTTP %ld%s%s", provider,
