@@ -20,6 +20,7 @@ static const struct {
     {"run", skd__cli_run, "run SKILL [--key KEY_ID] [--input JSON|@FILE|-]  run a skill"},
     {"skills", skd__cli_skills, "skills [--json]                    list skills and schemas"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
+    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
 };
 
 static void usage(FILE *out, const char *prog)
