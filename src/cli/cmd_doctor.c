@@ -17,9 +17,12 @@ static void print_table(const json_t *report)
     printf("%-5s %-20s %s\n", "", "CHECK", "DETAIL");
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(report, "checks"), i, c) {
+    json_array_foreach (json_object_get(report, "checks"), i, c) {
         const char *st = skd_json_str(c, "status", "?");
-        printf("%-5s %-20s %s\n", strcmp(st, "ok") == 0 ? "ok" : strcmp(st, "warn") == 0 ? "WARN" : "FAIL",
+        printf("%-5s %-20s %s\n",
+               strcmp(st, "ok") == 0     ? "ok"
+               : strcmp(st, "warn") == 0 ? "WARN"
+                                         : "FAIL",
                skd_json_str(c, "name", "?"), skd_json_str(c, "detail", ""));
         const char *fix = skd_json_str(c, "fix", NULL);
         if (fix)

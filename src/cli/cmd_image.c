@@ -20,8 +20,8 @@ static int image_import(skd_cli *cli, int argc, char **argv)
     skd_err err = {0};
     json_t *m = NULL;
     skd_image_limits lim = {0, 0};
-    int rc = skd_image_import(skd_config_str(cli->cfg, "DATA_DIR"), argv[2], argv[3], &lim, &m,
-                              &err);
+    int rc =
+        skd_image_import(skd_config_str(cli->cfg, "DATA_DIR"), argv[2], argv[3], &lim, &m, &err);
     if (rc) {
         fprintf(stderr, "%s: image import: %s (%s)\n", cli->prog, skd_err_msg(&err),
                 skd_errcode(rc));
@@ -34,11 +34,10 @@ static int image_import(skd_cli *cli, int argc, char **argv)
 
 static void print_table(const json_t *arr)
 {
-    printf("%-24s %-16s %-14s %12s %8s  %s\n", "NAME", "TAG", "SOURCE", "SIZE", "FILES",
-           "CREATED");
+    printf("%-24s %-16s %-14s %12s %8s  %s\n", "NAME", "TAG", "SOURCE", "SIZE", "FILES", "CREATED");
     size_t i;
     json_t *m;
-    json_array_foreach(arr, i, m) {
+    json_array_foreach (arr, i, m) {
         const char *error = skd_json_str(m, "error", NULL);
         if (error) {
             printf("%-24s %-16s %s\n", skd_json_str(m, "name", "?"), skd_json_str(m, "tag", "?"),
@@ -79,8 +78,7 @@ static int image_rm(skd_cli *cli, int argc, char **argv)
     skd_err err = {0};
     int rc = skd_image_remove(skd_config_str(cli->cfg, "DATA_DIR"), argv[2], &err);
     if (rc) {
-        fprintf(stderr, "%s: image rm: %s (%s)\n", cli->prog, skd_err_msg(&err),
-                skd_errcode(rc));
+        fprintf(stderr, "%s: image rm: %s (%s)\n", cli->prog, skd_err_msg(&err), skd_errcode(rc));
         return CLI_FAIL;
     }
     printf("removed %s\n", argv[2]);

@@ -46,8 +46,8 @@ static void add(json_t *checks, const char *name, int st, const char *fix, const
     va_start(ap, fmt);
     vsnprintf(detail, sizeof(detail), fmt, ap);
     va_end(ap);
-    json_t *c = json_pack("{s:s, s:s, s:s}", "name", name, "status", status_name[st], "detail",
-                          detail);
+    json_t *c =
+        json_pack("{s:s, s:s, s:s}", "name", name, "status", status_name[st], "detail", detail);
     if (c && st != OK && fix)
         json_object_set_new(c, "fix", json_string(fix));
     if (c)
@@ -271,8 +271,7 @@ static void check_seccomp(json_t *checks)
             "seccomp filters are not available (status line %s, GET_ACTION_AVAIL %s)",
             in_status ? "present" : "missing", r1 == 0 && r2 == 0 ? "ok" : strerror(errno));
     else
-        add(checks, "seccomp", OK, NULL,
-            "seccomp filter mode available (KILL_PROCESS, ERRNO)%s",
+        add(checks, "seccomp", OK, NULL, "seccomp filter mode available (KILL_PROCESS, ERRNO)%s",
             mode == 2 ? "; this process already runs under a filter" : "");
     int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
     add(checks, "no_new_privs", nnp >= 0 ? OK : FAIL, "use Linux 3.5 or later",
@@ -299,8 +298,8 @@ static void check_syscalls(json_t *checks)
     e = errno;
     if (pfd >= 0)
         close((int)pfd);
-    add(checks, "pidfd_open", pfd >= 0 ? OK : FAIL, "use Linux 5.3 or later",
-        "pidfd_open %s", pfd >= 0 ? "works" : strerror(e));
+    add(checks, "pidfd_open", pfd >= 0 ? OK : FAIL, "use Linux 5.3 or later", "pidfd_open %s",
+        pfd >= 0 ? "works" : strerror(e));
 }
 
 static void check_protected(json_t *checks, const char *what)
@@ -350,8 +349,8 @@ static void check_engines(json_t *checks)
             "docker is not installed");
     } else {
         const char *host = getenv("DOCKER_HOST");
-        const char *sock = host && strncmp(host, "unix://", 7) == 0 ? host + 7
-                                                                      : "/var/run/docker.sock";
+        const char *sock =
+            host && strncmp(host, "unix://", 7) == 0 ? host + 7 : "/var/run/docker.sock";
         int up = unix_connect(sock) == 0;
         add(checks, "docker", up ? OK : WARN, "start the docker daemon (systemctl start docker)",
             "%s; daemon at %s %s", bin, sock, up ? "reachable" : "not reachable");
@@ -384,7 +383,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     int worst = OK;
     size_t i;
     json_t *c;
-    json_array_foreach(checks, i, c) {
+    json_array_foreach (checks, i, c) {
         const char *st = json_string_value(json_object_get(c, "status"));
         const char *name = json_string_value(json_object_get(c, "name"));
         /* docker and podman are optional providers: they never fail the whole. */

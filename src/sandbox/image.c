@@ -55,8 +55,7 @@ static int valid_tag(const char *s, size_t n)
         return 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
-        if (!is_lower_alnum(ch) && !(ch >= 'A' && ch <= 'Z') && ch != '.' && ch != '_' &&
-            ch != '-')
+        if (!is_lower_alnum(ch) && !(ch >= 'A' && ch <= 'Z') && ch != '.' && ch != '_' && ch != '-')
             return 0;
     }
     return 1;
@@ -152,8 +151,7 @@ static int mkdir_ok(const char *path, mode_t mode, skd_err *err)
 
 /* Create DATA_DIR (0700, state), DATA_DIR/images and images/<name> (0755:
  * a sandbox whose user namespace maps to another uid must traverse them). */
-static int ensure_dirs(const char *data_dir, const char *name, char *img, size_t cap,
-                       skd_err *err)
+static int ensure_dirs(const char *data_dir, const char *name, char *img, size_t cap, skd_err *err)
 {
     int rc = images_dir(data_dir, img, cap, err);
     if (rc == 0)
@@ -224,10 +222,10 @@ static json_t *make_manifest(const skd_image_ref *r, const skd__image_plan *plan
     gmtime_r(&now, &tm);
     strftime(created, sizeof(created), "%Y-%m-%dT%H:%M:%SZ", &tm);
     json_t *m = json_pack("{s:s, s:s, s:s, s:s, s:I, s:I, s:i, s:I}", "name", r->name, "tag",
-                          r->tag, "created", created, "source", format_name(plan->format),
-                          "size", (json_int_t)c->bytes, "files", (json_int_t)c->files,
-                          "layers", plan->format == SKD__IMG_EXPORT ? 1 : plan->nlayers,
-                          "skipped", (json_int_t)c->skipped);
+                          r->tag, "created", created, "source", format_name(plan->format), "size",
+                          (json_int_t)c->bytes, "files", (json_int_t)c->files, "layers",
+                          plan->format == SKD__IMG_EXPORT ? 1 : plan->nlayers, "skipped",
+                          (json_int_t)c->skipped);
     if (m && plan->config)
         json_object_set(m, "config", plan->config);
     return m;
@@ -244,8 +242,7 @@ static int write_manifest(const char *dir, const json_t *m, skd_err *err)
     int rc = 0;
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
     size_t len = strlen(text);
-    if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 ||
-        fsync(fd) < 0)
+    if (fd < 0 || write(fd, text, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) < 0)
         rc = skd_err_set(err, SKD_EIO, "writing %s: %s", path, strerror(errno));
     if (fd >= 0)
         close(fd);
@@ -313,15 +310,15 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
         l.max_bytes = lim->max_bytes;
     if (lim && lim->max_entries > 0)
         l.max_entries = lim->max_entries;
-    if ((rc = skd_image_parse_ref(ref, &r, err)) || (rc = ensure_dirs(data_dir, r.name, img,
-                                                                      sizeof(img), err)))
+    if ((rc = skd_image_parse_ref(ref, &r, err)) ||
+        (rc = ensure_dirs(data_dir, r.name, img, sizeof(img), err)))
         return rc;
     if (snprintf(final, sizeof(final), "%s/%s/%s", img, r.name, r.tag) >= (int)sizeof(final) ||
         snprintf(tmp, sizeof(tmp), "%s/.import-XXXXXX", img) >= (int)sizeof(tmp))
         return skd_err_set(err, SKD_EPATH, "DATA_DIR is too long");
     if (access(final, F_OK) == 0)
-        return skd_err_set(err, SKD_EEXISTS, "image %s:%s already exists; remove it first",
-                           r.name, r.tag);
+        return skd_err_set(err, SKD_EEXISTS, "image %s:%s already exists; remove it first", r.name,
+                           r.tag);
     if (!(plan = calloc(1, sizeof(*plan))))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     if (!mkdtemp(tmp)) {

@@ -78,8 +78,7 @@ static int seek_member(struct archive *a, const char *name, skd_err *err)
 }
 
 /* Read the current member (capped at META_MAX) into a new string. */
-static int read_current(struct archive *a, const char *name, char **out, size_t *len,
-                        skd_err *err)
+static int read_current(struct archive *a, const char *name, char **out, size_t *len, skd_err *err)
 {
     skd_buf b;
     skd_buf_init(&b, META_MAX);
@@ -112,8 +111,8 @@ static int blob_path(const char *digest, char *path, size_t cap, char hex[65], s
 }
 
 /* Read member name as JSON; when hex is given, check its SHA-256. */
-static int read_json_member(const char *tar_path, const char *name, const char *hex,
-                            json_t **out, skd_err *err)
+static int read_json_member(const char *tar_path, const char *name, const char *hex, json_t **out,
+                            skd_err *err)
 {
     struct archive *a = open_outer(tar_path, err);
     if (!a)
@@ -139,8 +138,7 @@ static int read_json_member(const char *tar_path, const char *name, const char *
     return *out ? 0 : SKD_EINVAL;
 }
 
-int skd__image_scan(const char *tar_path, int64_t max_entries, skd__image_plan *plan,
-                    skd_err *err)
+int skd__image_scan(const char *tar_path, int64_t max_entries, skd__image_plan *plan, skd_err *err)
 {
     struct archive *a = open_outer(tar_path, err);
     if (!a)
@@ -196,7 +194,7 @@ static json_t *pick_manifest(json_t *manifests)
 {
     size_t i;
     json_t *m;
-    json_array_foreach(manifests, i, m) {
+    json_array_foreach (manifests, i, m) {
         json_t *pf = json_object_get(m, "platform");
         if (!pf)
             continue;
@@ -204,15 +202,14 @@ static json_t *pick_manifest(json_t *manifests)
         if (strcmp(os, "linux") == 0 && strcmp(arch, host_arch()) == 0)
             return m;
     }
-    json_array_foreach(manifests, i, m) {
+    json_array_foreach (manifests, i, m) {
         if (!json_object_get(m, "platform"))
             return m;
     }
     return json_array_size(manifests) == 1 ? json_array_get(manifests, 0) : NULL;
 }
 
-static int plan_add_layer(skd__image_plan *plan, const char *member, const char *hex,
-                          skd_err *err)
+static int plan_add_layer(skd__image_plan *plan, const char *member, const char *hex, skd_err *err)
 {
     if (plan->nlayers >= SKD__IMG_MAX_LAYERS)
         return skd_err_set(err, SKD_ETOOBIG, "more than %d layers", SKD__IMG_MAX_LAYERS);
@@ -268,13 +265,12 @@ static int plan_oci(const char *tar_path, skd__image_plan *plan, skd_err *err)
     if (rc)
         goto out;
     json_t *cfgd = json_object_get(doc, "config");
-    if (cfgd && blob_path(skd_json_str(cfgd, "digest", NULL), path, sizeof(path), hex, NULL) ==
-                    0 &&
+    if (cfgd && blob_path(skd_json_str(cfgd, "digest", NULL), path, sizeof(path), hex, NULL) == 0 &&
         read_json_member(tar_path, path, hex, &cfgdoc, NULL) == 0)
         plan_set_config(plan, cfgdoc);
     size_t i;
     json_t *l;
-    json_array_foreach(json_object_get(doc, "layers"), i, l) {
+    json_array_foreach (json_object_get(doc, "layers"), i, l) {
         const char *mt = skd_json_str(l, "mediaType", "");
         if (*mt && !strstr(mt, "tar")) {
             rc = skd_err_set(err, SKD_EUNSUPPORTED, "unsupported layer media type %s", mt);
@@ -318,7 +314,7 @@ static int plan_docker_save(const char *tar_path, skd__image_plan *plan, skd_err
         plan_set_config(plan, cfgdoc);
     size_t i;
     json_t *l;
-    json_array_foreach(layers, i, l) {
+    json_array_foreach (layers, i, l) {
         if (!json_is_string(l)) {
             rc = skd_err_set(err, SKD_EINVAL, "manifest.json: a layer name is not a string");
             goto out;

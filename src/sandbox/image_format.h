@@ -26,8 +26,7 @@ typedef struct skd__image_plan {
 
 /* Detect the format of the archive at tar_path (one pass over its headers,
  * at most max_entries). Sets plan->format. Returns 0 or SKD_E*. */
-int skd__image_scan(const char *tar_path, int64_t max_entries, skd__image_plan *plan,
-                    skd_err *err);
+int skd__image_scan(const char *tar_path, int64_t max_entries, skd__image_plan *plan, skd_err *err);
 
 /* Fill plan->layers (in application order) and plan->config from the
  * archive's manifests. Nothing to do for an export tarball. */

@@ -23,16 +23,16 @@ typedef struct skd__pathset {
 /* State of one import across its layers. The caller fills rootfd, the
  * limits and whiteouts, zeroes the rest, and calls skd__layer_ctx_free. */
 typedef struct skd__layer_ctx {
-    int rootfd;          /* borrowed O_PATH fd of the rootfs directory */
-    int whiteouts;       /* 1: honour .wh.* entries (layered formats) */
-    int64_t max_bytes;   /* caps over the whole import */
+    int rootfd;        /* borrowed O_PATH fd of the rootfs directory */
+    int whiteouts;     /* 1: honour .wh.* entries (layered formats) */
+    int64_t max_bytes; /* caps over the whole import */
     int64_t max_entries;
-    int64_t bytes;       /* running totals */
+    int64_t bytes; /* running totals */
     int64_t entries;
-    int64_t files;       /* non-directory entries written */
-    int64_t skipped;     /* device nodes, fifos, sockets not created */
+    int64_t files;   /* non-directory entries written */
+    int64_t skipped; /* device nodes, fifos, sockets not created */
     skd__pathset written;
-    int cache_fd;        /* owned; -1: parent-directory cache is empty */
+    int cache_fd; /* owned; -1: parent-directory cache is empty */
     char cache_path[PATH_MAX];
 } skd__layer_ctx;
 

@@ -164,8 +164,7 @@ static int openat2_beneath(int at, const char *name, int flags)
 /* Open directory dir (normalised, relative to the rootfs) as a new O_PATH
  * fd, creating missing components (0755) when create. Returns the fd or a
  * negative SKD_E* with err naming the entry. */
-static int walk_dir(skd__layer_ctx *c, const char *dir, int create, const char *entry,
-                    skd_err *err)
+static int walk_dir(skd__layer_ctx *c, const char *dir, int create, const char *entry, skd_err *err)
 {
     int cur = openat2_beneath(c->rootfd, ".", O_PATH | O_DIRECTORY);
     if (cur < 0)
@@ -323,15 +322,14 @@ static int apply_opaque(skd__layer_ctx *c, const char *dir, const char *entry, s
             continue;
         int e = skd__rm_tree_at(dirfd(d), de->d_name);
         if (e)
-            rc = skd_err_set(err, SKD_EIO, "entry %s: removing %s: %s", entry, child,
-                             strerror(-e));
+            rc = skd_err_set(err, SKD_EIO, "entry %s: removing %s: %s", entry, child, strerror(-e));
     }
     closedir(d);
     return rc;
 }
 
-static int apply_whiteout(skd__layer_ctx *c, const char *dir, const char *leaf,
-                          const char *entry, skd_err *err)
+static int apply_whiteout(skd__layer_ctx *c, const char *dir, const char *leaf, const char *entry,
+                          skd_err *err)
 {
     if (strcmp(leaf, WH_OPAQUE) == 0)
         return apply_opaque(c, dir, entry, err);
@@ -353,8 +351,7 @@ static int apply_whiteout(skd__layer_ctx *c, const char *dir, const char *leaf,
 
 /* Make room for a new leaf: keep an existing directory when want_dir,
  * remove anything else. Returns 1 when a directory was kept. */
-static int clear_leaf(int pfd, const char *leaf, int want_dir,
-                      const char *entry, skd_err *err)
+static int clear_leaf(int pfd, const char *leaf, int want_dir, const char *entry, skd_err *err)
 {
     struct stat st;
     if (fstatat(pfd, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -398,8 +395,7 @@ static int make_dir(int pfd, const char *leaf, mode_t mode, const char *entry, s
     return 0;
 }
 
-static int copy_data(skd__layer_ctx *c, struct archive *a, int fd, const char *entry,
-                     skd_err *err)
+static int copy_data(skd__layer_ctx *c, struct archive *a, int fd, const char *entry, skd_err *err)
 {
     char *buf = malloc(COPY_CHUNK);
     if (!buf)
@@ -476,12 +472,10 @@ static int make_symlink(struct archive_entry *ae, int pfd, const char *leaf, con
 }
 
 static int make_hardlink(skd__layer_ctx *c, struct archive_entry *ae, int pfd,
-                         const char *entry_path, const char *leaf, const char *entry,
-                         skd_err *err)
+                         const char *entry_path, const char *leaf, const char *entry, skd_err *err)
 {
     char target[PATH_MAX];
-    if (skd__image_norm_path(archive_entry_hardlink(ae), target, sizeof(target)) < 0 ||
-        !*target)
+    if (skd__image_norm_path(archive_entry_hardlink(ae), target, sizeof(target)) < 0 || !*target)
         return skd_err_set(err, SKD_EPATH, "entry %s: hard link target %s is outside the image",
                            entry, archive_entry_hardlink(ae));
     char tsplit[PATH_MAX];
@@ -497,8 +491,7 @@ static int make_hardlink(skd__layer_ctx *c, struct archive_entry *ae, int pfd,
     int rc = 0;
     if (fstatat(tfd, tleaf, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode)) {
         rc = skd_err_set(err, SKD_EPATH,
-                         "entry %s: hard link target is not a regular file in the image",
-                         entry);
+                         "entry %s: hard link target is not a regular file in the image", entry);
         goto out;
     }
     if (strcmp(target, entry_path) == 0)
@@ -514,16 +507,14 @@ out:
 }
 
 /* One entry: path checks, whiteouts, then create by type. */
-static int apply_entry(skd__layer_ctx *c, struct archive *a, struct archive_entry *ae,
-                       skd_err *err)
+static int apply_entry(skd__layer_ctx *c, struct archive *a, struct archive_entry *ae, skd_err *err)
 {
     const char *raw = archive_entry_pathname(ae);
     char path[PATH_MAX];
     if (!raw)
         return skd_err_set(err, SKD_EINVAL, "an entry has no usable name");
     if (skd__image_norm_path(raw, path, sizeof(path)) < 0)
-        return skd_err_set(err, SKD_EPATH, "entry %s is outside the image (absolute or ..)",
-                           raw);
+        return skd_err_set(err, SKD_EPATH, "entry %s is outside the image (absolute or ..)", raw);
     mode_t type = archive_entry_filetype(ae);
     if (!*path) /* the root itself: keep the rootfs as created */
         return type == AE_IFDIR && !archive_entry_hardlink(ae)
@@ -538,8 +529,7 @@ static int apply_entry(skd__layer_ctx *c, struct archive *a, struct archive_entr
     split_path(split, &dir, &leaf);
     if (c->whiteouts && strncmp(leaf, WH_PREFIX, strlen(WH_PREFIX)) == 0)
         return apply_whiteout(c, dir, leaf, raw, err);
-    if (!archive_entry_hardlink(ae) && type != AE_IFDIR && type != AE_IFREG &&
-        type != AE_IFLNK) {
+    if (!archive_entry_hardlink(ae) && type != AE_IFDIR && type != AE_IFREG && type != AE_IFLNK) {
         c->skipped++; /* device node, fifo or socket: never created */
         return 0;
     }

@@ -199,8 +199,8 @@ TEST(parse_ref)
     CHECK_STR(r.tag, "latest");
     CHECK_EQ_INT(skd_image_parse_ref("py-3.12_x:3.12-slim", &r, NULL), 0);
     CHECK_STR(r.tag, "3.12-slim");
-    const char *bad[] = {"", "Upper", "../x", "a/b", "x:", "x:.bad", "x:-bad", "x:a:b",
-                         ".hidden", "host", "x:a/b", "-x"};
+    const char *bad[] = {"",       "Upper", "../x",    "a/b",  "x:",    "x:.bad",
+                         "x:-bad", "x:a:b", ".hidden", "host", "x:a/b", "-x"};
     for (size_t i = 0; i < N(bad); i++)
         CHECK(skd_image_parse_ref(bad[i], &r, NULL) == SKD_EINVAL);
     char longname[100];
@@ -320,12 +320,9 @@ static void layers(skd_buf *l1, skd_buf *l2, int gzip)
     /* The opaque marker comes after a new entry of the same layer: what
      * this layer wrote must survive it. */
     const struct ent two[] = {
-        {"etc/version", 'f', "two", 0, 0},
-        {"etc/.wh.gone", 'f', "", 0, 0},
-        {"var/cache/", 'd', NULL, 0755, 0},
-        {"var/cache/new", 'f', "upper", 0, 0},
-        {"var/cache/.wh..wh..opq", 'f', "", 0, 0},
-        {".wh.dir-gone", 'f', "", 0, 0},
+        {"etc/version", 'f', "two", 0, 0},         {"etc/.wh.gone", 'f', "", 0, 0},
+        {"var/cache/", 'd', NULL, 0755, 0},        {"var/cache/new", 'f', "upper", 0, 0},
+        {"var/cache/.wh..wh..opq", 'f', "", 0, 0}, {".wh.dir-gone", 'f', "", 0, 0},
         {".wh.never-existed", 'f', "", 0, 0},
     };
     tar_mem(one, N(one), gzip, l1);
@@ -502,7 +499,8 @@ TEST(hostile_paths)
     skd_err err = {0};
     char abs_target[600];
     snprintf(abs_target, sizeof(abs_target), "%s/pwned", g_out);
-    const struct ent dotdot[] = {{"ok", 'f', "x", 0, 0}, {"a/../../../outside/pwned", 'f', "x", 0, 0}};
+    const struct ent dotdot[] = {{"ok", 'f', "x", 0, 0},
+                                 {"a/../../../outside/pwned", 'f', "x", 0, 0}};
     CHECK_EQ_INT(import_ents("evil:1", dotdot, N(dotdot), &err), SKD_EPATH);
     const struct ent absolute[] = {{abs_target, 'f', "x", 0, 0}};
     CHECK_EQ_INT(import_ents("evil:2", absolute, N(absolute), &err), SKD_EPATH);
@@ -516,9 +514,8 @@ TEST(hostile_paths)
                               {via_rel, 'f', "x", 0, 0}};
     CHECK_EQ_INT(import_ents("evil:4", rel, N(rel), &err), SKD_EPATH);
     /* even a symlink pointing inside is not written through */
-    const struct ent inside[] = {{"real/", 'd', NULL, 0, 0},
-                                 {"alias", 'l', "real", 0, 0},
-                                 {"alias/file", 'f', "x", 0, 0}};
+    const struct ent inside[] = {
+        {"real/", 'd', NULL, 0, 0}, {"alias", 'l', "real", 0, 0}, {"alias/file", 'f', "x", 0, 0}};
     CHECK_EQ_INT(import_ents("evil:5", inside, N(inside), &err), SKD_EPATH);
     CHECK(!exists(abs_target));
     for (int i = 1; i <= 5; i++) {
@@ -585,8 +582,7 @@ TEST(limits)
     /* not a tar at all, and a missing file */
     CHECK(write_file(tar, "this is not a tar archive, just text......", 42) == 0);
     CHECK(skd_image_import(g_data, "junk:1", tar, NULL, NULL, &err) != 0);
-    CHECK(skd_image_import(g_data, "junk:2", path_in(g_tmp, "missing.tar"), NULL, NULL,
-                           &err) != 0);
+    CHECK(skd_image_import(g_data, "junk:2", path_in(g_tmp, "missing.tar"), NULL, NULL, &err) != 0);
     CHECK(no_leftovers());
 }
 
