@@ -352,6 +352,8 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
 out:
     if (made_tmp)
         remove_path(tmp);
+    if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.name) < (int)sizeof(final))
+        (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
         skd__image_plan_free(plan);
     free(plan);

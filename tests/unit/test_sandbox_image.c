@@ -525,6 +525,7 @@ TEST(hostile_paths)
         snprintf(tag, sizeof(tag), "%d", i);
         CHECK(!exists(rootfs("evil", tag, "")));
     }
+    CHECK(!exists(path_in(g_data, "images/evil"))); /* no empty name directory either */
     CHECK(no_leftovers());
 }
 
