@@ -34,7 +34,10 @@ for _ in 1 2 3 4 5; do
     cursor=$(json_get "$BODY" 'j["result"].get("nextCursor","")')
     [ -z "$cursor" ] && break
 done
-[ "$(echo $names)" = "skills_list skills_execute skills_executions debug_sleep" ] && pass "paging walks every tool once" || fail "paging walks every tool once" "$names"
+req GET /v1/skills "${A[@]}"
+want="skills_list skills_execute skills_executions $(json_get "$BODY" '" ".join(sorted(s["name"] for s in j["skills"]))')"
+[ "$(echo $names)" = "$want" ] && pass "paging walks every tool once" || fail "paging walks every tool once" "$names != $want"
+case " $names " in *" debug_sleep "*" file_read "*) pass "skills are tools of their own" ;; *) fail "skills are tools of their own" "$names" ;; esac
 
 req POST /mcp "${S[@]}" -d '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"debug_sleep","arguments":{"ms":5}}}'
 header Content-Type | grep -q '^application/json' && pass "a call without progress answers JSON" || fail "a call without progress answers JSON" "$(header Content-Type)"

@@ -57,7 +57,8 @@ for _ in range(5):
     tools += [t["name"] for t in m["result"]["tools"]]
     cursor = m["result"].get("nextCursor")
     if not cursor: break
-ok(tools == ["skills_list", "skills_execute", "skills_executions", "debug_sleep"], "tools/list pages", tools)
+ok(tools[:3] == ["skills_list", "skills_execute", "skills_executions"] and tools[3:] == sorted(set(tools[3:]))
+   and "debug_sleep" in tools and "file_read" in tools, "tools/list pages", tools)
 
 send({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
       "params": {"name": "debug_sleep", "arguments": {"ms": 60, "steps": 3}, "_meta": {"progressToken": 5}}})

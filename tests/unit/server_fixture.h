@@ -90,6 +90,18 @@ static inline int fixture_add_echo(struct fixture *f, const char *name)
     return rc;
 }
 
+/* Remove the built-in skills so the catalogue is exactly what tests add. */
+static inline int fixture_clear(struct fixture *f)
+{
+    size_t n = 0;
+    skd_registry *reg = skd_engine_registry(f->e);
+    skd_skill **list = skd_registry_list(reg, NULL, 0, 1, &n);
+    for (size_t i = 0; i < n; i++)
+        skd_registry_remove(reg, skd_skill_name(list[i]), NULL, NULL, NULL);
+    skd_skill_list_free(list, n);
+    return 0;
+}
+
 static inline int fixture_open(struct fixture *f, const char *page_size)
 {
     skd_err err = {0};
@@ -102,7 +114,8 @@ static inline int fixture_open(struct fixture *f, const char *page_size)
         skd_config_set(f->cfg, "SKILLD_TEST_SKILLS", "true", &err) ||
         skd_config_set(f->cfg, "SKILLD_MCP_PAGE_SIZE", page_size, &err) ||
         skd_config_set(f->cfg, "SKILLD_MCP_PROGRESS_INTERVAL_MS", "50", &err) ||
-        skd_engine_open(f->cfg, &f->e, &err) || skd__test_skills_register(f->e, &err) ||
+        skd_engine_open(f->cfg, &f->e, &err) || fixture_clear(f) ||
+        skd__test_skills_register(f->e, &err) ||
         fixture_add_echo(f, "echo")) {
         fprintf(stderr, "fixture: %s\n", skd_err_msg(&err));
         return -1;
