@@ -38,6 +38,7 @@ struct skd_server {
     unsigned port;
     size_t max_body;
     atomic_int stopping;
+    atomic_int active; /* requests between their first byte and their last reply byte */
     int stopped;
 };
 
@@ -285,8 +286,8 @@ static const skd_route *dispatch(skd_http_req *req, struct conn_req *cr, skd_htt
     return r;
 }
 
-static enum MHD_Result send_reply(struct MHD_Connection *conn, const skd_route *r,
-                                  skd_http_reply *out)
+static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn,
+                                  const skd_route *r, skd_http_reply *out)
 {
     if (!out->resp) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
@@ -295,6 +296,8 @@ static enum MHD_Result send_reply(struct MHD_Connection *conn, const skd_route *
             return MHD_NO;
     }
     skd__metrics_request(route_label(r), out->status);
+    if (atomic_load(&srv->stopping))
+        MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, out->status, out->resp);
     MHD_destroy_response(out->resp);
     return ret;
@@ -313,6 +316,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return MHD_NO;
         skd_buf_init(&cr->body, srv->max_body);
         *con_cls = cr;
+        atomic_fetch_add(&srv->active, 1);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         int64_t n = 0;
@@ -321,7 +325,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
              * connection afterwards since the body was not consumed. */
             skd__http_error(&out, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
                             "the request body is larger than %zu bytes", srv->max_body);
-            return send_reply(conn, NULL, &out);
+            return send_reply(srv, conn, NULL, &out);
         }
         return MHD_YES;
     }
@@ -342,19 +346,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         .body_len = cr->body.len,
     };
     const skd_route *r = dispatch(&req, cr, &out);
-    return send_reply(conn, r, &out);
+    return send_reply(srv, conn, r, &out);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)cls;
     (void)conn;
     (void)toe;
+    skd_server *srv = cls;
     struct conn_req *cr = *con_cls;
     if (cr) {
         skd_buf_free(&cr->body);
         free(cr);
+        atomic_fetch_sub(&srv->active, 1);
     }
     *con_cls = NULL;
 }
@@ -465,8 +470,12 @@ void skd_server_stop(skd_server *s, int grace_ms)
     }
     skd__mcp_close_all(s->mcp); /* ends GET streams */
     skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
+    int64_t deadline = skd_mono_ms() + grace_ms;
     if (skd__calls_stop(s->calls, grace_ms) != 0)
         skd_warn("server stop: calls still running after %d ms", grace_ms);
+    /* Let the cancelled calls' replies go out before connections close. */
+    while (atomic_load(&s->active) > 0 && skd_mono_ms() < deadline)
+        usleep(10 * 1000);
     if (s->d)
         MHD_stop_daemon(s->d); /* closes connections, joins their threads */
     s->d = NULL;

@@ -100,7 +100,7 @@ void skd__metrics_reset(void)
     pthread_mutex_unlock(&mu);
 }
 
-int skd__metrics_render(skd_buf *b)
+int skd__metrics_render(skd_buf *b, size_t in_flight)
 {
     int rc = 0;
     pthread_mutex_lock(&mu);
@@ -135,7 +135,10 @@ int skd__metrics_render(skd_buf *b)
                          "# HELP skilld_outbound_rejected_total Outbound connections refused "
                          "by the guard.\n"
                          "# TYPE skilld_outbound_rejected_total counter\n"
-                         "skilld_outbound_rejected_total %lu\n",
-                         running, rejected);
+                         "skilld_outbound_rejected_total %lu\n"
+                         "# HELP skilld_calls_in_flight Skill calls running now.\n"
+                         "# TYPE skilld_calls_in_flight gauge\n"
+                         "skilld_calls_in_flight %zu\n",
+                         running, rejected, in_flight);
     return rc ? SKD_ETOOBIG : 0;
 }

@@ -14,8 +14,9 @@
  * string; "unmatched" for none) with status. */
 void skd__metrics_request(const char *route, unsigned status);
 
-/* Append the Prometheus text exposition to b. */
-int skd__metrics_render(skd_buf *b);
+/* Append the Prometheus text exposition to b; in_flight is the number of
+ * skill calls running in this server now. */
+int skd__metrics_render(skd_buf *b, size_t in_flight);
 
 /* Forget everything (tests). */
 void skd__metrics_reset(void);

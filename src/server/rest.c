@@ -24,7 +24,7 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
     skd_buf b;
     skd_buf_init(&b, 4 * 1024 * 1024);
     size_t len = 0;
-    char *text = skd__metrics_render(&b) == 0 ? skd_buf_steal(&b, &len) : NULL;
+    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv))) == 0 ? skd_buf_steal(&b, &len) : NULL;
     skd_buf_free(&b);
     if (!text) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",

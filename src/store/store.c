@@ -20,12 +20,16 @@ static const char *const migrations[] = {
     "  status TEXT NOT NULL, error_code TEXT, duration_ms INTEGER NOT NULL,"
     "  created_ms INTEGER NOT NULL, input_sha256 TEXT NOT NULL);"
     "CREATE INDEX executions_key_time ON executions(key_id, created_ms DESC);",
-    /* 2: custom skills registered at runtime (src/store/skills.c); owner '' is global */
+    /* 2: the web_search result cache (src/store/cache.c) */
+    "CREATE TABLE cache ("
+    "  key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
+    "CREATE INDEX cache_expiry ON cache(expires_ms);",
+    /* 3: custom skills registered at runtime (src/store/skills.c); owner '' is global */
     "CREATE TABLE skills ("
     "  name TEXT NOT NULL, version TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '',"
     "  manifest TEXT NOT NULL, skill_dir TEXT, enabled INTEGER NOT NULL DEFAULT 1,"
     "  created_ms INTEGER NOT NULL, PRIMARY KEY (name, version, owner));",
-    /* 3: A2A tasks (src/store/tasks.c), owned by the key that created them */
+    /* 4: A2A tasks (src/store/tasks.c), owned by the key that created them */
     "CREATE TABLE a2a_tasks ("
     "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, context_id TEXT NOT NULL,"
     "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"

@@ -57,6 +57,18 @@ expect_json "bob's history does not contain alice's run" "all(e['id']!='$EXEC' f
 req GET /v1/executions -H "Authorization: Bearer $ASEC"
 expect_json "alice's history contains her run" "any(e['id']=='$EXEC' for e in j['executions'])"
 
+# Files are per key: bob cannot read what alice wrote, by any path.
+req POST /v1/execute -H "Authorization: Bearer $ASEC" -d '{"skill":"file_write","input":{"path":"secret.txt","content":"alice only"}}'
+expect_status "alice writes a file" 200
+req POST /v1/execute -H "Authorization: Bearer $ASEC" -d '{"skill":"file_read","input":{"path":"secret.txt"}}'
+expect_json "alice reads her file" '"alice only" in json.dumps(j) and j["success"] is True'
+req POST /v1/execute -H "Authorization: Bearer $BSEC" -d '{"skill":"file_read","input":{"path":"secret.txt"}}'
+expect_status "bob cannot read alice's file (404 in his own workspace)" 404
+for p in "../$(printf %s "$AID" | sha256sum | cut -c1-64)/secret.txt" "/etc/passwd" "../../skilld.db"; do
+    req POST /v1/execute -H "Authorization: Bearer $BSEC" -d "{\"skill\":\"file_read\",\"input\":{\"path\":\"$p\"}}"
+    if [ "$STATUS" -ge 400 ] && ! echo "$BODY" | grep -q "alice only"; then pass "bob cannot escape with $p"; else fail "bob cannot escape with $p" "$STATUS $BODY"; fi
+done
+
 # An MCP session belongs to the key that opened it.
 SID=$(mcp_init "$ASEC")
 [ -n "$SID" ] && pass "alice opens an MCP session" || fail "alice opens an MCP session" "no Mcp-Session-Id"

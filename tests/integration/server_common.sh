@@ -73,3 +73,12 @@ mcp_init() {
         -d '{"jsonrpc":"2.0","method":"notifications/initialized"}' "$URL/mcp"
     echo "$sid"
 }
+
+# wait_in_flight SECRET N: wait until N skill calls run in the server.
+wait_in_flight() {
+    for _ in $(seq 1 200); do
+        curl -sS -H "Authorization: Bearer $1" "$URL/metrics" | grep -q "^skilld_calls_in_flight $2\$" && return 0
+        sleep 0.05
+    done
+    return 1
+}

@@ -90,15 +90,14 @@ static inline int fixture_add_echo(struct fixture *f, const char *name)
     return rc;
 }
 
-/* Only the fixture's skills: drop the global skills the engine registered
- * (built-ins, skills_register) so tool counts do not depend on other parts. */
+/* Remove the built-in skills so the catalogue is exactly what tests add. */
 static inline int fixture_clear(struct fixture *f)
 {
     size_t n = 0;
     skd_registry *reg = skd_engine_registry(f->e);
     skd_skill **list = skd_registry_list(reg, NULL, 0, 1, &n);
     for (size_t i = 0; i < n; i++)
-        skd_registry_remove(reg, skd_skill_name(list[i]), skd_skill_version(list[i]), NULL, NULL);
+        skd_registry_remove(reg, skd_skill_name(list[i]), NULL, NULL, NULL);
     skd_skill_list_free(list, n);
     return 0;
 }
