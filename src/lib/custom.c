@@ -11,6 +11,7 @@
  * Built-in and C skills (no manifest) are never replaced or removed here.
  */
 #include "skilld/custom.h"
+#include "skilld/image.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
 
@@ -79,6 +80,12 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
                            "registering a skill needs the skills:execute or skills:admin scope");
     if ((rc = skd_manifest_check(m, skd_engine_config(e), err)) != 0)
         return rc;
+    char *rootfs = NULL; /* the image must be imported before a skill uses it */
+    const char *image = skd_json_str(json_object_get(m, "run"), "image", SKD_IMAGE_HOST);
+    skd_err ierr = {0};
+    if (skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr))
+        return skd_err_set(err, ierr.code, "manifest.run.image: %s", skd_err_msg(&ierr));
+    free(rootfs);
     const char *owner = new_owner(who);
     const char *name = skd_json_str(m, "name", ""), *version = skd_json_str(m, "version", "");
     if (find_owned(reg, name, version, owner, &builtin)) {

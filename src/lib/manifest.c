@@ -9,11 +9,11 @@
  * SKILLS_ALLOWED_SANDBOX_IMAGES.
  */
 #include "skilld/custom.h"
+#include "skilld/image.h"
 #include "skilld/json.h"
 #include "skilld/sandbox.h"
 #include "skilld/util.h"
 
-#include <ctype.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -118,49 +118,24 @@ static int check_schema(const json_t *m, const char *key, int required, skd_err 
     return 0;
 }
 
-/* "name[:tag]" with the tag defaulting to latest, as the image store names
- * them; 1 when a and b name the same image. */
-static int same_image(const char *a, size_t alen, const char *b)
-{
-    const char *ac = memchr(a, ':', alen), *bc = strchr(b, ':');
-    size_t an = ac ? (size_t)(ac - a) : alen, bn = bc ? (size_t)(bc - b) : strlen(b);
-    const char *at = ac ? ac + 1 : "latest", *bt = bc ? bc + 1 : "latest";
-    size_t atn = ac ? alen - an - 1 : 6;
-    return an == bn && memcmp(a, b, an) == 0 && strlen(bt) == atn && memcmp(at, bt, atn) == 0;
-}
-
-static int image_name_valid(const char *s)
-{
-    if (!isalnum((unsigned char)s[0]))
-        return 0;
-    for (const char *p = s; *p; p++)
-        if (!(isalnum((unsigned char)*p) || strchr("._/-:", *p)))
-            return 0;
-    return strstr(s, "..") == NULL;
-}
-
+/* "host", or an image reference allowed by SKILLS_ALLOWED_SANDBOX_IMAGES
+ * (the naming and allow-list rules are the image store's: one copy). That
+ * it is imported is checked when a client registers (skd_custom_register),
+ * not here, so a stored skill stays loadable while its image is re-imported. */
 static int check_image(const char *image, const skd_config *cfg, skd_err *err)
 {
-    if (strcmp(image, "host") == 0)
+    skd_image_ref ref;
+    skd_err inner = {0};
+    if (strcmp(image, SKD_IMAGE_HOST) == 0)
         return 0;
-    if (!image_name_valid(image))
-        return bad(err, "run.image", "is not an image name ([a-z0-9][a-z0-9._/-]*[:tag])");
-    const char *list = cfg ? skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES") : "";
-    for (const char *p = list ? list : ""; *p;) {
-        const char *end = strchr(p, ',');
-        size_t n = end ? (size_t)(end - p) : strlen(p);
-        while (n && isspace((unsigned char)*p))
-            p++, n--;
-        while (n && isspace((unsigned char)p[n - 1]))
-            n--;
-        if (n && same_image(p, n, image))
-            return 0;
-        p = end ? end + 1 : p + strlen(p);
-    }
-    return skd_err_set(err, SKD_EFORBIDDEN,
-                       "manifest.run.image: \"%s\" is not allowed (use host or one of "
-                       "SKILLS_ALLOWED_SANDBOX_IMAGES)",
-                       image);
+    if (skd_image_parse_ref(image, &ref, &inner))
+        return skd_err_set(err, SKD_EINVAL, "manifest.run.image: %s", skd_err_msg(&inner));
+    if (!skd_image_allowed(cfg ? skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES") : "", image))
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "manifest.run.image: \"%s\" is not allowed (use host or one of "
+                           "SKILLS_ALLOWED_SANDBOX_IMAGES)",
+                           image);
+    return 0;
 }
 
 static int check_command(const json_t *cmd, skd_err *err)

@@ -10,7 +10,7 @@ source "$(dirname "$0")/server_common.sh"
 # REST /v1/execute answers the result object plus its executionId.
 expect_result() { expect_json "$1" "(lambda R: $2)(lambda j: {k: v for k, v in j.items() if k != 'executionId'})"; }
 
-start_server
+start_server SKILLS_ALLOWED_SANDBOX_IMAGES=alpine:3
 read -r AID ASEC < <(new_key alice skills:read,skills:execute)
 read -r BID BSEC < <(new_key bob skills:read,skills:execute)
 A=(-H "Authorization: Bearer $ASEC" -H 'Content-Type: application/json')
@@ -79,6 +79,7 @@ bad "bad name" "{\"name\":\"Bad Name\",\"version\":\"1.0.0\",$OKS,\"run\":{\"com
 bad "bad version" "{\"name\":\"a\",\"version\":\"1\",$OKS,\"run\":{\"command\":[\"true\"]}}" "manifest.version:"
 bad "schema not well-formed" "{\"name\":\"a\",\"version\":\"1.0.0\",\"description\":\"d\",\"inputSchema\":{\"type\":\"object\",\"required\":\"x\"},\"run\":{\"command\":[\"true\"]}}" "manifest.inputSchema:"
 bad "image not allowed" "{\"name\":\"a\",\"version\":\"1.0.0\",$OKS,\"run\":{\"command\":[\"true\"],\"image\":\"ubuntu\"}}" "manifest.run.image:"
+bad "image allowed but not imported" "{\"name\":\"a\",\"version\":\"1.0.0\",$OKS,\"run\":{\"command\":[\"true\"],\"image\":\"alpine:3\"}}" "manifest.run.image:"
 bad "empty command" "{\"name\":\"a\",\"version\":\"1.0.0\",$OKS,\"run\":{\"command\":[]}}" "manifest.run.command:"
 bad "unknown field" "{\"name\":\"a\",\"version\":\"1.0.0\",$OKS,\"run\":{\"command\":[\"true\"]},\"privileged\":true}" "manifest.privileged: unknown field"
 bad "unknown run field" "{\"name\":\"a\",\"version\":\"1.0.0\",$OKS,\"run\":{\"command\":[\"true\"],\"mounts\":[\"/\"]}}" "manifest.run.mounts: unknown field"
