@@ -361,8 +361,16 @@ static json_t *m_cancel(const req *r)
         json_decref(task);
         return error;
     }
-    skd__a2a_task_cancel(t, A2A_CANCEL_WAIT_MS);
     json_t *snap = skd__a2a_task_snapshot(t, NULL);
+    if (snap &&
+        skd__a2a_state_terminal(skd_json_str(json_object_get(snap, "status"), "state", ""))) {
+        json_decref(snap); /* ended while we looked */
+        skd__a2a_task_unref(t);
+        return rpc_error(r, SKD_A2A_TASK_NOT_CANCELABLE, "task %s has already ended", id);
+    }
+    json_decref(snap);
+    skd__a2a_task_cancel(t, A2A_CANCEL_WAIT_MS);
+    snap = skd__a2a_task_snapshot(t, NULL);
     skd__a2a_task_unref(t);
     return task_reply(r, snap, 0);
 }

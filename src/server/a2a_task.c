@@ -259,11 +259,13 @@ static void finish(a2a_task *t, const json_t *result)
     }
     set_state(t, state, text, 0);
     persist(t);
+    /* Out of the live list before anyone can see it done: from here on,
+     * GetTask and CancelTask find the final task in the store. */
+    unlink_live(t);
     pthread_mutex_lock(&t->mu);
     t->done = 1;
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
-    unlink_live(t);
 }
 
 void skd__a2a_task_run(a2a_task *t)
