@@ -153,7 +153,7 @@ out=$("$SKILLD" image list --json 2>&1)
 out=$("$SKILLD" doctor --json 2>"$TMP/err")
 st=$(json_get "$out" '{c["name"]: c["status"] for c in j["checks"]}' 2>/dev/null)
 if [ -n "$st" ]; then pass "doctor --json parses"; else fail "doctor --json parses" "$out $(cat "$TMP/err")"; fi
-for c in userns seccomp openat2 clone3 pidfd_open; do
+for c in userns seccomp openat2 clone3 pidfd_open native_sandbox; do
     [ "$(json_get "$out" "{c['name']: c['status'] for c in j['checks']}['$c']" 2>/dev/null)" = ok ] &&
         pass "doctor reports $c ok" || fail "doctor reports $c ok" "$st"
 done
