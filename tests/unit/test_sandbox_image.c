@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sandbox/image_internal.h"
@@ -685,6 +686,20 @@ TEST(list_and_remove)
     CHECK_EQ_INT(skd_image_remove(g_data, "zeta:b", &err), 0);
     CHECK(!exists(path_in(g_data, "images/zeta")));
     CHECK_EQ_INT(skd_image_remove(g_data, "../x", &err), SKD_EINVAL);
+    /* leftovers of a crash: an interrupted removal and a day-old import go
+     * with the next import; a fresh import directory stays */
+    char dead[600], old_imp[600], young[600];
+    snprintf(dead, sizeof(dead), "%s/images/.remove-dead", g_data);
+    snprintf(old_imp, sizeof(old_imp), "%s/images/.import-old", g_data);
+    snprintf(young, sizeof(young), "%s/images/.import-young", g_data);
+    CHECK(mkdir(dead, 0755) == 0 && mkdir(old_imp, 0755) == 0 && mkdir(young, 0755) == 0);
+    CHECK(write_file(path_in(dead, "f"), "x", 1) == 0);
+    struct timespec two_days[2] = {{time(NULL) - 172800, 0}, {time(NULL) - 172800, 0}};
+    CHECK(utimensat(AT_FDCWD, old_imp, two_days, 0) == 0);
+    CHECK_EQ_INT(import_ents("zeta:c", e, N(e), &err), 0);
+    CHECK(!exists(dead) && !exists(old_imp) && exists(young));
+    rmdir(young);
+    CHECK_EQ_INT(skd_image_remove(g_data, "zeta:c", &err), 0);
     CHECK(no_leftovers());
     /* an empty DATA_DIR lists nothing */
     CHECK_EQ_INT(skd_image_list(path_in(g_tmp, "empty"), &arr, &err), 0);
