@@ -9,7 +9,8 @@
  * directory images/.import-XXXXXX and renames it into place with
  * RENAME_NOREPLACE, so a reader never sees half an image and two imports of
  * one name cannot both win. Removal renames the image away first, then
- * deletes it.
+ * deletes it. Each import sweeps what a crash left behind (.remove-*, and
+ * .import-* a day old).
  */
 #include "skilld/image.h"
 
