@@ -236,8 +236,12 @@ char *skd__html_resolve(const char *base, const char *href, int *frag_only)
         return NULL;
     char *res = NULL;
     url_scheme((const char *)abs, scheme, sizeof(scheme));
-    if ((scheme[0] == '\0' || strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0 ||
-         strcmp(scheme, "mailto") == 0) &&
+    int web = strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0;
+    const char *after = (const char *)abs + strlen(scheme) + 1;
+    /* A web address needs a host: "https:/path" and "http://" are refused. */
+    if (web && (strncmp(after, "//", 2) != 0 || strchr("/?#", after[2]) != NULL))
+        web = -1;
+    if ((scheme[0] == '\0' || web == 1 || strcmp(scheme, "mailto") == 0) &&
         strlen((const char *)abs) < URL_MAX && abs[0] != '\0') {
         /* xmlBuildURI may decode nothing but can re-emit characters we
          * encoded only if they were already legal; re-encode to be sure the
