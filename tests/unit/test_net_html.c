@@ -237,7 +237,8 @@ TEST(link_resolution_cases)
         "<a href='vbscript:x'>f</a><a href='file:///etc/passwd'>g</a>"
         "<a href='#top'>h</a><a href=''>i</a><a href='q?x=1#f'>j</a>"
         "<a href='http://user:pw@Host.Example:8080/P'>k</a>"
-        "<a href='https:/no-host'>l</a><a href='http://'>m</a><a href='https:?q'>n</a>";
+        "<a href='https:/no-host'>l</a><a href='http://'>m</a><a href='https:?q'>n</a>"
+        "<a href='javascriptjavascriptjavascript:x'>o</a>";
     CHECK_EQ_INT(convert(page, "http://example.com/a/b/c.html", SKD_HTML_LINKS, &d), 0);
     CHECK(find_link(&d, "http://example.com/up/a") != NULL);
     CHECK(find_link(&d, "http://example.com/abs") != NULL);
