@@ -181,6 +181,15 @@ TEST(metadata_fallbacks)
     CHECK_EQ_INT(convert("<title>\n  Spaced \t out\n</title><p>x</p>", NULL, SKD_HTML_TEXT, &d), 0);
     CHECK_STR(d.title, "Spaced out");
     skd__html_doc_free(&d);
+    /* the date of the content, not of a sidebar; the author from rel=author */
+    CHECK_EQ_INT(convert("<body><aside><time datetime='2001-01-01'>old</time></aside>"
+                         "<main><p>By <a rel='author' href='/u'> Ann\n Lee</a>, "
+                         "<time datetime=' 2024-02-29 '>today</time></p></main></body>",
+                         NULL, SKD_HTML_MARKDOWN, &d),
+                 0);
+    CHECK_STR(d.meta.published, "2024-02-29");
+    CHECK_STR(d.meta.author, "Ann Lee");
+    skd__html_doc_free(&d);
 }
 
 TEST(long_title_is_capped)
