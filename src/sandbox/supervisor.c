@@ -120,9 +120,8 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     else
         r->running--;
     pthread_mutex_unlock(&r->mu);
-    skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d",
-              run->id, res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed,
-              error);
+    skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d", run->id,
+              res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed, error);
     run->done(run->done_arg, &res);
     skd__run_free(run);
 }
@@ -144,8 +143,8 @@ static void send_kill(struct run *run)
 /* Spawn a run that left the queue (state RUN_STARTING, slot counted). */
 static void start_run(skd_runner *r, struct run *run)
 {
-    skd__spawned sp = {.pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                       .status_fd = -1};
+    skd__spawned sp = {
+        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
     skd_err e = {0};
     run->started = skd_mono_ms();
     if (run->prov->spawn(run->pstate, &sp, &e) != 0) {
@@ -300,13 +299,26 @@ static void on_event(skd_runner *r, struct watch *w, uint32_t events)
     struct run *run = w->run;
     (void)events;
     switch (w->kind) {
-    case W_PID: reap(r, run); break;
-    case W_OUT: read_stream(r, &run->out); break;
-    case W_ERR: read_stream(r, &run->err); break;
-    case W_IN: write_stdin(r, run); break;
-    case W_STATUS: read_status(r, run); break;
-    case W_TIMER: on_timer(r, run); break;
-    default: break;
+    case W_PID:
+        reap(r, run);
+        break;
+    case W_OUT:
+        read_stream(r, &run->out);
+        break;
+    case W_ERR:
+        read_stream(r, &run->err);
+        break;
+    case W_IN:
+        write_stdin(r, run);
+        break;
+    case W_STATUS:
+        read_status(r, run);
+        break;
+    case W_TIMER:
+        on_timer(r, run);
+        break;
+    default:
+        break;
     }
     maybe_complete(r, run);
 }
