@@ -307,7 +307,7 @@ static int open_mounts(struct nstate *s, skd_err *err)
     struct mount_attr a;
     if (q->workspace) {
         s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
@@ -319,8 +319,9 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                strerror(errno));
     }
     if (q->rootfs) {
-        s->child.img_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
-                                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        s->child.img_fd =
+            (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         if (s->child.img_fd < 0 || syscall(SYS_mount_setattr, s->child.img_fd, "",
@@ -421,7 +422,7 @@ static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
     if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
                            strerror(errno));
-    int rc = skd__cgroup_attach(s->cg, pid, err);
+    int rc = skd__cgroup_clone_fd(s->cg) >= 0 ? 0 : skd__cgroup_attach(s->cg, pid, err);
     if (rc)
         return rc;
     if (write(sync_fd, "g", 1) != 1)
@@ -450,6 +451,11 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     ca.flags = NS_FLAGS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
+    if (skd__cgroup_clone_fd(s->cg) >= 0) {
+        /* cgroup v2: born in its cgroup, no migration (and no RCU sync). */
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)skd__cgroup_clone_fd(s->cg);
+    }
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid == 0)
         skd__native_child_main(&s->child);

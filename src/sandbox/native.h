@@ -37,6 +37,9 @@ const char *skd__cgroup_describe(void);
 /* Create the run's cgroup and write every limit of cfg. Fail closed. */
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
                        skd_err *err);
+/* cgroup v2: a directory fd of the run's cgroup for clone3's
+ * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
+int skd__cgroup_clone_fd(const skd__cgroup *cg);
 /* Move pid into the run's cgroup (every controller). */
 int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err);
 /* SIGKILL every process in the cgroup (cgroup.kill, or freeze + kill +

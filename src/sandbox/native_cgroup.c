@@ -30,6 +30,7 @@ static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer
 static struct {
     int version;                    /* 0: unusable, 1, 2 */
     char parent[C_COUNT][PATH_MAX]; /* v1: per controller; v2: parent[0] */
+    int nctl;                       /* v1: controllers in use (freezer optional) */
     int has_memsw;
     int has_kill; /* v2 cgroup.kill */
     char why[SKD_ERR_MSG_MAX];
@@ -40,6 +41,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 struct skd__cgroup {
     char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
     int n;
+    int fd; /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
 };
 
 static int write_file(const char *dir, const char *file, const char *val)
@@ -200,6 +202,8 @@ static int setup_v1(void)
         char mnt[PATH_MAX], self[PATH_MAX];
         if (find_mount(ctl_names[c], mnt, sizeof(mnt)) ||
             self_path(ctl_names[c], self, sizeof(self))) {
+            if (c == C_FREEZER)
+                break; /* optional: the pid namespace dies with its init anyway */
             snprintf(G.why, sizeof(G.why),
                      "no cgroup v2 with memory, pids and cpu, and no "
                      "cgroup v1 '%s' hierarchy",
@@ -213,10 +217,12 @@ static int setup_v1(void)
                      strerror(errno));
             return -1;
         }
+        G.nctl = c + 1;
     }
     G.has_memsw = exists(G.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
     G.version = 1;
-    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu freezer)", G.has_memsw ? "+memsw" : "");
+    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu%s)", G.has_memsw ? "+memsw" : "",
+             G.nctl > C_FREEZER ? " freezer" : "");
     return 0;
 }
 
@@ -304,7 +310,8 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
     skd__cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    int n = G.version == 2 ? 1 : C_COUNT;
+    cg->fd = -1;
+    int n = G.version == 2 ? 1 : G.nctl;
     const char *step = "mkdir";
     for (int c = 0; c < n; c++) {
         if (snprintf(cg->dir[c], sizeof(cg->dir[c]), "%s/%s", G.parent[c], id) >=
@@ -314,6 +321,9 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
         cg->n = c + 1;
     }
     if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0) {
+        if (G.version == 2 &&
+            (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+            goto fail;
         *out = cg;
         return 0;
     }
@@ -322,6 +332,11 @@ fail:
                      skd__cgroup_describe());
     skd__cgroup_destroy(cg);
     return rc;
+}
+
+int skd__cgroup_clone_fd(const skd__cgroup *cg)
+{
+    return cg ? cg->fd : -1;
 }
 
 int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err)
@@ -406,6 +421,8 @@ void skd__cgroup_destroy(skd__cgroup *cg)
 {
     if (!cg)
         return;
+    if (cg->fd >= 0)
+        close(cg->fd);
     for (int c = cg->n - 1; c >= 0; c--) {
         /* The pid namespace is gone when its init is reaped, but the
          * kernel may still be tearing tasks down: retry briefly. */

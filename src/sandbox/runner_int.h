@@ -35,7 +35,8 @@ struct stream {
 };
 
 struct run {
-    struct run *next; /* r->head list, in submission order */
+    struct run *next;      /* r->head list, in submission order */
+    struct run *kill_next; /* supervisor-local list of runs to kill */
     char id[SKD_UUID_LEN + 1];
     char *key;
     char **argv, **envp;

@@ -346,7 +346,7 @@ static struct run *next_startable_locked(skd_runner *r)
 /* Kill requests and starts; returns 1 when the supervisor should stop. */
 static int service_queue(skd_runner *r)
 {
-    struct run *cancelled = NULL, *run, *next;
+    struct run *cancelled = NULL, *to_kill = NULL, *run, *next;
     pthread_mutex_lock(&r->mu);
     for (run = r->head; run; run = next) {
         next = run->next;
@@ -356,8 +356,9 @@ static int service_queue(skd_runner *r)
             unlink_locked(r, run);
             run->next = cancelled;
             cancelled = run;
-        } else if (run->state == RUN_RUNNING) {
-            send_kill(run);
+        } else if (run->state == RUN_RUNNING && !run->kill_sent) {
+            run->kill_next = to_kill;
+            to_kill = run;
         }
     }
     while ((run = next_startable_locked(r)) != NULL) {
@@ -369,12 +370,13 @@ static int service_queue(skd_runner *r)
         pthread_mutex_lock(&r->mu);
     }
     pthread_mutex_unlock(&r->mu);
+    /* Providers' kill may be slow (docker kill): never under the lock. Runs
+     * are freed only by this thread, so the pointers stay valid. */
+    for (run = to_kill; run; run = run->kill_next)
+        send_kill(run);
     for (run = cancelled; run; run = next) {
         next = run->next;
-        /* complete() unlinks again (a no-op) and counts it out of the queue. */
-        pthread_mutex_lock(&r->mu);
-        run->next = NULL;
-        pthread_mutex_unlock(&r->mu);
+        run->next = NULL; /* already unlinked; complete() counts it out of the queue */
         run->oc.killed = 1;
         run->kill_sent = 1;
         complete(r, run, SKD_ECANCELLED, "the run was killed before it started");
