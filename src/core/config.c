@@ -97,6 +97,8 @@ static const struct key keys[] = {
     {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
+    {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
+     "key id used for HTTP requests without Authorization (off when empty; development)"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
 };
