@@ -18,8 +18,8 @@
 #include <time.h>
 
 static const char *const versions[] = {SKD_MCP_LATEST, "2025-06-18", "2025-03-26"};
-static const char *const log_levels[] = {"debug",    "info",  "notice", "warning",
-                                         "error",    "critical", "alert", "emergency"};
+static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
+                                         "error", "critical", "alert",  "emergency"};
 #define NLEVELS (sizeof(log_levels) / sizeof(log_levels[0]))
 
 int skd__mcp_version_supported(const char *v)
@@ -120,8 +120,7 @@ static void send_progress(struct mcp_call *c, double progress, double total, con
 {
     if (!c->progress_token || !c->io || !c->io->send || progress <= c->last_progress)
         return;
-    json_t *p = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress",
-                          progress);
+    json_t *p = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress", progress);
     if (!p)
         return;
     if (total > 0)
