@@ -1,0 +1,187 @@
+/*
+ * The sandbox runner: run an untrusted command in an isolated environment
+ * with CPU, memory, time, process, output, network and filesystem limits,
+ * and get back what it printed and how it ended.
+ *
+ * One runner per engine (skd_engine_runner). A run is described by a
+ * skd_sandbox_spec and a skd_sandbox_config (OmniRoute's field names on the
+ * wire); it gets a UUID, waits in a FIFO queue while the global or the
+ * per-key cap on concurrent runs is reached, and is then started by the
+ * runner's one supervisor thread through a provider (native, docker,
+ * podman). The supervisor watches every running sandbox at once: process
+ * descriptors, output pipes and timers. Output is read as it arrives and
+ * kept up to outputLimit bytes per stream; the rest is drained and counted.
+ *
+ * Fail closed: when any limit or isolation step cannot be applied the
+ * command does not run and the result's error is SKD_ESANDBOX
+ * (sandbox_unavailable) with a message naming the step.
+ */
+#ifndef SKILLD_SANDBOX_H
+#define SKILLD_SANDBOX_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skilld/config.h"
+#include "skilld/error.h"
+#include "skilld/registry.h"
+#include "skilld/util.h"
+
+typedef struct skd_runner skd_runner;
+
+/* Limits of one run. Field names on the wire are OmniRoute's (see
+ * skd_sandbox_config_from_json). */
+typedef struct skd_sandbox_config {
+    int64_t cpu_limit;       /* cpuLimit: percent of one CPU (200 = two CPUs) */
+    int64_t memory_limit;    /* memoryLimit: MiB, swap off */
+    int64_t timeout_ms;      /* timeout: wall-clock milliseconds */
+    int network_enabled;     /* networkEnabled: native refuses true */
+    int read_only;           /* readOnly: root filesystem (native: always) */
+    int workspace_read_only; /* workspaceReadOnly: /workspace mounted ro */
+    int64_t pids_limit;      /* pidsLimit: processes and threads */
+    int64_t output_limit;    /* outputLimit: bytes kept per stream */
+    int64_t file_size_limit; /* fileSizeLimit: bytes per file written (RLIMIT_FSIZE) */
+    int64_t tmp_size;        /* tmpSize: bytes of the /tmp tmpfs */
+} skd_sandbox_config;
+
+/* Hard bounds accepted from a caller. */
+#define SKD_SANDBOX_MAX_TIMEOUT_MS 3600000
+#define SKD_SANDBOX_MIN_MEMORY_MB 8
+#define SKD_SANDBOX_MAX_PIDS 65536
+#define SKD_SANDBOX_MAX_ARGS 4096
+#define SKD_SANDBOX_MAX_STDIN (64u << 20)
+
+/* Fill c with the defaults from cfg (SKILLS_SANDBOX_TIMEOUT_MS,
+ * SKILLS_SANDBOX_MEMORY_MB, ...); cfg NULL gives the built-in defaults. */
+void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg);
+
+/* Override the fields present in obj (borrowed; a JSON object with
+ * OmniRoute's names; unknown keys are errors). Values are range-checked.
+ * Returns 0 or SKD_EINVAL naming the field; c is unchanged on error. */
+int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_err *err);
+
+/* The config as a JSON object. New reference. */
+json_t *skd_sandbox_config_to_json(const skd_sandbox_config *c);
+
+/* What happened to one run. Strings owned by the result; release with
+ * skd_sandbox_result_free. */
+typedef struct skd_sandbox_result {
+    char id[SKD_UUID_LEN + 1];
+    char runtime[16];   /* provider name: "native", "docker", ... */
+    int error;          /* 0, or SKD_E*: the command did not run (message below) */
+    char message[SKD_ERR_MSG_MAX];
+    int exited;         /* 1: the process exited and exit_code is valid */
+    int exit_code;
+    int signal;         /* terminating signal, 0 when it exited */
+    char *out;          /* kept stdout bytes (NUL-terminated), never NULL after a run */
+    size_t out_len;
+    uint64_t out_total; /* bytes the command wrote to stdout, kept or not */
+    char *err;
+    size_t err_len;
+    uint64_t err_total;
+    int truncated;      /* some output was dropped */
+    int64_t duration_ms;
+    int killed;         /* killed by the runner: timeout, kill(), cancel, OOM */
+    int timed_out;
+    int oom_killed;
+} skd_sandbox_result;
+
+/* Free the strings of r (not r itself) and clear them. NULL ok. */
+void skd_sandbox_result_free(skd_sandbox_result *r);
+
+/* {id, runtime, exitCode (null when signalled or not run), signal (name or
+ * null), stdout, stderr, truncated, duration, killed, timedOut, oomKilled}
+ * plus error {code, message} when the command did not run. Output bytes that
+ * are not UTF-8 are replaced with U+FFFD. New reference. */
+json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r);
+
+/* Called once per second (about) from the thread blocked in
+ * skd_sandbox_run, with the milliseconds since the run was submitted. */
+typedef void (*skd_sandbox_tick_fn)(void *arg, int64_t elapsed_ms);
+
+/* One run. Everything is borrowed and copied by skd_sandbox_run/start, so
+ * it may be freed as soon as they return. */
+typedef struct skd_sandbox_spec {
+    const char *runtime;           /* NULL: the runner's (SKILLS_SANDBOX_RUNTIME) */
+    const char *image;             /* NULL or "host": the host image */
+    const char *const *argv;       /* NULL-terminated; argv[0] is the program */
+    const char *const *env;        /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG */
+    const void *stdin_data;        /* may be NULL: stdin is empty */
+    size_t stdin_len;
+    const skd_sandbox_config *config; /* NULL: the runner's defaults */
+    const char *workspace;         /* host directory at /workspace; NULL: none */
+    const char *key_id;            /* for the per-key cap; NULL counts as "" */
+    const char *cwd;               /* NULL: /workspace when there is one, else /tmp */
+    skd_cancel *cancel;            /* skd_sandbox_run only: firing it kills the run */
+    skd_sandbox_tick_fn tick;      /* skd_sandbox_run only; may be NULL */
+    void *tick_arg;
+} skd_sandbox_spec;
+
+/* Completion of an asynchronous run, called on the supervisor thread: it
+ * must not block and must not call skd_sandbox_run. res is the callback's:
+ * it must release it with skd_sandbox_result_free (at once or later). */
+typedef void (*skd_sandbox_done_fn)(void *arg, skd_sandbox_result *res);
+
+/* Runner settings. Zero fields take the defaults noted. */
+typedef struct skd_runner_opts {
+    int max_concurrent;      /* 0: SKILLS_SANDBOX_MAX_CONCURRENT, or 4 x cores */
+    int max_per_key;         /* 0: SKILLS_SANDBOX_MAX_PER_KEY, or half the global cap (>= 1) */
+    const char *runtime;     /* NULL: SKILLS_SANDBOX_RUNTIME */
+    const char *data_dir;    /* NULL: DATA_DIR (images/ lives there) */
+    const char *allowed_images; /* NULL: SKILLS_ALLOWED_SANDBOX_IMAGES */
+} skd_runner_opts;
+
+/* Start a runner and its supervisor thread. cfg is borrowed and must outlive
+ * the runner; opts may be NULL. Caller frees with skd_runner_free. */
+int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runner **out,
+                   skd_err *err);
+
+/* Kill every run (queued runs complete with killed), wait for their
+ * completions, stop the supervisor and free. NULL ok. */
+void skd_runner_free(skd_runner *r);
+
+/* Run and wait. Fills res (caller releases with skd_sandbox_result_free)
+ * and returns 0 when the run was attempted — res->error then says whether
+ * the command really ran. Returns SKD_EINVAL / SKD_ENOMEM / SKD_ESANDBOX
+ * (no provider) without touching res->out when the spec is refused. */
+int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_result *res,
+                    skd_err *err);
+
+/* Queue a run and return at once; id_out (may be NULL) receives its id.
+ * done is called exactly once when 0 is returned. */
+int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_done_fn done,
+                      void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err);
+
+/* Kill one run (queued or running): its whole process tree gets SIGKILL.
+ * Returns 0, or SKD_ENOENT when no such run is active. */
+int skd_runner_kill(skd_runner *r, const char *id);
+
+/* Kill every active run. Returns how many were signalled. */
+int skd_runner_kill_all(skd_runner *r);
+
+/* 1 when id is queued or running. */
+int skd_runner_is_running(skd_runner *r, const char *id);
+
+/* Runs started and not finished (queued ones not counted). */
+int skd_runner_running_count(skd_runner *r);
+/* Runs waiting in the queue. */
+int skd_runner_queued_count(skd_runner *r);
+
+/* Map an image name to its root filesystem: "host" (or NULL/"") gives
+ * *rootfs NULL (the host image); "name[:tag]" (tag default "latest") must be
+ * listed in allowed (comma-separated; NULL: none) and exist as
+ * data_dir/images/<name>/<tag>/rootfs. Returns 0, SKD_EINVAL for a bad
+ * name, SKD_EFORBIDDEN when not allowed, SKD_ENOENT when not imported.
+ * *rootfs is malloc'd (caller frees). */
+int skd_sandbox_image_rootfs(const char *data_dir, const char *allowed, const char *image,
+                             char **rootfs, skd_err *err);
+
+/* Is the named provider usable here? 0 or SKD_ESANDBOX with why. */
+int skd_sandbox_provider_detect(const char *runtime, skd_err *err);
+
+/* The engine's runner, started on first use (thread-safe). Borrowed; it
+ * lives until skd_engine_close. NULL with err set when it cannot start. */
+skd_runner *skd_engine_runner(skd_engine *e, skd_err *err);
+
+#endif

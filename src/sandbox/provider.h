@@ -1,0 +1,85 @@
+/*
+ * The provider interface: how the runner (src/sandbox/runner.c) starts,
+ * kills and cleans up one sandboxed process without knowing how the
+ * isolation is made. Providers: native (namespaces + cgroups + seccomp,
+ * src/sandbox/native*.c), docker and podman (their own files).
+ *
+ * Life of one run, and which thread calls what:
+ *   detect   any thread, any time: can this provider work on this machine?
+ *   prepare  the submitting thread: check that every limit in req can be
+ *            applied (fail closed: SKD_ESANDBOX naming the limit), resolve
+ *            the image, allocate the per-run state. May block briefly.
+ *   spawn    the supervisor thread, when the run leaves the queue: start the
+ *            process and hand back its descriptors. Must not block for
+ *            long (no waiting for the sandboxed process to get ready: report
+ *            readiness or the failing step through status_fd instead).
+ *            Children made here die with the supervisor thread
+ *            (PR_SET_PDEATHSIG follows the creating thread).
+ *   kill     the supervisor thread, possibly more than once: SIGKILL every
+ *            process of the run (cgroup, container), without waiting.
+ *   cleanup  the supervisor thread, exactly once after a successful
+ *            prepare: after the process exited (or when spawn failed, or
+ *            the run was killed while queued); reports OOM and may rewrite
+ *            the exit status (for example docker's 125..137 codes), then
+ *            removes everything the run made and frees the state. Must not
+ *            block for long.
+ * The runner owns every descriptor in skd__spawned once spawn returned 0.
+ */
+#ifndef SKILLD_SANDBOX_PROVIDER_H
+#define SKILLD_SANDBOX_PROVIDER_H
+
+#include "skilld/sandbox.h"
+
+/* A validated run, owned by the runner; borrowed by the provider from
+ * prepare until cleanup returns. */
+typedef struct skd__sandbox_req {
+    const char *id;                 /* the run's UUID */
+    const char *image;              /* "host" or "name:tag" */
+    const char *rootfs;             /* NULL for host; else the image's rootfs dir */
+    char *const *argv;              /* NULL-terminated, argv[0] non-empty */
+    char *const *envp;              /* NULL-terminated NAME=value */
+    const char *workspace;          /* host directory or NULL */
+    const char *cwd;                /* absolute path inside the sandbox */
+    const skd_sandbox_config *cfg;  /* validated limits */
+    const char *data_dir;           /* DATA_DIR */
+} skd__sandbox_req;
+
+/* What spawn hands back. All descriptors O_CLOEXEC; pipe ends O_NONBLOCK. */
+typedef struct skd__spawned {
+    int pidfd;     /* the process whose exit ends the run (required) */
+    int stdin_fd;  /* write end of the command's stdin, or -1 */
+    int stdout_fd; /* read end of its stdout (required) */
+    int stderr_fd; /* read end of its stderr (required) */
+    int status_fd; /* -1, or a read end that yields EOF once the command is
+                      exec'd, or a message (failing step) before EOF when
+                      setting up the sandbox failed and nothing ran */
+} skd__spawned;
+
+/* Filled by the runner from waitid() before cleanup; cleanup may change it
+ * and sets oom_killed. */
+typedef struct skd__outcome {
+    int exited;      /* 1: exit_code valid */
+    int exit_code;
+    int signal;
+    int killed;      /* the runner killed it (timeout, kill, cancel) */
+    int oom_killed;  /* set by cleanup */
+} skd__outcome;
+
+typedef struct skd__provider {
+    const char *name; /* "native", "docker", "podman" */
+    int (*detect)(skd_err *err);
+    int (*prepare)(const skd__sandbox_req *req, void **state, skd_err *err);
+    int (*spawn)(void *state, skd__spawned *out, skd_err *err);
+    void (*kill)(void *state);
+    void (*cleanup)(void *state, skd__outcome *out);
+} skd__provider;
+
+/* The providers compiled in. */
+extern const skd__provider skd__provider_native;
+
+/* Find a provider by name ("native", "docker", "podman"; "auto" picks the
+ * first whose detect succeeds: native, podman, docker). NULL with err set
+ * when unknown or (for auto) none works. */
+const skd__provider *skd__provider_find(const char *name, skd_err *err);
+
+#endif
