@@ -99,8 +99,6 @@ static const struct key keys[] = {
      "key id that requests without Authorization act as (empty: they get 401)"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
-    {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
-     "key id used for HTTP requests without Authorization (off when empty; development)"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
 };
