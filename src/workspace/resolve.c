@@ -159,25 +159,69 @@ static int open_last(struct walk *w, int root, const char *name, int flags, mode
     return fd;
 }
 
+enum { STEP_NEXT, STEP_DONE, STEP_FAIL };
+
+/* Resolve one name of the walk (not "." or ".."), the part of the path
+ * before *pos: descend into a directory, splice a symlink's target into the
+ * path, or open the last component into *result. */
+static int step(struct walk *w, int root, const char *name, int last, size_t *pos, int flags,
+                mode_t mode, int *result)
+{
+    struct stat st;
+    if (last && (flags & O_NOFOLLOW)) {
+        *result = open_last(w, root, name, flags, mode);
+        return STEP_DONE;
+    }
+    int fd = openat(w->stack[w->depth - 1], name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+        if (!(last && errno == ENOENT && (flags & O_CREAT)))
+            return STEP_FAIL;
+        *result = open_last(w, root, name, flags, mode);
+        return STEP_DONE;
+    }
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return STEP_FAIL;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        int rc = follow(w, fd, w->buf + *pos);
+        close(fd);
+        *pos = 0;
+        return rc ? STEP_FAIL : STEP_NEXT;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (w->depth == MAX_STACK) {
+            close(fd);
+            errno = ENAMETOOLONG;
+            return STEP_FAIL;
+        }
+        w->stack[w->depth++] = fd;
+        return STEP_NEXT;
+    }
+    close(fd);
+    if (!last) {
+        errno = ENOTDIR;
+        return STEP_FAIL;
+    }
+    *result = open_last(w, root, name, flags, mode);
+    return STEP_DONE;
+}
+
 static int user_beneath(int root, const char *path, int flags, mode_t mode)
 {
     struct walk w = {.depth = 0};
-    int result = -1, saved = 0;
-    size_t len = strlen(path);
-    if (len >= sizeof(w.buf)) {
-        errno = ENAMETOOLONG;
+    int result = -1, state = STEP_NEXT;
+    size_t len = strlen(path), pos = 0;
+    if (len >= sizeof(w.buf) || path[0] == '/') {
+        errno = path[0] == '/' ? EXDEV : ENAMETOOLONG;
         return -1;
     }
     memcpy(w.buf, path, len + 1);
-    if (w.buf[0] == '/') {
-        errno = EXDEV;
-        return -1;
-    }
     if ((w.stack[0] = openat(root, ".", O_PATH | O_DIRECTORY | O_CLOEXEC)) < 0)
         return -1;
     w.depth = 1;
-    size_t pos = 0;
-    for (;;) {
+    while (state == STEP_NEXT) {
+        char name[BUF_CAP];
         while (w.buf[pos] == '/')
             pos++;
         if (!w.buf[pos]) {
@@ -188,7 +232,6 @@ static int user_beneath(int root, const char *path, int flags, mode_t mode)
         while (w.buf[end] && w.buf[end] != '/')
             end++;
         int last = w.buf[end] == '\0';
-        char name[BUF_CAP];
         memcpy(name, w.buf + pos, end - pos);
         name[end - pos] = '\0';
         pos = end;
@@ -196,51 +239,15 @@ static int user_beneath(int root, const char *path, int flags, mode_t mode)
             continue;
         if (strcmp(name, "..") == 0) {
             if (w.depth == 1) {
-                errno = EXDEV;
+                errno = EXDEV; /* would climb above root */
                 break;
             }
             close(w.stack[--w.depth]);
             continue;
         }
-        if (last && (flags & O_NOFOLLOW)) {
-            result = open_last(&w, root, name, flags, mode);
-            break;
-        }
-        int fd = openat(w.stack[w.depth - 1], name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-        struct stat st;
-        if (fd < 0) {
-            if (last && errno == ENOENT && (flags & O_CREAT))
-                result = open_last(&w, root, name, flags, mode);
-            break;
-        }
-        if (fstat(fd, &st) != 0) {
-            close(fd);
-            break;
-        }
-        if (S_ISLNK(st.st_mode)) {
-            int rc = follow(&w, fd, w.buf + pos);
-            close(fd);
-            if (rc)
-                break;
-            pos = 0;
-        } else if (S_ISDIR(st.st_mode)) {
-            if (w.depth == MAX_STACK) {
-                close(fd);
-                errno = ENAMETOOLONG;
-                break;
-            }
-            w.stack[w.depth++] = fd;
-        } else {
-            close(fd);
-            if (!last) {
-                errno = ENOTDIR;
-                break;
-            }
-            result = open_last(&w, root, name, flags, mode);
-            break;
-        }
+        state = step(&w, root, name, last, &pos, flags, mode, &result);
     }
-    saved = errno;
+    int saved = errno;
     walk_free(&w);
     errno = saved;
     return result;
