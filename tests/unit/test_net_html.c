@@ -404,7 +404,7 @@ TEST(deep_nesting_10000)
 
 TEST(huge_attributes)
 {
-    size_t n = 512 * 1024; /* six such attributes: 3 MiB of page */
+    size_t n = 256 * 1024; /* six such attributes: 1.5 MiB of page */
     skd_buf b;
     skd_html_doc d;
     char *big = malloc(n + 1);
@@ -421,7 +421,7 @@ TEST(huge_attributes)
     CHECK(d.content && strstr(d.content, "after") != NULL);
     /* the language is cut at 32 characters */
     CHECK(d.content && strstr(d.content, "```aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\ncode") != NULL);
-    CHECK_EQ_INT(d.nlinks, 0); /* a 512 KiB address is not a link */
+    CHECK_EQ_INT(d.nlinks, 0); /* a 256 KiB address is not a link */
     CHECK(d.content_len < 8192);
     skd__html_doc_free(&d);
     skd_buf_free(&b);
@@ -494,8 +494,8 @@ TEST(bad_requests_and_limits)
 
 TEST(output_is_capped_on_a_character_boundary)
 {
-    /* 2.4 MB of two-byte characters: more than the output cap. */
-    size_t words = 800000;
+    /* 2.25 MB of two-byte characters: more than the output cap. */
+    size_t words = 450000;
     skd_buf b;
     skd_html_doc d;
     skd_buf_init(&b, SKD_HTML_MAX_INPUT);
