@@ -35,7 +35,10 @@ enum skd_html_format {
  * past SKD_HTML_MAX_LINKS are not recorded; below SKD_HTML_MAX_DEPTH levels
  * under the content root the structure is flattened to its words (gathered
  * without recursion), so absurd nesting costs no stack and loses no text. */
-#define SKD_HTML_MAX_INPUT (8u * 1024 * 1024)
+/* A tag-dense hostile page costs libxml2 some 60 bytes of tree per input
+ * byte, so the input cap is also the memory bound (about 260 MB at 4 MiB);
+ * callers should fetch far less (web_fetch's response cap). */
+#define SKD_HTML_MAX_INPUT (4u * 1024 * 1024)
 #define SKD_HTML_MAX_OUTPUT (2u * 1024 * 1024)
 #define SKD_HTML_MAX_LINKS 1000
 #define SKD_HTML_MAX_DEPTH 256

@@ -123,11 +123,11 @@ static void link(skd_html_render *r, const xmlNode *n, int depth)
     int frag = 0;
     const char *href = skd__html_attr(n, "href");
     char *url = NULL;
-    if (href && md(r) && !r->in_link)
+    if (href && !r->in_link)
         url = skd__html_resolve(r->base, href, &frag);
     if (frag && permalink_symbol(n))
         goto out;
-    if (!url || frag) {
+    if (!url || frag || !md(r)) {
         /* Not worth a link (script, same-page anchor, text format): keep
          * the words. */
         r->inline_only++;

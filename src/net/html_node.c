@@ -23,7 +23,10 @@
 
 int skd__html_is(const xmlNode *n, const char *name)
 {
-    return n && n->type == XML_ELEMENT_NODE && n->name && strcmp((const char *)n->name, name) == 0;
+    /* The first-byte test spares most strcmp calls: this runs for every
+     * element many times over. */
+    return n && n->type == XML_ELEMENT_NODE && n->name && n->name[0] == (xmlChar)name[0] &&
+           strcmp((const char *)n->name, name) == 0;
 }
 
 const char *skd__html_attr(const xmlNode *n, const char *name)
@@ -46,7 +49,7 @@ const char *skd__html_attr(const xmlNode *n, const char *name)
 static int in_list(const char *name, const char *const *list)
 {
     for (size_t i = 0; list[i]; i++)
-        if (strcmp(name, list[i]) == 0)
+        if (name[0] == list[i][0] && strcmp(name, list[i]) == 0)
             return 1;
     return 0;
 }
