@@ -40,6 +40,10 @@ out=$(req "{\"url\":\"$APP_URL/trickle\",\"timeoutMs\":1500}")
 check "trickling server past the deadline" test "$(code_of "$out")" = timeout
 out=$(req "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":1000}")
 check "silent server" test "$(code_of "$out")" = timeout
+out=$(SKILLS_HTTP_TIMEOUT_MS=800 req "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":600000}")
+check "timeoutMs cannot extend the administrator's deadline" test "$(jq_ "$out" '[j["error"]["code"], "800 ms" in j["error"]["message"]]')" = '["timeout", true]'
+out=$(SKILLS_HTTP_TIMEOUT_MS=800 run_skill web_fetch "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":600000}")
+check "web_fetch deadline" test "$(jq_ "$out" '[j["error"]["code"], "800 ms" in j["error"]["message"]]')" = '["timeout", true]'
 
 # --- request headers ---------------------------------------------------------
 out=$(req "{\"url\":\"$APP_URL/echo\",\"headers\":{\"X-Test\":\"yes\",\"Cookie\":\"a=b\",\"Authorization\":\"Bearer s\",\"Host\":\"evil\",\"Proxy-Authorization\":\"x\",\"Connection\":\"close\",\"content-length\":\"5\",\"Set-Cookie\":\"c=d\"}}")
