@@ -62,6 +62,14 @@ check "CRLF in a header value refused" test "$(code_of "$out")" = invalid_input
 out=$(req "{\"url\":\"$APP_URL/echo\",\"headers\":{\"Bad Name\":\"1\"}}")
 check "bad header name refused" test "$(code_of "$out")" = invalid_input
 
+# headers set for one origin do not follow a redirect to another
+export SKILLS_OUTBOUND_RESOLVE="other.test:$APP_PORT:$APP"
+out=$(req "{\"url\":\"$APP_URL/redirect?to=/echo\",\"headers\":{\"X-Secret\":\"s1\",\"Accept\":\"text/x-a\"}}")
+check "same-origin redirect keeps headers" test "$(jq_ "$out" '[json.loads(j["body"])["headers"].get(h) for h in ("x-secret","accept")]')" = '["s1", "text/x-a"]'
+out=$(req "{\"url\":\"$APP_URL/redirect?to=http%3A%2F%2Fother.test%3A$APP_PORT%2Fecho\",\"headers\":{\"X-Secret\":\"s1\",\"Accept\":\"text/x-a\"}}")
+check "cross-origin redirect drops secrets, keeps Accept" test "$(jq_ "$out" '[json.loads(j["body"])["headers"].get(h) for h in ("x-secret","accept","host")]')" = "[null, \"text/x-a\", \"other.test:$APP_PORT\"]"
+unset SKILLS_OUTBOUND_RESOLVE
+
 # --- methods and bodies --------------------------------------------------------
 out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"POST\",\"body\":\"hi there\"}")
 check "POST body" test "$(jq_ "$out" 'json.loads(j["body"])["body"]')" = "hi there"
