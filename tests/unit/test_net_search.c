@@ -48,8 +48,8 @@ TEST(hostile_inputs)
         "",
         "<a class=\"result__a\" href=\"javascript:alert(1)\">x</a>",
         "<a class=\"result__a\" href=\"//duckduckgo.com/l/?rut=1\">no target</a>",
-        "<a class=\"result__a\" "
-        "href=\"//duckduckgo.com/l/?uddg=file%3A%2F%2F%2Fetc%2Fpasswd\">f</a>",
+        ("<a class=\"result__a\" "
+         "href=\"//duckduckgo.com/l/?uddg=file%3A%2F%2F%2Fetc%2Fpasswd\">f</a>"),
         "<a class=\"result__a\" href=\"//duckduckgo.com/l/?uddg=https%3A%2F%2Fa%00b\">nul</a>",
         "<a class=\"result__ab\" href=\"https://a.example/\">not the class</a>",
     };
