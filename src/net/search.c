@@ -420,6 +420,13 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
         rc = map_status(provider, &resp, err);
         goto out;
     }
+    /* DuckDuckGo answers a suspected bot with 202 and a challenge page. */
+    if (strcmp(provider, "duckduckgo") == 0 && resp.status == 202) {
+        rc = skd_err_set(err, SKD_EUPSTREAM,
+                         "duckduckgo: the engine asked for a challenge (HTTP 202); "
+                         "rate limited, try later or use another provider");
+        goto out;
+    }
     if (!(all = json_array())) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
