@@ -101,6 +101,10 @@ static const struct key keys[] = {
      "register test-only skills (debug_sleep) for transport tests"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
+    {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,
+     "base URL clients use to reach this server (agent card); default from Host"},
+    {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
+     "seconds a finished A2A task is kept"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
