@@ -73,8 +73,11 @@ int skd_net_url_check(const char *url, int code, skd_err *err);
 /* One outbound request. Everything is borrowed. */
 typedef struct skd_fetch_req {
     const char *url;
-    const char *method;         /* GET (default), HEAD, POST, PUT, PATCH, DELETE */
-    const char *const *headers; /* "Name: value" lines; NULL or nheaders entries */
+    const char *method; /* GET (default), HEAD, POST, PUT, PATCH, DELETE */
+    /* "Name: value" lines, NULL or nheaders of them. After a redirect to another
+     * origin only content-negotiation headers (accept*, content-type, if-*,
+     * range, ...) follow, so a key or token never leaves its origin. */
+    const char *const *headers;
     size_t nheaders;
     const void *body; /* request body or NULL */
     size_t body_len;

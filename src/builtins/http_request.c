@@ -81,7 +81,7 @@ static json_t *build_headers(const skd_config *cfg, const json_t *obj, char **li
     *n = 0;
     if (json_object_size(obj) > MAX_HEADERS)
         return skd_result_error(SKD_EINVAL, "at most %d headers", MAX_HEADERS);
-    json_object_foreach((json_t *)obj, name, v) {
+    json_object_foreach ((json_t *)obj, name, v) {
         const char *val = json_string_value(v);
         if (!header_name_ok(name))
             return skd_result_error(SKD_EINVAL, "header name '%s' is not valid", name);
@@ -182,6 +182,8 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     const char *body64 = skd_json_str(input, "body_base64", NULL);
     int64_t cap = skd_config_int(cfg, "SKILLS_MAX_HTTP_RESPONSE_BYTES");
     int64_t max = skd_json_int(input, "maxBytes", cap);
+    int64_t tmax = skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS");
+    int64_t timeout = skd_json_int(input, "timeoutMs", tmax);
     char *lines[MAX_HEADERS];
     size_t nlines = 0;
     unsigned char *raw = NULL;
@@ -211,8 +213,10 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         .headers = (const char *const *)lines,
         .nheaders = nlines,
         .body = raw ? (const void *)raw : (const void *)body,
-        .body_len = raw ? raw_len : body ? strlen(body) : 0,
-        .timeout_ms = skd_json_int(input, "timeoutMs", skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS")),
+        .body_len = raw    ? raw_len
+                    : body ? strlen(body)
+                           : 0,
+        .timeout_ms = timeout < tmax ? timeout : tmax,
         .max_bytes = (size_t)(max < cap ? max : cap),
         .follow_redirects = skd_json_bool(input, "followRedirects", 1),
         .cancel = ctx->cancel,

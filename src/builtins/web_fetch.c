@@ -10,7 +10,8 @@
  *
  * HTML (text/html, application/xhtml+xml) goes through the converter in
  * src/net/html.c; other text (any text type, JSON, XML, JavaScript) passes through;
- * anything else is refused with unsupported_content. What it trusts: nothing
+ * anything else is refused with unsupported_content. Text that is not valid
+ * UTF-8 (another charset) has its invalid bytes replaced by U+FFFD. What it trusts: nothing
  * from the page; the fetch goes through the outbound guard and the body is
  * capped at SKILLS_MAX_HTTP_RESPONSE_BYTES.
  */
@@ -53,8 +54,7 @@ static enum kind classify(const skd_fetch_resp *r)
         strcmp(ct, "application/xml") == 0 || strcmp(ct, "application/javascript") == 0 ||
         strcmp(ct, "application/x-javascript") == 0 || strcmp(ct, "application/yaml") == 0 ||
         strcmp(ct, "application/x-yaml") == 0 || strcmp(ct, "application/toml") == 0 ||
-        strcmp(ct, "application/x-sh") == 0 || ends_with(ct, "+json") ||
-        ends_with(ct, "+xml"))
+        strcmp(ct, "application/x-sh") == 0 || ends_with(ct, "+json") || ends_with(ct, "+xml"))
         return memchr(r->body, '\0', r->body_len) ? K_BINARY : K_TEXT;
     if (*ct)
         return K_BINARY;
@@ -125,8 +125,7 @@ static json_t *meta_json(const skd_html_doc *doc)
 }
 
 /* Page of content: start..start+max code points. */
-static void set_page(json_t *res, const char *text, size_t len, size_t start, size_t max,
-                     int cut)
+static void set_page(json_t *res, const char *text, size_t len, size_t start, size_t max, int cut)
 {
     size_t total = cp_count(text, len);
     size_t a = cp_offset(text, len, start);
@@ -157,8 +156,8 @@ static json_t *convert(const skd_fetch_resp *r, const json_t *input, json_t *res
     json_object_set_new(res, "title", doc.title ? json_string(doc.title) : json_null());
     json_t *links = json_array();
     for (size_t i = 0; i < doc.nlinks; i++)
-        json_array_append_new(links, json_pack("{s:s, s:s}", "url", doc.links[i].url, "text",
-                                               doc.links[i].text));
+        json_array_append_new(
+            links, json_pack("{s:s, s:s}", "url", doc.links[i].url, "text", doc.links[i].text));
     json_object_set_new(res, "links", links);
     if (skd_json_bool(input, "include_metadata", 1))
         json_object_set_new(res, "metadata", meta_json(&doc));
@@ -181,11 +180,13 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     skd_fetch_resp r = {0};
     skd_err err = {0};
     json_t *res = NULL;
+    /* The caller may shorten the administrator's deadline, never extend it. */
+    int64_t tmax = skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS");
+    int64_t timeout = skd_json_int(input, "timeoutMs", tmax);
     skd_fetch_req req = {
         .url = skd_json_str(input, "url", ""),
         .method = "GET",
-        .timeout_ms =
-            skd_json_int(input, "timeoutMs", skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS")),
+        .timeout_ms = timeout < tmax ? timeout : tmax,
         .max_bytes = (size_t)skd_config_int(cfg, "SKILLS_MAX_HTTP_RESPONSE_BYTES"),
         .follow_redirects = 1,
         .cancel = ctx->cancel,
@@ -196,7 +197,8 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     }
     if (r.status >= 400) {
         res = skd_result_error(SKD_EUPSTREAM, "the server answered HTTP %ld %s", r.status,
-                               skd_utf8_valid(r.status_text, strlen(r.status_text)) ? r.status_text : "");
+                               skd_utf8_valid(r.status_text, strlen(r.status_text)) ? r.status_text
+                                                                                    : "");
         goto out;
     }
     enum kind k = classify(&r);
@@ -223,7 +225,8 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         const char *format = skd_json_str(input, "format", "markdown");
         /* Text has no links to list: format links yields empty content. */
         int empty = strcmp(format, "links") == 0 || !text;
-        set_page(res, empty ? "" : text, empty ? 0 : n, (size_t)skd_json_int(input, "start_index", 0),
+        set_page(res, empty ? "" : text, empty ? 0 : n,
+                 (size_t)skd_json_int(input, "start_index", 0),
                  (size_t)skd_json_int(input, "max_length", 20000), r.truncated);
         free(text);
     }

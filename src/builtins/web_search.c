@@ -66,7 +66,7 @@ static int any_under(const char *host, const json_t *domains)
 {
     size_t i;
     const json_t *d;
-    json_array_foreach(domains, i, d)
+    json_array_foreach (domains, i, d)
         if (host_under(host, json_string_value(d)))
             return 1;
     return 0;
@@ -80,7 +80,7 @@ static json_t *filter_domains(json_t *results, const json_t *inc, const json_t *
     json_t *out = json_array();
     size_t i;
     json_t *r;
-    json_array_foreach(results, i, r) {
+    json_array_foreach (results, i, r) {
         CURLU *u = curl_url();
         char *host = NULL;
         if (u && curl_url_set(u, CURLUPART_URL, skd_json_str(r, "url", ""), 0) == CURLUE_OK &&
@@ -104,7 +104,7 @@ static char *engine_query(const char *query, const json_t *inc, const json_t *ex
         rc |= skd_buf_printf(&b, " site:%s", json_string_value(json_array_get(inc, 0)));
     size_t i;
     const json_t *d;
-    json_array_foreach(exc, i, d)
+    json_array_foreach (exc, i, d)
         rc |= skd_buf_printf(&b, " -site:%s", json_string_value(d));
     if (rc) {
         skd_buf_free(&b);
@@ -128,9 +128,9 @@ static const char *safe_level(const json_t *v)
 static void cache_key(const char *provider, const char *query, const skd_search_query *q,
                       const json_t *inc, const json_t *exc, char out[SKD_SHA256_HEX_LEN + 1])
 {
-    json_t *k = json_pack("{s:s, s:s, s:i, s:i, s:s, s:s?, s:O?, s:O?}", "p", provider, "q",
-                          query, "l", q->limit, "o", q->offset, "s", q->safe, "t",
-                          q->time_range, "i", inc, "e", exc);
+    json_t *k =
+        json_pack("{s:s, s:s, s:i, s:i, s:s, s:s?, s:O?, s:O?}", "p", provider, "q", query, "l",
+                  q->limit, "o", q->offset, "s", q->safe, "t", q->time_range, "i", inc, "e", exc);
     char *text = k ? json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     skd_sha256_hex(text ? text : "", text ? strlen(text) : 0, out);
     free(text);
@@ -174,7 +174,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     for (int pass = 0; pass < 2; pass++) {
         size_t i;
         const json_t *d;
-        json_array_foreach(pass ? exc : inc, i, d)
+        json_array_foreach (pass ? exc : inc, i, d)
             if (!domain_ok(json_string_value(d)))
                 return skd_result_error(SKD_EINVAL, "'%s' is not a domain name",
                                         json_string_value(d));

@@ -10,7 +10,8 @@
  * from the environment are switched off, because a proxy would make the
  * guard judge the proxy's address instead of the target's. The body is kept
  * up to a cap counted after decompression, and one deadline covers DNS,
- * connect, every hop and the whole body.
+ * connect, every hop and the whole body. Once a redirect leaves the first
+ * URL's origin, only the caller's content-negotiation headers follow it.
  */
 #include "skilld/net.h"
 #include "skilld/buf.h"
@@ -337,11 +338,42 @@ static int is_redirect(long status)
     return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
 }
 
+/* Request headers that may follow a redirect to another origin; everything
+ * else the caller set (keys, tokens, cookies) is sent only to the origin of
+ * the first URL, so a redirect cannot carry a secret elsewhere. */
+static int header_travels(const char *line)
+{
+    static const char *const safe[] = {
+        "accept",   "accept-language", "accept-encoding",   "cache-control",       "content-type",
+        "if-match", "if-none-match",   "if-modified-since", "if-unmodified-since", "pragma",
+        "range",    "user-agent"};
+    size_t n = strcspn(line, ":;");
+    for (size_t i = 0; i < sizeof(safe) / sizeof(safe[0]); i++)
+        if (strlen(safe[i]) == n && strncasecmp(line, safe[i], n) == 0)
+            return 1;
+    return 0;
+}
+
+/* "scheme://host:port" of u into buf; "" when it cannot be read. */
+static void origin_of(CURLU *u, char *buf, size_t cap)
+{
+    char *scheme = NULL, *host = NULL, *port = NULL;
+    buf[0] = '\0';
+    if (curl_url_get(u, CURLUPART_SCHEME, &scheme, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_HOST, &host, 0) == CURLUE_OK &&
+        curl_url_get(u, CURLUPART_PORT, &port, CURLU_DEFAULT_PORT) == CURLUE_OK)
+        snprintf(buf, cap, "%s://%s:%s", scheme, host, port);
+    curl_free(scheme);
+    curl_free(host);
+    curl_free(port);
+}
+
 /* The hop loop: perform, follow redirects, fill resp. */
-static int run(CURL *c, struct fetch *f, const skd_fetch_req *req, struct curl_slist *headers,
+static int run(CURL *c, struct fetch *f, const skd_fetch_req *req, struct curl_slist *const hl[2],
                struct curl_slist *pins, skd_fetch_resp *resp, skd_err *err)
 {
-    char errbuf[CURL_ERROR_SIZE];
+    char errbuf[CURL_ERROR_SIZE], origin[512] = "", here[512];
+    int crossed = 0; /* a hop left the first origin: only safe headers from now on */
     const char *method = req->method && *req->method ? req->method : "GET";
     const void *body = req->body;
     size_t body_len = req->body_len;
@@ -364,7 +396,13 @@ static int run(CURL *c, struct fetch *f, const skd_fetch_req *req, struct curl_s
         f->body.len = 0;
         f->hdrs.len = 0;
         f->truncated = 0;
-        if ((rc = setup_hop(c, f, u, method, body, body_len, headers, pins, (long)left, errbuf)))
+        origin_of(u, here, sizeof(here));
+        if (hop == 0)
+            memcpy(origin, here, sizeof(origin));
+        else if (strcmp(here, origin) != 0 || !*here)
+            crossed = 1;
+        if ((rc =
+                 setup_hop(c, f, u, method, body, body_len, hl[crossed], pins, (long)left, errbuf)))
             goto out;
         if ((rc = perform_result(curl_easy_perform(c), f, errbuf, req->timeout_ms, err)))
             goto out;
@@ -421,7 +459,7 @@ int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_re
 {
     struct fetch f = {0};
     skd_net_guard *guard = NULL;
-    struct curl_slist *headers = NULL, *pins = NULL;
+    struct curl_slist *hl[2] = {NULL, NULL}, *pins = NULL; /* all headers, travelling ones */
     CURL *c = NULL;
     int rc;
     memset(resp, 0, sizeof(*resp));
@@ -439,17 +477,18 @@ int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_re
         return rc;
     f.guard = guard;
     rc = SKD_ENOMEM;
-    for (size_t i = 0; i < req->nheaders; i++) {
-        struct curl_slist *t = curl_slist_append(headers, req->headers[i]);
-        if (!t)
-            goto nomem;
-        headers = t;
+    for (size_t i = 0; i <= req->nheaders; i++) {
+        /* Last, "Expect:" drops the 100-continue round trip for bodies. */
+        const char *line = i < req->nheaders ? req->headers[i] : "Expect:";
+        for (int k = 0; k < 2; k++) {
+            if (k == 1 && i < req->nheaders && !header_travels(line))
+                continue;
+            struct curl_slist *t = curl_slist_append(hl[k], line);
+            if (!t)
+                goto nomem;
+            hl[k] = t;
+        }
     }
-    /* No "Expect: 100-continue" round trip for bodies. */
-    struct curl_slist *t = curl_slist_append(headers, "Expect:");
-    if (!t)
-        goto nomem;
-    headers = t;
     size_t npins = 0;
     const char *const *pv = skd_net_guard_pins(guard, &npins);
     for (size_t i = 0; i < npins; i++) {
@@ -460,13 +499,14 @@ int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_re
     }
     if (!(c = curl_easy_init()))
         goto nomem;
-    rc = run(c, &f, req, headers, pins, resp, err);
+    rc = run(c, &f, req, hl, pins, resp, err);
     goto out;
 nomem:
     rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
 out:
     curl_easy_cleanup(c);
-    curl_slist_free_all(headers);
+    curl_slist_free_all(hl[0]);
+    curl_slist_free_all(hl[1]);
     curl_slist_free_all(pins);
     curl_free(f.host);
     skd_buf_free(&f.body);

@@ -38,7 +38,7 @@ static char *clean_text(const char *s, size_t max, int strip_tags)
     static const struct {
         const char *ent;
         char c;
-    } ents[] = {{"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'},
+    } ents[] = {{"&amp;", '&'},  {"&lt;", '<'},    {"&gt;", '>'},  {"&quot;", '"'},
                 {"&#39;", '\''}, {"&#x27;", '\''}, {"&nbsp;", ' '}};
     size_t len = strlen(s);
     char *out = malloc(len + 1);
@@ -99,8 +99,8 @@ static void add_result(json_t *arr, const char *title, const char *url, const ch
     char *t = clean_text(title ? title : "", SKD_SEARCH_TITLE_MAX, 1);
     char *s = clean_text(snippet ? snippet : "", SKD_SEARCH_SNIPPET_MAX, 1);
     if (t && s)
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:s}", "title", t, "url", url,
-                                             "snippet", s));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:s, s:s}", "title", t, "url", url, "snippet", s));
     free(t);
     free(s);
 }
@@ -133,9 +133,9 @@ static int has_class(xmlNode *n, const char *cls)
 static char *ddg_unwrap(const char *href)
 {
     const char *q = strstr(href, "/l/?");
-    if (q && (strncmp(href, "//duckduckgo.com/l/", 19) == 0 ||
-              strncmp(href, "https://duckduckgo.com/l/", 25) == 0 ||
-              strncmp(href, "/l/", 3) == 0)) {
+    if (q &&
+        (strncmp(href, "//duckduckgo.com/l/", 19) == 0 ||
+         strncmp(href, "https://duckduckgo.com/l/", 25) == 0 || strncmp(href, "/l/", 3) == 0)) {
         const char *u = strstr(q, "uddg=");
         if (!u)
             return NULL;
@@ -213,8 +213,8 @@ json_t *skd__search_parse_ddg(const char *html, size_t len, size_t max)
     if (!arr || len > INT32_MAX)
         return arr;
     htmlDocPtr doc = htmlReadMemory(html, (int)len, NULL, "UTF-8",
-                                    HTML_PARSE_RECOVER | HTML_PARSE_NOERROR |
-                                        HTML_PARSE_NOWARNING | HTML_PARSE_NONET);
+                                    HTML_PARSE_RECOVER | HTML_PARSE_NOERROR | HTML_PARSE_NOWARNING |
+                                        HTML_PARSE_NONET);
     if (!doc)
         return arr;
     struct ddg_walk w = {.arr = arr, .max = max};
@@ -232,8 +232,8 @@ static int add_param(skd_buf *b, const char *name, const char *value)
     char *esc = curl_easy_escape(NULL, value, 0);
     if (!esc)
         return SKD_ENOMEM;
-    int rc = skd_buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name,
-                            esc);
+    int rc =
+        skd_buf_printf(b, "%c%s=%s", strchr(b->data ? b->data : "", '?') ? '&' : '?', name, esc);
     curl_free(esc);
     return rc;
 }
@@ -280,7 +280,8 @@ static int build_url(const skd_config *cfg, const char *provider, const skd_sear
         rc |= add_param(url, "format", "json");
         snprintf(num, sizeof(num), "%d", 1 + q->offset / 10);
         rc |= add_param(url, "pageno", num);
-        rc |= add_param(url, "safesearch", pick(q->safe, safes, ss) ? pick(q->safe, safes, ss) : "1");
+        rc |=
+            add_param(url, "safesearch", pick(q->safe, safes, ss) ? pick(q->safe, safes, ss) : "1");
         if (pick(q->time_range, ranges, ranges))
             rc |= add_param(url, "time_range", q->time_range);
     } else {
@@ -321,11 +322,10 @@ static int map_status(const char *provider, const skd_fetch_resp *r, skd_err *er
     const char *sep = *detail ? ": " : "";
     int rc;
     if (r->status == 429)
-        rc = skd_err_set(err, SKD_EUPSTREAM,
-                         "%s: quota exceeded or rate limited (HTTP 429)%s%s", provider, sep,
-                         detail);
-    else if (strcmp(provider, "brave") == 0 &&
-             (r->status == 401 || r->status == 403 || (r->status == 422 && strstr(detail, "TOKEN"))))
+        rc = skd_err_set(err, SKD_EUPSTREAM, "%s: quota exceeded or rate limited (HTTP 429)%s%s",
+                         provider, sep, detail);
+    else if (strcmp(provider, "brave") == 0 && (r->status == 401 || r->status == 403 ||
+                                                (r->status == 422 && strstr(detail, "TOKEN"))))
         rc = skd_err_set(err, SKD_EUPSTREAM, "%s: the API key was rejected (HTTP %ld)%s%s",
                          provider, r->status, sep, detail);
     else if (r->status == 401 || r->status == 403)
@@ -342,11 +342,10 @@ static int parse_json_list(const char *provider, const json_t *list, const char 
                            json_t *out, skd_err *err)
 {
     if (!json_is_array(list))
-        return skd_err_set(err, SKD_EUPSTREAM, "%s: unexpected answer (no result list)",
-                           provider);
+        return skd_err_set(err, SKD_EUPSTREAM, "%s: unexpected answer (no result list)", provider);
     size_t i;
     const json_t *item;
-    json_array_foreach(list, i, item) {
+    json_array_foreach (list, i, item) {
         if (json_array_size(out) >= SKD_SEARCH_MAX_RESULTS)
             break;
         add_result(out, skd_json_str(item, "title", ""), skd_json_str(item, "url", NULL),
@@ -405,19 +404,27 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
         snprintf(keyhdr, sizeof(keyhdr), "X-Subscription-Token: %s", key);
         hdrs[nh++] = keyhdr;
     }
-    hdrs[nh++] = strcmp(provider, "duckduckgo") == 0 ? "Accept: text/html" : "Accept: application/json";
+    hdrs[nh++] =
+        strcmp(provider, "duckduckgo") == 0 ? "Accept: text/html" : "Accept: application/json";
     skd_fetch_req req = {.url = url.data,
-                        .method = "GET",
-                        .headers = hdrs,
-                        .nheaders = nh,
-                        .timeout_ms = skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS"),
-                        .max_bytes = ANSWER_MAX,
-                        .follow_redirects = 1,
-                        .cancel = cancel};
+                         .method = "GET",
+                         .headers = hdrs,
+                         .nheaders = nh,
+                         .timeout_ms = skd_config_int(cfg, "SKILLS_HTTP_TIMEOUT_MS"),
+                         .max_bytes = ANSWER_MAX,
+                         .follow_redirects = 1,
+                         .cancel = cancel};
     if ((rc = skd_http_fetch(cfg, &req, &resp, err)) != 0)
         goto out;
     if (resp.status < 200 || resp.status > 299) {
         rc = map_status(provider, &resp, err);
+        goto out;
+    }
+    /* DuckDuckGo answers a suspected bot with 202 and a challenge page. */
+    if (strcmp(provider, "duckduckgo") == 0 && resp.status == 202) {
+        rc = skd_err_set(err, SKD_EUPSTREAM,
+                         "duckduckgo: the engine asked for a challenge (HTTP 202); "
+                         "rate limited, try later or use another provider");
         goto out;
     }
     if (!(all = json_array())) {
@@ -429,7 +436,8 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
     /* DuckDuckGo and SearXNG page by their own sizes: skip within the page. */
     size_t skip = strcmp(provider, "searxng") == 0 ? (size_t)(q->offset % 10) : 0;
     json_t *page = json_array();
-    for (size_t i = skip; page && i < json_array_size(all) && json_array_size(page) < (size_t)q->limit; i++)
+    for (size_t i = skip;
+         page && i < json_array_size(all) && json_array_size(page) < (size_t)q->limit; i++)
         json_array_append(page, json_array_get(all, i));
     if (!page) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");

@@ -9,14 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **value,
-                        skd_err *err)
+int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **value, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     int rc;
     *value = NULL;
-    if (sqlite3_prepare_v2(st->db, "SELECT value FROM cache WHERE key = ?1 AND expires_ms > ?2",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(st->db, "SELECT value FROM cache WHERE key = ?1 AND expires_ms > ?2", -1,
+                           &q, NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "cache lookup");
     sqlite3_bind_text(q, 1, key, -1, SQLITE_TRANSIENT);
     sqlite3_bind_int64(q, 2, now_ms);
@@ -48,9 +47,9 @@ int skd_store_cache_put(skd_store *st, const char *key, const char *value, int64
     sqlite3_finalize(q);
     if (rc)
         return rc;
-    if (sqlite3_prepare_v2(st->db,
-                           "INSERT OR REPLACE INTO cache(key, value, expires_ms) VALUES (?1, ?2, ?3)",
-                           -1, &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(
+            st->db, "INSERT OR REPLACE INTO cache(key, value, expires_ms) VALUES (?1, ?2, ?3)", -1,
+            &q, NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "cache insert");
     sqlite3_bind_text(q, 1, key, -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(q, 2, value, -1, SQLITE_TRANSIENT);

@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     size_t i;
     json_t *r;
-    json_array_foreach(arr, i, r) {
+    json_array_foreach (arr, i, r) {
         check_str(r, "title", SKD_SEARCH_TITLE_MAX);
         check_str(r, "snippet", SKD_SEARCH_SNIPPET_MAX);
         check_str(r, "url", 8192);

@@ -40,6 +40,10 @@ out=$(req "{\"url\":\"$APP_URL/trickle\",\"timeoutMs\":1500}")
 check "trickling server past the deadline" test "$(code_of "$out")" = timeout
 out=$(req "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":1000}")
 check "silent server" test "$(code_of "$out")" = timeout
+out=$(SKILLS_HTTP_TIMEOUT_MS=800 req "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":600000}")
+check "timeoutMs cannot extend the administrator's deadline" test "$(jq_ "$out" '[j["error"]["code"], "800 ms" in j["error"]["message"]]')" = '["timeout", true]'
+out=$(SKILLS_HTTP_TIMEOUT_MS=800 run_skill web_fetch "{\"url\":\"$APP_URL/silent\",\"timeoutMs\":600000}")
+check "web_fetch deadline" test "$(jq_ "$out" '[j["error"]["code"], "800 ms" in j["error"]["message"]]')" = '["timeout", true]'
 
 # --- request headers ---------------------------------------------------------
 out=$(req "{\"url\":\"$APP_URL/echo\",\"headers\":{\"X-Test\":\"yes\",\"Cookie\":\"a=b\",\"Authorization\":\"Bearer s\",\"Host\":\"evil\",\"Proxy-Authorization\":\"x\",\"Connection\":\"close\",\"content-length\":\"5\",\"Set-Cookie\":\"c=d\"}}")
@@ -57,6 +61,14 @@ out=$(req "{\"url\":\"$APP_URL/echo\",\"headers\":{\"X-A\":\"1\\r\\nX-Injected: 
 check "CRLF in a header value refused" test "$(code_of "$out")" = invalid_input
 out=$(req "{\"url\":\"$APP_URL/echo\",\"headers\":{\"Bad Name\":\"1\"}}")
 check "bad header name refused" test "$(code_of "$out")" = invalid_input
+
+# headers set for one origin do not follow a redirect to another
+export SKILLS_OUTBOUND_RESOLVE="other.test:$APP_PORT:$APP"
+out=$(req "{\"url\":\"$APP_URL/redirect?to=/echo\",\"headers\":{\"X-Secret\":\"s1\",\"Accept\":\"text/x-a\"}}")
+check "same-origin redirect keeps headers" test "$(jq_ "$out" '[json.loads(j["body"])["headers"].get(h) for h in ("x-secret","accept")]')" = '["s1", "text/x-a"]'
+out=$(req "{\"url\":\"$APP_URL/redirect?to=http%3A%2F%2Fother.test%3A$APP_PORT%2Fecho\",\"headers\":{\"X-Secret\":\"s1\",\"Accept\":\"text/x-a\"}}")
+check "cross-origin redirect drops secrets, keeps Accept" test "$(jq_ "$out" '[json.loads(j["body"])["headers"].get(h) for h in ("x-secret","accept","host")]')" = "[null, \"text/x-a\", \"other.test:$APP_PORT\"]"
+unset SKILLS_OUTBOUND_RESOLVE
 
 # --- methods and bodies --------------------------------------------------------
 out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"POST\",\"body\":\"hi there\"}")

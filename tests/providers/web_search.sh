@@ -49,6 +49,8 @@ check "ddg: 429 is upstream_error" test "$(code_of "$out")" = upstream_error
 check "ddg: 429 says quota" test "$(jq_ "$out" '"quota exceeded" in j["error"]["message"]')" = true
 out=$(search '{"query":"anomaly"}')
 check "ddg: 403 is upstream_error" test "$(jq_ "$out" '[j["error"]["code"], "HTTP 403" in j["error"]["message"]]')" = '["upstream_error", true]'
+out=$(search '{"query":"challenge"}')
+check "ddg: bot challenge (202) is upstream_error" test "$(jq_ "$out" '[j["error"]["code"], "challenge" in j["error"]["message"]]')" = '["upstream_error", true]'
 out=$(SKILLS_SEARCH_CACHE_TTL_S=0 search '{"query":"nocache"}')
 out=$(SKILLS_SEARCH_CACHE_TTL_S=0 search '{"query":"nocache"}')
 check "ddg: TTL 0 disables the cache" test "$(jq_ "$out" 'j["cached"]'):$(app_hits 'q=nocache')" = "false:2"

@@ -48,7 +48,8 @@ TEST(hostile_inputs)
         "",
         "<a class=\"result__a\" href=\"javascript:alert(1)\">x</a>",
         "<a class=\"result__a\" href=\"//duckduckgo.com/l/?rut=1\">no target</a>",
-        "<a class=\"result__a\" href=\"//duckduckgo.com/l/?uddg=file%3A%2F%2F%2Fetc%2Fpasswd\">f</a>",
+        ("<a class=\"result__a\" "
+         "href=\"//duckduckgo.com/l/?uddg=file%3A%2F%2F%2Fetc%2Fpasswd\">f</a>"),
         "<a class=\"result__a\" href=\"//duckduckgo.com/l/?uddg=https%3A%2F%2Fa%00b\">nul</a>",
         "<a class=\"result__ab\" href=\"https://a.example/\">not the class</a>",
     };
@@ -58,8 +59,9 @@ TEST(hostile_inputs)
         CHECK_EQ_INT(json_array_size(r), 0);
         json_decref(r);
     }
-    const char *ok = "<div class=\"result\"><a class=\"x result__a\" href=\"https://a.example/p?q=1\">"
-                     "A &amp; <b>B</b></a><div class=\"result__snippet\">  one\n two </div></div>";
+    const char *ok =
+        "<div class=\"result\"><a class=\"x result__a\" href=\"https://a.example/p?q=1\">"
+        "A &amp; <b>B</b></a><div class=\"result__snippet\">  one\n two </div></div>";
     json_t *r = skd__search_parse_ddg(ok, strlen(ok), 10);
     CHECK_EQ_INT(json_array_size(r), 1);
     CHECK_STR(skd_json_str(json_array_get(r, 0), "title", NULL), "A & B");
