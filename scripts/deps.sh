@@ -11,7 +11,7 @@ BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
     libarchive-dev)
 # Test-only packages. Add yours here (one list, sorted by purpose).
 TEST_PKGS=(valgrind clang-format python3 curl iproute2 busybox-static bubblewrap sqlite3
-    nodejs npm procps psmisc util-linux)
+    nodejs npm procps psmisc util-linux time)
 
 want=("${BUILD_PKGS[@]}")
 [ "${1:-}" = "--test" ] && want+=("${TEST_PKGS[@]}")

@@ -141,8 +141,23 @@ static int set_index(skd_config *cfg, int i, const char *value, skd_err *err)
     return 0;
 }
 
+/* 1 when two rows of the table share a name: a merge mistake that would
+ * make the second row dead. skd_config_new refuses such a table. */
+static int table_has_duplicates(void)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        for (size_t j = i + 1; j < NKEYS; j++)
+            if (strcmp(keys[i].name, keys[j].name) == 0)
+                return 1;
+    return 0;
+}
+
 skd_config *skd_config_new(void)
 {
+    if (table_has_duplicates()) {
+        assert(!"duplicate name in the configuration table");
+        return NULL;
+    }
     skd_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return NULL;

@@ -16,6 +16,7 @@
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/test_skills.h"
+#include "skilld/net.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -402,6 +403,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     skd_debug("http: %s", msg);
 }
 
+/* The outbound guard's refusal counter, in the type the metrics hook takes. */
+static unsigned long outbound_rejected(void)
+{
+    return (unsigned long)skd_net_blocked_total();
+}
+
 int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_err *err)
 {
     *out = NULL;
@@ -413,6 +420,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
         return rc;
     if ((rc = skd__test_skills_register(e, err)) != 0)
         return rc;
+    skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     skd_server *s = calloc(1, sizeof(*s));
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");

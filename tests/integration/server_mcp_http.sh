@@ -27,7 +27,7 @@ req POST /mcp "${S[@]}" -d '{"jsonrpc":"2.0","id":2,"method":"tools/list"}'
 expect_json "first page has 2 tools and a cursor" 'len(j["result"]["tools"])==2 and "nextCursor" in j["result"]'
 names=""
 cursor=""
-for _ in $(seq 1 50); do
+for _ in $(seq 1 64); do
     if [ -n "$cursor" ]; then p="{\"cursor\":\"$cursor\"}"; else p='{}'; fi
     req POST /mcp "${S[@]}" -d "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\",\"params\":$p}"
     names="$names $(json_get "$BODY" '" ".join(t["name"] for t in j["result"]["tools"])')"
