@@ -6,6 +6,8 @@
  * ready-to-paste MCP client configuration, on stdout.
  */
 #include "cli/cli.h"
+#include "skilld/net.h"
+#include "skilld/sandbox.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
 
@@ -13,6 +15,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Metrics getters: the engine whose runner /metrics reports (set once
+ * before the server starts, read by scrapes). */
+static skd_engine *metrics_engine;
+
+static long running_sandboxes(void)
+{
+    skd_runner *r = metrics_engine ? skd_engine_runner(metrics_engine, NULL) : NULL;
+    return r ? skd_runner_running_count(r) : 0;
+}
+
+static unsigned long outbound_rejected(void)
+{
+    return (unsigned long)skd_net_blocked_total();
+}
 
 /* Host part for client URLs: a wildcard listen address becomes 127.0.0.1. */
 static void client_host(const char *listen, char *out, size_t cap)
@@ -95,6 +112,9 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
     sigaddset(&set, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
+    metrics_engine = e;
+    skd_metrics_set_running_sandboxes_fn(running_sandboxes);
+    skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     const char *listen = skd_config_str(cli->cfg, "SKILLD_LISTEN");
     skd_server *srv = NULL;
     if (skd_server_start(e, listen, &srv, &err)) {
@@ -115,5 +135,8 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
     }
     skd_server_stop(srv, (int)skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS"));
     skd_server_free(srv);
+    skd_metrics_set_running_sandboxes_fn(NULL);
+    skd_metrics_set_outbound_rejected_fn(NULL);
+    metrics_engine = NULL;
     return code;
 }

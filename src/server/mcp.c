@@ -279,6 +279,30 @@ static void expire_sessions(skd_mcp *m, int64_t now)
     }
 }
 
+/* One key may hold at most a quarter of the session table (at least one),
+ * so a client that never ends its sessions cannot lock other keys out: past
+ * that, its least recently used session goes (m->mu held). */
+static void evict_key_lru(skd_mcp *m, const char *key_id)
+{
+    size_t per_key = m->max_sessions / 4 ? m->max_sessions / 4 : 1, n = 0, lru = 0;
+    for (size_t i = 0; i < m->nsess; i++) {
+        if (strcmp(m->sessions[i]->key_id, key_id) != 0)
+            continue;
+        if (n++ == 0 || m->sessions[i]->last_used_ms < m->sessions[lru]->last_used_ms)
+            lru = i;
+    }
+    if (n < per_key)
+        return;
+    skd_mcp_session *old = m->sessions[lru];
+    old->closed = 1;
+    drop_sink(old);
+    for (struct mcp_call *c = m->inflight; c; c = c->next)
+        if (c->s == old)
+            skd_cancel_fire(c->cancel);
+    m->sessions[lru] = m->sessions[--m->nsess];
+    skd__mcp_session_unref(old);
+}
+
 skd_mcp_session *skd__mcp_session_new(skd_mcp *m, const char *key_id, unsigned scopes)
 {
     skd_mcp_session *s = calloc(1, sizeof(*s));
@@ -294,6 +318,7 @@ skd_mcp_session *skd__mcp_session_new(skd_mcp *m, const char *key_id, unsigned s
     int64_t now = skd_mono_ms();
     s->last_used_ms = now;
     expire_sessions(m, now);
+    evict_key_lru(m, key_id);
     int ok = m->nsess < m->max_sessions;
     if (ok && m->nsess == m->capsess) {
         size_t cap = m->capsess ? m->capsess * 2 : 16;

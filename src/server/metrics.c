@@ -131,9 +131,12 @@ int skd__metrics_render(skd_buf *b, size_t in_flight)
         rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_count{skill=\"%s\"} %lu\n",
                              execs[i].skill, execs[i].ok + execs[i].failed);
     }
-    long running = running_fn ? running_fn() : 0;
-    unsigned long rejected = rejected_fn ? rejected_fn() : 0;
+    long (*rf)(void) = running_fn;
+    unsigned long (*jf)(void) = rejected_fn;
     pthread_mutex_unlock(&mu);
+    /* Outside the lock: a getter may take its owner's locks. */
+    long running = rf ? rf() : 0;
+    unsigned long rejected = jf ? jf() : 0;
     rc |= skd_buf_printf(b,
                          "# HELP skilld_sandboxes_running Sandboxes running now.\n"
                          "# TYPE skilld_sandboxes_running gauge\n"

@@ -51,7 +51,7 @@ ok(m and m["result"]["protocolVersion"] == "2025-11-25", "initialize", m)
 send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
 tools, cursor = [], None
-for _ in range(5):
+for _ in range(50):
     send({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": ({"cursor": cursor} if cursor else {})})
     m = recv()
     tools += [t["name"] for t in m["result"]["tools"]]

@@ -488,6 +488,42 @@ TEST(expose_skills_switch)
     sink_free(&sk);
 }
 
+TEST(session_caps)
+{
+    skd_err err = {0};
+    CHECK_EQ_INT(skd_config_set(F.cfg, "SKILLD_MCP_MAX_SESSIONS", "8", &err), 0);
+    skd_mcp *m = skd__mcp_new(F.e, F.calls);
+    CHECK_EQ_INT(skd_config_set(F.cfg, "SKILLD_MCP_MAX_SESSIONS", "1024", &err), 0);
+    /* A key holds at most 8/4 = 2 sessions: a third evicts its oldest. */
+    skd_mcp_session *a1 = skd__mcp_session_new(m, "a", SKD_SCOPE_ALL);
+    usleep(2000);
+    skd_mcp_session *a2 = skd__mcp_session_new(m, "a", SKD_SCOPE_ALL);
+    skd_mcp_session *b1 = skd__mcp_session_new(m, "b", SKD_SCOPE_ALL);
+    usleep(2000);
+    skd_mcp_session *a3 = skd__mcp_session_new(m, "a", SKD_SCOPE_ALL);
+    CHECK(a1 && a2 && a3 && b1);
+    skd_mcp_session *f = skd__mcp_session_find(m, skd__mcp_session_id(a1), "a");
+    CHECK(f == NULL);
+    f = skd__mcp_session_find(m, skd__mcp_session_id(a3), "a");
+    CHECK(f == a3);
+    skd__mcp_session_unref(f);
+    f = skd__mcp_session_find(m, skd__mcp_session_id(b1), "b");
+    CHECK(f == b1);
+    skd__mcp_session_unref(f);
+    /* The table holds 8 in all: fill it with other keys, then refuse. */
+    skd_mcp_session *more[8] = {0};
+    const char *keys[] = {"c", "c", "d", "d", "e"};
+    for (int i = 0; i < 5; i++)
+        CHECK((more[i] = skd__mcp_session_new(m, keys[i], SKD_SCOPE_ALL)) != NULL);
+    CHECK(skd__mcp_session_new(m, "f", SKD_SCOPE_ALL) == NULL);
+    skd_mcp_session *all[] = {a1, a2, a3, b1};
+    for (int i = 0; i < 4; i++)
+        skd__mcp_session_unref(all[i]);
+    for (int i = 0; i < 5; i++)
+        skd__mcp_session_unref(more[i]);
+    skd__mcp_free(m);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_server_mcp");
@@ -506,6 +542,7 @@ int main(void)
     RUN(logging_set_level);
     RUN(list_changed_on_registry_change);
     RUN(expose_skills_switch);
+    RUN(session_caps);
     fixture_close(&F);
     return TAP_END();
 }
