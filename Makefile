@@ -37,18 +37,22 @@ tests: $(TEST_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+	@echo "  CC    $<"
+	@$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/libskilld.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	@echo "  AR    $@"
+	@rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/skilld: $(CLI_OBJS) $(BUILD)/libskilld.a
-	$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+	@echo "  LINK  $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+	@echo "  LINK  $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)

@@ -9,6 +9,7 @@
 #ifndef SKILLD_WORKSPACE_H
 #define SKILLD_WORKSPACE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -34,11 +35,33 @@ const char *skd_workspace_path(const skd_workspace *ws);
  * Returns 0 or SKD_EPATH with a message. */
 int skd_workspace_check_path(const char *path, int allow_root, skd_err *err);
 
+/* The same for len bytes that may contain NUL (a JSON string can carry
+ * \u0000): a NUL anywhere in the first len bytes is refused. Also refuses
+ * control characters (0x01-0x1f, 0x7f), which no sensible name holds. */
+int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_err *err);
+
+/* 1 when path names the workspace itself ("", ".", "./", "./." ...). */
+int skd_workspace_path_is_root(const char *path);
+
 /* Open path beneath the workspace with openat2. flags are open(2) flags
  * (O_CLOEXEC and O_NOFOLLOW for the last component are added). Returns an fd
- * or a negative SKD_E* code (SKD_EPATH for escapes, SKD_ENOENT, ...). */
+ * or a negative SKD_E* code (SKD_EPATH for escapes, SKD_ENOENT, ...).
+ * Only regular files and directories are opened: a symlink as the last
+ * component, a FIFO, socket or device is refused with SKD_EFORBIDDEN
+ * without blocking and (barring a race) without opening it; a regular file
+ * with more than one hard link is refused too, because another name of it
+ * may lie outside the workspace. O_NONBLOCK is used for the open and
+ * cleared afterwards unless the caller asked for it. */
 int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
                          skd_err *err);
+
+/* Open the directory that holds the last component of path (a checked,
+ * non-root path) and point *name at that component inside path (borrowed;
+ * trailing slashes are not allowed). When mkdirs is non-zero, missing
+ * parent directories are created with mode 0700, each one beneath the
+ * workspace. Returns a directory fd (caller closes) or a negative SKD_E*. */
+int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
+                              const char **name, skd_err *err);
 
 /* Bytes currently used by the workspace (sum of regular file sizes). */
 int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);

@@ -8,9 +8,9 @@
 int skd__builtins_register(skd_registry *reg, skd_err *err)
 {
     static void (*const defs[])(skd_skill_def *) = {
-        SKD__BUILTIN_LIST
+        SKD__BUILTIN_LIST NULL,
     };
-    for (size_t i = 0; i < sizeof(defs) / sizeof(defs[0]); i++) {
+    for (size_t i = 0; defs[i]; i++) {
         skd_skill_def d = {0};
         defs[i](&d);
         int rc = skd_registry_add(reg, &d, 0, err);

@@ -14,8 +14,6 @@ void skd__builtin_file_list_def(skd_skill_def *d);
 void skd__builtin_file_delete_def(skd_skill_def *d);
 
 /* Registration order; add new built-ins here. */
-#define SKD__BUILTIN_LIST                                                                  \
-    skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,     \
-        skd__builtin_file_delete_def,
+#define SKD__BUILTIN_LIST /* file skills land with the ws branch */
 
 #endif

@@ -1,0 +1,239 @@
+/*
+ * API keys. A secret is "skd_<id>_<64 hex random>"; only its SHA-256 is
+ * stored. Authentication finds the row by the id embedded in the secret and
+ * compares the digests in constant time, so neither the lookup nor the
+ * comparison tells an attacker how much of a guess was right.
+ */
+#include "skilld/registry.h"
+#include "skilld/util.h"
+#include "store/store_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} scope_names[] = {
+    {"skills:read", SKD_SCOPE_READ},
+    {"skills:execute", SKD_SCOPE_EXECUTE},
+    {"skills:admin", SKD_SCOPE_ADMIN},
+};
+
+int skd_scopes_parse(const char *csv, unsigned *scopes, skd_err *err)
+{
+    *scopes = 0;
+    const char *p = csv ? csv : "";
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        size_t i;
+        for (i = 0; i < 3; i++)
+            if (strlen(scope_names[i].name) == n && strncmp(scope_names[i].name, p, n) == 0)
+                break;
+        if (i == 3)
+            return skd_err_set(err, SKD_EINVAL,
+                               "unknown scope \"%.*s\" (use skills:read, skills:execute, "
+                               "skills:admin)",
+                               (int)(n > 64 ? 64 : n), p);
+        *scopes |= scope_names[i].bit;
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!*scopes)
+        return skd_err_set(err, SKD_EINVAL, "no scope given");
+    return 0;
+}
+
+json_t *skd_scopes_to_json(unsigned scopes)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < 3; i++)
+        if (scopes & scope_names[i].bit)
+            json_array_append_new(a, json_string(scope_names[i].name));
+    return a;
+}
+
+static void hex(const unsigned char *b, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[b[i] >> 4];
+        out[2 * i + 1] = digits[b[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
+static void row_to_info(sqlite3_stmt *q, skd_key_info *info)
+{
+    memset(info, 0, sizeof(*info));
+    skd_strlcpy(info->id, (const char *)sqlite3_column_text(q, 0), sizeof(info->id));
+    skd_strlcpy(info->name, (const char *)sqlite3_column_text(q, 1), sizeof(info->name));
+    info->scopes = (unsigned)sqlite3_column_int(q, 2);
+    info->created_ms = sqlite3_column_int64(q, 3);
+    info->revoked = sqlite3_column_int(q, 4);
+}
+
+int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char **secret,
+                         skd_key_info *info, skd_err *err)
+{
+    unsigned char idb[8], rnd[32];
+    char id[17], rhex[65], digest[SKD_SHA256_HEX_LEN + 1];
+    *secret = NULL;
+    if (!name || !*name || strlen(name) >= sizeof(info->name))
+        return skd_err_set(err, SKD_EINVAL, "a key name of 1 to %zu bytes is required",
+                           sizeof(info->name) - 1);
+    if (!scopes || (scopes & ~SKD_SCOPE_ALL))
+        return skd_err_set(err, SKD_EINVAL, "invalid scopes");
+    if (skd_random(idb, sizeof(idb)) || skd_random(rnd, sizeof(rnd)))
+        return skd_err_set(err, SKD_EINTERNAL, "no randomness available");
+    hex(idb, sizeof(idb), id);
+    hex(rnd, sizeof(rnd), rhex);
+    size_t slen = 4 + 16 + 1 + 64 + 1;
+    char *s = malloc(slen);
+    if (!s)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    snprintf(s, slen, "skd_%s_%s", id, rhex);
+    skd_sha256_hex(s, strlen(s), digest);
+
+    sqlite3_stmt *q = NULL;
+    int rc = 0;
+    int64_t now = skd_wall_ms();
+    if (sqlite3_prepare_v2(skd__store_db(st),
+                           "INSERT INTO api_keys(id,name,secret_sha256,scopes,created_ms) "
+                           "VALUES(?,?,?,?,?)",
+                           -1, &q, NULL) != SQLITE_OK) {
+        rc = skd__store_fail(st, err, "create key");
+        goto out;
+    }
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 2, name, -1, SQLITE_STATIC);
+    sqlite3_bind_text(q, 3, digest, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, 4, (int)scopes);
+    sqlite3_bind_int64(q, 5, now);
+    if (sqlite3_step(q) != SQLITE_DONE) {
+        rc = skd__store_fail(st, err, "create key");
+        goto out;
+    }
+    if (info) {
+        memset(info, 0, sizeof(*info));
+        skd_strlcpy(info->id, id, sizeof(info->id));
+        skd_strlcpy(info->name, name, sizeof(info->name));
+        info->scopes = scopes;
+        info->created_ms = now;
+    }
+    *secret = s;
+    s = NULL;
+out:
+    sqlite3_finalize(q);
+    free(s);
+    return rc;
+}
+
+static int get_row(skd_store *st, const char *id, skd_key_info *info, char *digest,
+                   skd_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(skd__store_db(st),
+                           "SELECT id,name,scopes,created_ms,revoked,secret_sha256 FROM api_keys "
+                           "WHERE id=?",
+                           -1, &q, NULL) != SQLITE_OK)
+        return skd__store_fail(st, err, "read key");
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    int step = sqlite3_step(q);
+    if (step == SQLITE_ROW) {
+        row_to_info(q, info);
+        if (digest)
+            skd_strlcpy(digest, (const char *)sqlite3_column_text(q, 5),
+                        SKD_SHA256_HEX_LEN + 1);
+    } else if (step == SQLITE_DONE) {
+        rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
+    } else {
+        rc = skd__store_fail(st, err, "read key");
+    }
+    sqlite3_finalize(q);
+    return rc;
+}
+
+int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err *err)
+{
+    return get_row(st, id, info, NULL, err);
+}
+
+int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, skd_err *err)
+{
+    char id[17], stored[SKD_SHA256_HEX_LEN + 1] = "", given[SKD_SHA256_HEX_LEN + 1];
+    size_t n = secret ? strlen(secret) : 0;
+    /* Shape check first: "skd_" + 16 hex + "_" + 64 hex. */
+    if (n != 85 || strncmp(secret, "skd_", 4) != 0 || secret[20] != '_')
+        return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
+    memcpy(id, secret + 4, 16);
+    id[16] = '\0';
+    skd_sha256_hex(secret, n, given);
+    skd_key_info tmp;
+    if (get_row(st, id, &tmp, stored, NULL) != 0)
+        return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
+    if (!skd_ct_equal(stored, given, SKD_SHA256_HEX_LEN))
+        return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
+    if (tmp.revoked)
+        return skd_err_set(err, SKD_EUNAUTH, "this API key has been revoked");
+    if (info)
+        *info = tmp;
+    return 0;
+}
+
+int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(skd__store_db(st), "UPDATE api_keys SET revoked=1 WHERE id=?", -1,
+                           &q, NULL) != SQLITE_OK)
+        return skd__store_fail(st, err, "revoke key");
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        rc = skd__store_fail(st, err, "revoke key");
+    else if (sqlite3_changes(skd__store_db(st)) == 0)
+        rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
+    sqlite3_finalize(q);
+    return rc;
+}
+
+json_t *skd_store_key_list(skd_store *st, skd_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    json_t *arr = json_array();
+    if (!arr || sqlite3_prepare_v2(skd__store_db(st),
+                                   "SELECT id,name,scopes,created_ms,revoked FROM api_keys "
+                                   "ORDER BY created_ms, id",
+                                   -1, &q, NULL) != SQLITE_OK) {
+        skd__store_fail(st, err, "list keys");
+        json_decref(arr);
+        return NULL;
+    }
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        skd_key_info k;
+        row_to_info(q, &k);
+        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:I, s:b}", "id", k.id, "name",
+                                             k.name, "scopes", skd_scopes_to_json(k.scopes),
+                                             "created", (json_int_t)k.created_ms, "revoked",
+                                             k.revoked));
+    }
+    sqlite3_finalize(q);
+    return arr;
+}
+
+int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err)
+{
+    sqlite3_stmt *q = NULL;
+    *count = 0;
+    if (sqlite3_prepare_v2(skd__store_db(st), "SELECT count(*) FROM api_keys", -1, &q, NULL) !=
+        SQLITE_OK)
+        return skd__store_fail(st, err, "count keys");
+    if (sqlite3_step(q) == SQLITE_ROW)
+        *count = sqlite3_column_int64(q, 0);
+    sqlite3_finalize(q);
+    return 0;
+}

@@ -1,0 +1,482 @@
+/*
+ * Per-key workspaces (see include/skilld/workspace.h).
+ *
+ * The workspace of key K is $DATA_DIR/workspaces/<hex SHA-256 of K>/. It is
+ * held open as an O_RDONLY directory fd, and every path a client gives is
+ * resolved from that fd with openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS):
+ * the kernel, not string handling, guarantees that no "..", absolute path or
+ * symlink (however it changes between calls) leaves the directory. Paths are
+ * also checked lexically first so that clear mistakes get clear errors.
+ *
+ * Trusted: DATA_DIR (from the operator) and the key id (from the store or
+ * the transport's authentication). Not trusted: every client path and every
+ * name inside the workspace, which sandboxed code can change at any moment.
+ */
+#include "skilld/workspace.h"
+#include "skilld/util.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+struct skd_workspace {
+    int dirfd;  /* O_RDONLY | O_DIRECTORY on the workspace */
+    int locked; /* flock held by this handle */
+    char path[PATH_MAX];
+};
+
+/* Deepest directory nesting the usage walk descends into. */
+#define WALK_MAX_DEPTH 128
+/* openat2 returns EAGAIN when a rename raced the lookup; retry this often. */
+#define OPENAT2_RETRIES 8
+
+static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = (uint64_t)(unsigned)flags;
+    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
+    how.resolve = resolve;
+    for (int i = 0;; i++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN || i >= OPENAT2_RETRIES)
+            return -1;
+    }
+}
+
+/* Resolve path strictly beneath dirfd. */
+static int beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+    return sys_openat2(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode,
+                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+}
+
+/* Map an errno from a lookup of path to an SKD_E* code with a message. */
+static int map_errno(int e, const char *path, skd_err *err)
+{
+    switch (e) {
+    case ENOENT:
+        return skd_err_set(err, SKD_ENOENT, "%s: no such file or directory", path);
+    case ENOTDIR:
+        return skd_err_set(err, SKD_ENOENT, "%s: a path component is not a directory", path);
+    case EXDEV:
+        return skd_err_set(err, SKD_EPATH, "%s: the path leaves the workspace", path);
+    case ELOOP:
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "%s: symbolic links are not followed here (or form a loop)", path);
+    case EISDIR:
+        return skd_err_set(err, SKD_EISDIR, "%s: is a directory", path);
+    case EEXIST:
+        return skd_err_set(err, SKD_EEXISTS, "%s: already exists", path);
+    case ENAMETOOLONG:
+        return skd_err_set(err, SKD_EPATH, "%s: a name is too long", path);
+    case EACCES:
+    case EPERM:
+    case ENXIO:
+    case ENODEV:
+    case ETXTBSY:
+        return skd_err_set(err, SKD_EFORBIDDEN, "%s: %s", path, strerror(e));
+    case ENOTEMPTY:
+        return skd_err_set(err, SKD_ENOTEMPTY, "%s: the directory is not empty", path);
+    case ENOSPC:
+    case EDQUOT:
+        return skd_err_set(err, SKD_EQUOTA, "%s: no space left: %s", path, strerror(e));
+    case ENOMEM:
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    case ENOSYS:
+        return skd_err_set(err, SKD_EUNSUPPORTED,
+                           "openat2 is not available (Linux 5.6 or later is required)");
+    default:
+        return skd_err_set(err, SKD_EIO, "%s: %s", path, strerror(e));
+    }
+}
+
+/* Create dir (one level) under parent fd; EEXIST is fine. */
+static int ensure_dir(int parent, const char *name, const char *what, skd_err *err)
+{
+    if (mkdirat(parent, name, 0700) != 0 && errno != EEXIST)
+        return skd_err_set(err, SKD_EIO, "cannot create %s: %s", what, strerror(errno));
+    return 0;
+}
+
+int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out,
+                       skd_err *err)
+{
+    char hex[SKD_SHA256_HEX_LEN + 1];
+    int datafd = -1, wsroot = -1, rc = 0;
+    skd_workspace *ws = NULL;
+    struct stat st;
+
+    *out = NULL;
+    if (!data_dir || !*data_dir)
+        return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is empty");
+    if (!key_id || !*key_id)
+        return skd_err_set(err, SKD_EUNAUTH, "no API key id for the workspace");
+    skd_sha256_hex(key_id, strlen(key_id), hex);
+    if (!(ws = calloc(1, sizeof(*ws))))
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    ws->dirfd = -1;
+    if (snprintf(ws->path, sizeof(ws->path), "%s/workspaces/%s", data_dir, hex) >=
+        (int)sizeof(ws->path)) {
+        rc = skd_err_set(err, SKD_ECONFIG, "DATA_DIR is too long");
+        goto out;
+    }
+    if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
+        rc = skd_err_set(err, SKD_EIO, "cannot create %s: %s", data_dir, strerror(errno));
+        goto out;
+    }
+    datafd = open(data_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (datafd < 0) {
+        rc = skd_err_set(err, SKD_EIO, "cannot open %s: %s", data_dir, strerror(errno));
+        goto out;
+    }
+    /* The operator's DATA_DIR may be a symlink; below it nothing is followed. */
+    if ((rc = ensure_dir(datafd, "workspaces", "the workspaces directory", err)) != 0)
+        goto out;
+    wsroot = openat(datafd, "workspaces", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (wsroot < 0) {
+        rc = skd_err_set(err, SKD_EIO, "cannot open %s/workspaces: %s", data_dir,
+                         strerror(errno));
+        goto out;
+    }
+    if ((rc = ensure_dir(wsroot, hex, ws->path, err)) != 0)
+        goto out;
+    ws->dirfd = openat(wsroot, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ws->dirfd < 0) {
+        rc = skd_err_set(err, SKD_EIO, "cannot open %s: %s", ws->path, strerror(errno));
+        goto out;
+    }
+    if (fstat(ws->dirfd, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        rc = skd_err_set(err, SKD_EIO, "%s is not a directory", ws->path);
+        goto out;
+    }
+    if ((st.st_mode & 07777) != 0700 && fchmod(ws->dirfd, 0700) != 0) {
+        rc = skd_err_set(err, SKD_EIO, "cannot set mode 0700 on %s: %s", ws->path,
+                         strerror(errno));
+        goto out;
+    }
+    *out = ws;
+    ws = NULL;
+out:
+    if (datafd >= 0)
+        close(datafd);
+    if (wsroot >= 0)
+        close(wsroot);
+    skd_workspace_close(ws);
+    return rc;
+}
+
+void skd_workspace_close(skd_workspace *ws)
+{
+    if (!ws)
+        return;
+    if (ws->dirfd >= 0)
+        close(ws->dirfd); /* also drops a flock still held */
+    free(ws);
+}
+
+int skd_workspace_fd(const skd_workspace *ws)
+{
+    return ws->dirfd;
+}
+
+const char *skd_workspace_path(const skd_workspace *ws)
+{
+    return ws->path;
+}
+
+int skd_workspace_path_is_root(const char *path)
+{
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        if (!*p)
+            break;
+        if (p[0] == '.' && (p[1] == '/' || p[1] == '\0')) {
+            p++;
+            continue;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_err *err)
+{
+    if (!path)
+        return skd_err_set(err, SKD_EPATH, "no path given");
+    if (len > SKD_WS_PATH_MAX)
+        return skd_err_set(err, SKD_EPATH, "the path is longer than %d bytes", SKD_WS_PATH_MAX);
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)path[i];
+        if (c == 0)
+            return skd_err_set(err, SKD_EPATH, "the path contains a NUL byte");
+        if (c < 0x20 || c == 0x7f)
+            return skd_err_set(err, SKD_EPATH, "the path contains a control character");
+    }
+    if (len > 0 && path[0] == '/')
+        return skd_err_set(err, SKD_EPATH, "the path must be relative to the workspace");
+    /* Reject ".." as a whole component anywhere: "..", "../x", "x/..", "x/../y". */
+    for (size_t i = 0; i < len;) {
+        size_t j = i;
+        while (j < len && path[j] != '/')
+            j++;
+        if (j - i == 2 && path[i] == '.' && path[i + 1] == '.')
+            return skd_err_set(err, SKD_EPATH, "the path may not contain \"..\"");
+        i = j + 1;
+    }
+    if (!allow_root && skd_workspace_path_is_root(path))
+        return skd_err_set(err, SKD_EPATH,
+                           len ? "the path names the workspace itself" : "the path is empty");
+    return 0;
+}
+
+int skd_workspace_check_path(const char *path, int allow_root, skd_err *err)
+{
+    if (!path)
+        return skd_err_set(err, SKD_EPATH, "no path given");
+    return skd_workspace_check_pathn(path, strnlen(path, SKD_WS_PATH_MAX + 1), allow_root, err);
+}
+
+/* What may be opened: directories, and regular files with one link. */
+static int check_kind(const struct stat *st, const char *path, skd_err *err)
+{
+    if (S_ISDIR(st->st_mode))
+        return 0;
+    if (S_ISLNK(st->st_mode))
+        return skd_err_set(err, SKD_EFORBIDDEN, "%s: is a symbolic link", path);
+    if (!S_ISREG(st->st_mode))
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "%s: is a %s, not a regular file or directory", path,
+                           S_ISFIFO(st->st_mode)   ? "FIFO"
+                           : S_ISSOCK(st->st_mode) ? "socket"
+                                                   : "device node");
+    if (st->st_nlink > 1)
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "%s: has %lu hard links; files with several links are refused",
+                           path, (unsigned long)st->st_nlink);
+    return 0;
+}
+
+/* Look at what path names without opening it for I/O (O_PATH). Returns 0
+ * with *st filled, 1 when it does not exist, or a negative SKD_E*. */
+static int peek(skd_workspace *ws, const char *path, struct stat *st, skd_err *err)
+{
+    int fd = beneath(ws->dirfd, path, O_PATH, 0);
+    if (fd < 0)
+        return errno == ENOENT ? 1 : map_errno(errno, path, err);
+    int rc = fstat(fd, st) == 0 ? 0 : map_errno(errno, path, err);
+    close(fd);
+    return rc;
+}
+
+int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
+                         skd_err *err)
+{
+    struct stat st;
+    int rc = skd_workspace_check_path(path, 1, err);
+    if (rc)
+        return rc;
+    if (!*path)
+        path = ".";
+    /* First look with O_PATH so a FIFO or device is refused before it is
+     * opened; O_CREAT|O_EXCL creates a new file and needs no look. */
+    if ((flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL)) {
+        rc = peek(ws, path, &st, err);
+        if (rc < 0)
+            return rc;
+        if (rc == 1 && !(flags & O_CREAT))
+            return map_errno(ENOENT, path, err);
+        if (rc == 0 && (rc = check_kind(&st, path, err)) != 0)
+            return rc;
+    }
+    if (flags & O_PATH) {
+        int fd = beneath(ws->dirfd, path, flags & (O_PATH | O_DIRECTORY), 0);
+        return fd >= 0 ? fd : map_errno(errno, path, err);
+    }
+    int fd = beneath(ws->dirfd, path, flags | O_NONBLOCK | O_NOCTTY, mode);
+    if (fd < 0)
+        return map_errno(errno, path, err);
+    /* The name may have been swapped since the look: check the open file. */
+    if (fstat(fd, &st) != 0) {
+        rc = map_errno(errno, path, err);
+        goto fail;
+    }
+    if ((rc = check_kind(&st, path, err)) != 0)
+        goto fail;
+    if (!(flags & O_NONBLOCK)) {
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+            rc = map_errno(errno, path, err);
+            goto fail;
+        }
+    }
+    return fd;
+fail:
+    close(fd);
+    return rc;
+}
+
+/* Create one missing directory: the last component of dir (a writable copy
+ * of a checked path), inside its parent opened beneath the workspace. */
+static int make_one_dir(skd_workspace *ws, char *dir, skd_err *err)
+{
+    char *slash = strrchr(dir, '/');
+    const char *leaf = dir;
+    int pfd;
+    if (slash) {
+        *slash = '\0';
+        pfd = beneath(ws->dirfd, *dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
+        *slash = '/';
+        leaf = slash + 1;
+    } else {
+        pfd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    }
+    if (pfd < 0)
+        return map_errno(errno, dir, err);
+    /* mkdirat never follows its last component, and leaf is one name. */
+    int rc = mkdirat(pfd, leaf, 0700);
+    int e = errno;
+    close(pfd);
+    if (rc != 0 && e != EEXIST)
+        return map_errno(e, dir, err);
+    return 0;
+}
+
+/* mkdir -p of dir (a writable copy of a checked path), each prefix looked
+ * up from the workspace root. */
+static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
+{
+    for (char *p = dir;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char saved = *p;
+        *p = '\0';
+        int rc = 0;
+        if (*dir && !skd_workspace_path_is_root(dir)) {
+            struct stat st;
+            rc = peek(ws, dir, &st, err);
+            if (rc == 1)
+                rc = make_one_dir(ws, dir, err);
+            else if (rc == 0 && !S_ISDIR(st.st_mode))
+                rc = skd_err_set(err, SKD_ENOENT, "%s: is not a directory", dir);
+        }
+        *p = saved;
+        if (rc)
+            return rc;
+        if (!saved)
+            return 0;
+    }
+}
+
+int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
+                              const char **name, skd_err *err)
+{
+    char parent[SKD_WS_PATH_MAX + 1];
+    int rc = skd_workspace_check_path(path, 0, err);
+    if (rc)
+        return rc;
+    size_t len = strlen(path);
+    if (path[len - 1] == '/')
+        return skd_err_set(err, SKD_EPATH, "%s: the path may not end with '/'", path);
+    const char *slash = strrchr(path, '/');
+    *name = slash ? slash + 1 : path;
+    if (strcmp(*name, ".") == 0)
+        return skd_err_set(err, SKD_EPATH, "%s: the last component may not be \".\"", path);
+    if (!slash) {
+        int fd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+        return fd >= 0 ? fd : map_errno(errno, path, err);
+    }
+    memcpy(parent, path, (size_t)(slash - path));
+    parent[slash - path] = '\0';
+    if (mkdirs && (rc = make_dirs(ws, parent, err)) != 0)
+        return rc;
+    int fd = beneath(ws->dirfd, parent, O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return map_errno(errno, parent, err);
+    return fd;
+}
+
+/* Sum regular file sizes below dirfd (which this function closes). */
+static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
+{
+    DIR *d = fdopendir(dirfd);
+    int rc = 0;
+    if (!d) {
+        close(dirfd);
+        return skd_err_set(err, SKD_EIO, "cannot read a workspace directory: %s",
+                           strerror(errno));
+    }
+    for (;;) {
+        errno = 0;
+        struct dirent *de = readdir(d);
+        if (!de) {
+            if (errno)
+                rc = skd_err_set(err, SKD_EIO, "cannot read a workspace directory: %s",
+                                 strerror(errno));
+            break;
+        }
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        struct stat st;
+        if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue; /* removed meanwhile */
+        if (S_ISREG(st.st_mode)) {
+            *bytes += (uint64_t)st.st_size;
+        } else if (S_ISDIR(st.st_mode)) {
+            if (depth >= WALK_MAX_DEPTH) {
+                rc = skd_err_set(err, SKD_EFORBIDDEN,
+                                 "the workspace nests directories deeper than %d",
+                                 WALK_MAX_DEPTH);
+                break;
+            }
+            int sub = beneath(dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0);
+            if (sub < 0)
+                continue; /* replaced by a non-directory meanwhile */
+            if ((rc = walk(sub, depth + 1, bytes, err)) != 0)
+                break;
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err)
+{
+    *bytes = 0;
+    int fd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return map_errno(errno, ".", err);
+    return walk(fd, 0, bytes, err);
+}
+
+int skd_workspace_lock(skd_workspace *ws, skd_err *err)
+{
+    if (ws->locked)
+        return 0;
+    while (flock(ws->dirfd, LOCK_EX) != 0) {
+        if (errno != EINTR)
+            return skd_err_set(err, SKD_EIO, "cannot lock the workspace: %s", strerror(errno));
+    }
+    ws->locked = 1;
+    return 0;
+}
+
+void skd_workspace_unlock(skd_workspace *ws)
+{
+    if (!ws || !ws->locked)
+        return;
+    flock(ws->dirfd, LOCK_UN);
+    ws->locked = 0;
+}
