@@ -5,12 +5,14 @@
  * skill's schema, open the caller's workspace, run the handler, write the
  * audit row. Transports only translate to and from skd_call.
  */
+#include "skilld/sandbox.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
 #include "skilld/workspace.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,8 @@ struct skd_engine {
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
+    pthread_mutex_t runner_mu; /* guards the lazy start of runner */
+    skd_runner *runner;        /* NULL until the first sandbox run */
 };
 
 static int mkdir_p(const char *path, skd_err *err)
@@ -54,6 +58,7 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err)
     if (!e)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     e->cfg = cfg;
+    pthread_mutex_init(&e->runner_mu, NULL);
     e->reg = skd_registry_new();
     if (!e->reg) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -74,6 +79,8 @@ void skd_engine_close(skd_engine *e)
 {
     if (!e)
         return;
+    skd_runner_free(e->runner);
+    pthread_mutex_destroy(&e->runner_mu);
     skd_registry_free(e->reg);
     skd_store_close(e->store);
     free(e);
@@ -92,6 +99,16 @@ skd_registry *skd_engine_registry(skd_engine *e)
 skd_store *skd_engine_store(skd_engine *e)
 {
     return e->store;
+}
+
+skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
+{
+    pthread_mutex_lock(&e->runner_mu);
+    if (!e->runner)
+        skd_runner_new(e->cfg, NULL, &e->runner, err);
+    skd_runner *r = e->runner;
+    pthread_mutex_unlock(&e->runner_mu);
+    return r;
 }
 
 /* Resolve, check and validate; on success *skill holds a reference. */

@@ -1,0 +1,521 @@
+/*
+ * The native provider: a sandbox made of Linux namespaces, cgroups,
+ * seccomp and rlimits, with no daemon (DESIGN.md, "Sandbox providers").
+ * This file is the parent side: detect, prepare (limits, image, workspace
+ * mount, the new root's entries), spawn (pipes, clone3, id maps, cgroup,
+ * release the child), kill and cleanup. The child side is native_child.c.
+ *
+ * Trust: the request was validated by the runner; image roots come from
+ * skd_sandbox_image_rootfs. Fail closed: every step that cannot be done
+ * refuses the run with SKD_ESANDBOX naming the step.
+ */
+#include "sandbox/native.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/mount.h>
+#include <linux/sched.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+#define NS_FLAGS                                                                          \
+    (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |           \
+     CLONE_NEWNET)
+#define MAX_ENTS 128
+
+static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
+                                               "/tmp/.skilld-sandbox-root"};
+
+static struct {
+    char stage[PATH_MAX]; /* empty host directory the child mounts its root on */
+    int idmap_fd;         /* user namespace: on-disk 0 <-> sandbox user */
+    char why[SKD_ERR_MSG_MAX];
+} N = {.idmap_fd = -1};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+struct nstate {
+    const skd__sandbox_req *req;
+    skd__cgroup *cg;
+    int pidfd;
+    struct mnt_entry ents[MAX_ENTS];
+    size_t nents;
+    char *paths[8]; /* proc, dev, tmp, shm, workspace, image dir */
+    char tmp_opts[64], shm_opts[64];
+    struct skd__native_child child;
+};
+
+static int write_map(pid_t pid, const char *file, const char *map)
+{
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, map, strlen(map));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)strlen(map) ? 0 : -1;
+}
+
+/* A user namespace whose only mapping is inside 0 -> the sandbox user's
+ * host id, for the idmapped workspace mount. Made once by a short-lived
+ * child that waits on a pipe while its namespace is opened. */
+static int make_idmap_userns(void)
+{
+    int p[2], fd = -1;
+    char map[64];
+    if (pipe2(p, O_CLOEXEC) != 0)
+        return -1;
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0) {
+        char c;
+        close(p[1]);
+        if (read(p[0], &c, 1) < 0)
+            _exit(1);
+        _exit(0);
+    }
+    close(p[0]);
+    if (pid < 0) {
+        close(p[1]);
+        return -1;
+    }
+    snprintf(map, sizeof(map), "0 %u 1\n", SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", map) == 0) {
+        char ns[64];
+        snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
+        fd = open(ns, O_RDONLY | O_CLOEXEC);
+    }
+    int saved = errno;
+    close(p[1]);
+    waitpid(pid, NULL, 0);
+    errno = saved;
+    return fd;
+}
+
+static void init_once(void)
+{
+    for (size_t i = 0; i < sizeof(stage_candidates) / sizeof(stage_candidates[0]); i++) {
+        struct stat st;
+        if ((mkdir(stage_candidates[i], 0755) == 0 || errno == EEXIST) &&
+            lstat(stage_candidates[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0) {
+            skd_strlcpy(N.stage, stage_candidates[i], sizeof(N.stage));
+            break;
+        }
+    }
+    if (!N.stage[0]) {
+        snprintf(N.why, sizeof(N.why), "no staging directory (%s): %s", stage_candidates[0],
+                 strerror(errno));
+        return;
+    }
+    N.idmap_fd = make_idmap_userns();
+    if (N.idmap_fd < 0)
+        snprintf(N.why, sizeof(N.why), "user namespaces: %s (is kernel.unprivileged_userns_clone "
+                 "or user.max_user_namespaces 0?)", strerror(errno));
+}
+
+static int native_detect(skd_err *err)
+{
+    const struct sock_fprog *prog;
+    if (getuid() != 0 && geteuid() != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: skilld must run as root to map "
+                           "the sandbox user and manage cgroups");
+    pthread_once(&once, init_once);
+    if (N.idmap_fd < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: %s", N.why);
+    int rc = skd__cgroup_detect(err);
+    if (rc)
+        return rc;
+    return skd__seccomp_program(&prog, err);
+}
+
+/* ---- the entries of the new root ---- */
+
+static int add_ent(struct nstate *s, enum mnt_kind kind, const char *rel, const char *src,
+                   int dev)
+{
+    if (s->nents >= MAX_ENTS)
+        return -1;
+    struct mnt_entry *m = &s->ents[s->nents];
+    size_t need = strlen(N.stage) + strlen(rel) + 2;
+    m->dst = malloc(need);
+    m->src = strdup(src ? src : "");
+    if (!m->dst || !m->src) {
+        free(m->dst);
+        free(m->src);
+        return -1;
+    }
+    snprintf(m->dst, need, "%s/%s", N.stage, rel);
+    m->kind = kind;
+    m->devices = dev;
+    m->writable = dev;
+    s->nents++;
+    return 0;
+}
+
+static const char etc_passwd[] = "root:x:0:0:root:/root:/bin/sh\n"
+                                 "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+                                 "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n";
+static const char etc_group[] = "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n";
+static const char etc_hosts[] = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost\n";
+static const char etc_nsswitch[] = "passwd: files\ngroup: files\nhosts: files dns\n";
+
+/* Minimal /etc for the host image (and for images without one). */
+static int add_etc(struct nstate *s)
+{
+    static const char *const binds[] = {"ssl", "alternatives", "ca-certificates"};
+    int rc = add_ent(s, MNT_DIR, "etc", NULL, 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/passwd", etc_passwd, 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/group", etc_group, 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/hosts", etc_hosts, 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/hostname", "sandbox\n", 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/resolv.conf", "", 0);
+    rc |= add_ent(s, MNT_WRITE_FILE, "etc/nsswitch.conf", etc_nsswitch, 0);
+    if (access("/etc/ld.so.cache", R_OK) == 0)
+        rc |= add_ent(s, MNT_BIND_FILE, "etc/ld.so.cache", "/etc/ld.so.cache", 0);
+    for (size_t i = 0; i < sizeof(binds) / sizeof(binds[0]); i++) {
+        char src[64], rel[64];
+        struct stat st;
+        snprintf(src, sizeof(src), "/etc/%s", binds[i]);
+        snprintf(rel, sizeof(rel), "etc/%s", binds[i]);
+        if (stat(src, &st) == 0 && S_ISDIR(st.st_mode))
+            rc |= add_ent(s, MNT_BIND_DIR, rel, src, 0);
+    }
+    return rc;
+}
+
+/* Top-level entries of the host image: /usr and the /bin, /lib* links. */
+static int add_host_root(struct nstate *s)
+{
+    static const char *const names[] = {"usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        char src[64], target[PATH_MAX];
+        struct stat st;
+        snprintf(src, sizeof(src), "/%s", names[i]);
+        if (lstat(src, &st) != 0)
+            continue;
+        if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlink(src, target, sizeof(target) - 1);
+            if (n <= 0)
+                return -1;
+            target[n] = '\0';
+            rc |= add_ent(s, MNT_SYMLINK, names[i], target, 0);
+        } else if (S_ISDIR(st.st_mode)) {
+            rc |= add_ent(s, MNT_BIND_DIR, names[i], src, 0);
+        }
+    }
+    return rc ? rc : add_etc(s);
+}
+
+static int skip_image_entry(const char *n)
+{
+    static const char *const skip[] = {".", "..", "proc", "dev", "tmp", "workspace", "sys",
+                                       ".skilld-image"};
+    for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
+        if (strcmp(n, skip[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* Top-level entries of an imported image, bound from where the child
+ * attaches it (<stage>/.skilld-image). */
+static int add_image_root(struct nstate *s, const char *rootfs)
+{
+    DIR *d = opendir(rootfs);
+    struct dirent *de;
+    int rc = 0, has_etc = 0;
+    if (!d)
+        return -1;
+    while (rc == 0 && (de = readdir(d)) != NULL) {
+        char src[PATH_MAX], target[PATH_MAX];
+        struct stat st;
+        if (skip_image_entry(de->d_name) ||
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (snprintf(src, sizeof(src), "%s/.skilld-image/%s", N.stage, de->d_name) >=
+            (int)sizeof(src))
+            rc = -1;
+        else if (S_ISLNK(st.st_mode)) {
+            ssize_t n = readlinkat(dirfd(d), de->d_name, target, sizeof(target) - 1);
+            if (n <= 0)
+                rc = -1;
+            else {
+                target[n] = '\0';
+                rc = add_ent(s, MNT_SYMLINK, de->d_name, target, 0);
+            }
+        } else if (S_ISDIR(st.st_mode)) {
+            has_etc |= strcmp(de->d_name, "etc") == 0;
+            rc = add_ent(s, MNT_BIND_DIR, de->d_name, src, 0);
+        } else if (S_ISREG(st.st_mode)) {
+            rc = add_ent(s, MNT_BIND_FILE, de->d_name, src, 0);
+        }
+    }
+    closedir(d);
+    return rc ? rc : has_etc ? 0 : add_etc(s);
+}
+
+static int add_dev(struct nstate *s)
+{
+    static const char *const nodes[] = {"null", "zero", "full", "random", "urandom"};
+    int rc = 0;
+    for (size_t i = 0; i < sizeof(nodes) / sizeof(nodes[0]); i++) {
+        char src[32], rel[32];
+        snprintf(src, sizeof(src), "/dev/%s", nodes[i]);
+        snprintf(rel, sizeof(rel), "dev/%s", nodes[i]);
+        rc |= add_ent(s, MNT_BIND_FILE, rel, src, 1);
+    }
+    rc |= add_ent(s, MNT_SYMLINK, "dev/fd", "/proc/self/fd", 0);
+    rc |= add_ent(s, MNT_SYMLINK, "dev/stdin", "/proc/self/fd/0", 0);
+    rc |= add_ent(s, MNT_SYMLINK, "dev/stdout", "/proc/self/fd/1", 0);
+    rc |= add_ent(s, MNT_SYMLINK, "dev/stderr", "/proc/self/fd/2", 0);
+    return rc;
+}
+
+static char *stage_path(const char *rel)
+{
+    size_t n = strlen(N.stage) + strlen(rel) + 2;
+    char *p = malloc(n);
+    if (p)
+        snprintf(p, n, "%s/%s", N.stage, rel);
+    return p;
+}
+
+static void native_cleanup(void *state, skd__outcome *out);
+
+/* ---- prepare ---- */
+
+/* Detached mounts opened here, while this process can still see the host:
+ * the idmapped workspace and the read-only image root. */
+static int open_mounts(struct nstate *s, skd_err *err)
+{
+    const skd__sandbox_req *q = s->req;
+    struct mount_attr a;
+    if (q->workspace) {
+        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        memset(&a, 0, sizeof(a));
+        a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                     (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
+        a.userns_fd = (unsigned)N.idmap_fd;
+        if (s->child.ws_fd < 0 ||
+            syscall(SYS_mount_setattr, s->child.ws_fd, "", AT_EMPTY_PATH, &a, sizeof(a)) != 0)
+            return skd_err_set(err, SKD_ESANDBOX,
+                               "native sandbox: idmapped workspace mount of %s: %s",
+                               q->workspace, strerror(errno));
+    }
+    if (q->rootfs) {
+        s->child.img_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
+                                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        memset(&a, 0, sizeof(a));
+        a.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        if (s->child.img_fd < 0 || syscall(SYS_mount_setattr, s->child.img_fd, "",
+                                           AT_EMPTY_PATH | AT_RECURSIVE, &a, sizeof(a)) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: image mount of %s: %s",
+                               q->rootfs, strerror(errno));
+    }
+    return 0;
+}
+
+static const char *env_path(char *const *envp)
+{
+    for (char *const *e = envp; *e; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            return *e + 5;
+    return "/usr/local/bin:/usr/bin:/bin";
+}
+
+static int fill_child(struct nstate *s, skd_err *err)
+{
+    static const char *const rels[] = {"proc", "dev", "tmp", "dev/shm", "workspace",
+                                       ".skilld-image"};
+    const skd__sandbox_req *q = s->req;
+    struct skd__native_child *c = &s->child;
+    int rc = q->rootfs ? add_image_root(s, q->rootfs) : add_host_root(s);
+    if (rc == 0)
+        rc = add_dev(s);
+    for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
+        if (!(s->paths[i] = stage_path(rels[i])))
+            rc = -1;
+    if (rc)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cannot lay out the root of %s",
+                           q->image);
+    snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777",
+             (long long)q->cfg->tmp_size);
+    snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777",
+             (long long)(q->cfg->tmp_size < (64 << 20) ? q->cfg->tmp_size : (64 << 20)));
+    c->stage = N.stage;
+    c->stage_opts = "size=1m,nr_inodes=4096,mode=0755";
+    c->ents = s->ents;
+    c->nents = s->nents;
+    c->proc_dir = s->paths[0];
+    c->dev_dir = s->paths[1];
+    c->tmp_dir = s->paths[2];
+    c->shm_dir = s->paths[3];
+    c->ws_dir = s->paths[4];
+    c->img_dir = s->paths[5];
+    c->tmp_opts = s->tmp_opts;
+    c->shm_opts = s->shm_opts;
+    c->cwd = q->cwd;
+    c->argv = q->argv;
+    c->envp = q->envp;
+    c->path = env_path(q->envp);
+    c->fsize = (unsigned long long)q->cfg->file_size_limit;
+    return skd__seccomp_program(&c->seccomp, err);
+}
+
+static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
+{
+    *state = NULL;
+    if (req->cfg->network_enabled)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "networkEnabled is not available in the native sandbox (no egress "
+                           "proxy yet): run without network, or use the docker or podman runtime");
+    int rc = native_detect(err);
+    if (rc)
+        return rc;
+    struct nstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    s->req = req;
+    s->pidfd = -1;
+    s->child.ws_fd = s->child.img_fd = -1;
+    if ((rc = fill_child(s, err)) || (rc = open_mounts(s, err)) ||
+        (rc = skd__cgroup_create(req->id, req->cfg, &s->cg, err))) {
+        native_cleanup(s, NULL);
+        return rc;
+    }
+    *state = s;
+    return 0;
+}
+
+/* ---- spawn ---- */
+
+static void close_pair(int p[2])
+{
+    for (int i = 0; i < 2; i++)
+        if (p[i] >= 0)
+            close(p[i]);
+    p[0] = p[1] = -1;
+}
+
+/* The parent's half of the start-up: maps, cgroup, then release. */
+static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
+{
+    char map[96];
+    snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
+             SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
+                           strerror(errno));
+    int rc = skd__cgroup_attach(s->cg, pid, err);
+    if (rc)
+        return rc;
+    if (write(sync_fd, "g", 1) != 1)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: release the child: %s",
+                           strerror(errno));
+    return 0;
+}
+
+static int native_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    struct nstate *s = state;
+    int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, sy[2] = {-1, -1};
+    int pidfd = -1, rc = 0;
+    if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
+        pipe2(st, O_CLOEXEC) || pipe2(sy, O_CLOEXEC)) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pipes: %s", strerror(errno));
+        goto fail;
+    }
+    s->child.in_fd = in[0];
+    s->child.out_fd = o[1];
+    s->child.err_fd = e[1];
+    s->child.status_fd = st[1];
+    s->child.sync_fd = sy[0];
+    struct clone_args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = NS_FLAGS | CLONE_PIDFD;
+    ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
+    ca.exit_signal = SIGCHLD;
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid == 0)
+        skd__native_child_main(&s->child);
+    if (pid < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: clone3: %s", strerror(errno));
+        goto fail;
+    }
+    close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
+    in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
+    if ((rc = release_child(s, pid, sy[1], err)) != 0) {
+        syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
+        siginfo_t si;
+        waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
+        close(pidfd);
+        goto fail;
+    }
+    close_pair(sy);
+    s->pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+    fcntl(o[0], F_SETFL, O_NONBLOCK);
+    fcntl(e[0], F_SETFL, O_NONBLOCK);
+    fcntl(st[0], F_SETFL, O_NONBLOCK);
+    *out = (skd__spawned){.pidfd = pidfd, .stdin_fd = in[1], .stdout_fd = o[0],
+                          .stderr_fd = e[0], .status_fd = st[0]};
+    return 0;
+fail:
+    close_pair(in), close_pair(o), close_pair(e), close_pair(st), close_pair(sy);
+    return rc;
+}
+
+static void native_kill(void *state)
+{
+    struct nstate *s = state;
+    if (s->pidfd >= 0)
+        syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+    skd__cgroup_kill(s->cg);
+}
+
+static void native_cleanup(void *state, skd__outcome *out)
+{
+    struct nstate *s = state;
+    if (!s)
+        return;
+    if (out && s->cg)
+        out->oom_killed = skd__cgroup_oom_killed(s->cg);
+    skd__cgroup_destroy(s->cg);
+    if (s->pidfd >= 0)
+        close(s->pidfd);
+    if (s->child.ws_fd >= 0)
+        close(s->child.ws_fd);
+    if (s->child.img_fd >= 0)
+        close(s->child.img_fd);
+    for (size_t i = 0; i < s->nents; i++) {
+        free(s->ents[i].dst);
+        free(s->ents[i].src);
+    }
+    for (size_t i = 0; i < sizeof(s->paths) / sizeof(s->paths[0]); i++)
+        free(s->paths[i]);
+    free(s);
+}
+
+const skd__provider skd__provider_native = {
+    .name = "native",
+    .detect = native_detect,
+    .prepare = native_prepare,
+    .spawn = native_spawn,
+    .kill = native_kill,
+    .cleanup = native_cleanup,
+};

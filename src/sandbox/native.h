@@ -1,0 +1,93 @@
+/*
+ * Internals of the native provider (native.c: provider ops and the parent
+ * side of a spawn; native_child.c: the child between clone3 and execve;
+ * native_cgroup.c: cgroup v2 and v1 limits; native_seccomp.c: the filter).
+ *
+ * Identities. Inside the sandbox the command runs as uid/gid 1000 with no
+ * capabilities. The user namespace maps only two ids:
+ *   inside 0    -> host SKD_NATIVE_HOST_BASE        (used during setup only)
+ *   inside 1000 -> host SKD_NATIVE_HOST_BASE + 1000 (the command)
+ * Host root is never mapped. The host ids are in a range no account uses
+ * (above the usual /etc/subuid ranges). The workspace (owned by host root,
+ * mode 0700) is bind-mounted through an idmapped mount that shows its
+ * owner (on disk uid/gid 0) as the sandbox user and stores the sandbox
+ * user's new files as uid/gid 0 on disk, so the server reads and writes them
+ * as before; the mount is nosuid and nodev, and DATA_DIR is 0700, so a
+ * set-uid bit the sandbox sets on its files is inert.
+ */
+#ifndef SKILLD_SANDBOX_NATIVE_H
+#define SKILLD_SANDBOX_NATIVE_H
+
+#include <linux/filter.h>
+#include <sys/types.h>
+
+#include "sandbox/provider.h"
+
+#define SKD_NATIVE_UID 1000
+#define SKD_NATIVE_HOST_BASE 0x70000000u
+
+/* ---- cgroups (native_cgroup.c) ---- */
+typedef struct skd__cgroup skd__cgroup;
+
+/* Which cgroup version and controllers are usable; 0 or SKD_ESANDBOX. */
+int skd__cgroup_detect(skd_err *err);
+/* One-line description for doctor and errors ("v1 (memory pids cpu
+ * freezer)", "v2 at /sys/fs/cgroup/..."). Static storage. */
+const char *skd__cgroup_describe(void);
+/* Create the run's cgroup and write every limit of cfg. Fail closed. */
+int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
+                       skd_err *err);
+/* Move pid into the run's cgroup (every controller). */
+int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err);
+/* SIGKILL every process in the cgroup (cgroup.kill, or freeze + kill +
+ * thaw on v1). Never blocks for long. */
+void skd__cgroup_kill(skd__cgroup *cg);
+/* 1 when the kernel OOM-killed a process of this cgroup. */
+int skd__cgroup_oom_killed(skd__cgroup *cg);
+/* Remove the cgroup (killing leftovers) and free. NULL ok. */
+void skd__cgroup_destroy(skd__cgroup *cg);
+
+/* ---- seccomp (native_seccomp.c) ---- */
+/* The filter program, built once with libseccomp. Borrowed, lives for the
+ * process. */
+int skd__seccomp_program(const struct sock_fprog **out, skd_err *err);
+
+/* ---- the child (native_child.c) ---- */
+enum mnt_kind { MNT_BIND_DIR, MNT_BIND_FILE, MNT_SYMLINK, MNT_WRITE_FILE, MNT_DIR };
+
+/* One entry of the new root, with paths already absolute under the staging
+ * directory (the child formats nothing). */
+struct mnt_entry {
+    enum mnt_kind kind;
+    char *dst;       /* path under the staging root */
+    char *src;       /* bind source, symlink target, or file content */
+    int writable;    /* bind stays writable (device nodes) */
+    int devices;     /* bind keeps device access (no nodev) */
+};
+
+/* Everything the child needs, prepared by the parent before clone3. */
+struct skd__native_child {
+    const char *stage;        /* staging mount point (an empty host dir) */
+    const char *stage_opts;   /* tmpfs options of the new root */
+    struct mnt_entry *ents;
+    size_t nents;
+    const char *proc_dir, *dev_dir, *tmp_dir, *shm_dir, *ws_dir;
+    const char *tmp_opts, *shm_opts;
+    int ws_fd;                /* detached idmapped workspace mount or -1 */
+    int img_fd;               /* detached read-only image root or -1 */
+    const char *img_dir;      /* where img_fd is attached while binding */
+    const char *cwd;
+    char *const *argv;
+    char *const *envp;
+    const char *path;         /* the PATH to search (from envp) */
+    unsigned long long fsize; /* RLIMIT_FSIZE */
+    const struct sock_fprog *seccomp;
+    int sync_fd;              /* read end: parent wrote the maps and cgroups */
+    int status_fd;            /* write end: failing step */
+    int in_fd, out_fd, err_fd;
+};
+
+/* Build the sandbox and exec the command; never returns. */
+void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
+
+#endif

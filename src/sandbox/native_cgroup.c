@@ -1,0 +1,417 @@
+/*
+ * cgroup limits for native sandboxes, on cgroup v2 (memory.max,
+ * memory.swap.max, pids.max, cpu.max, cgroup.kill, memory.events) and on
+ * cgroup v1 (memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max,
+ * cpu.cfs_quota_us; freezer to kill; memory.oom_control for OOM). Each run
+ * gets its own cgroup "<parent>/skilld/<run id>" under the server's own
+ * cgroup, created before the process is started and removed after it is
+ * reaped. Fail closed: a limit that cannot be written refuses the run.
+ *
+ * Trust: the files read here are the kernel's; run ids are UUIDs made by the
+ * runner, so paths are never built from client text.
+ */
+#include "sandbox/native.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+enum ctl { C_MEMORY, C_PIDS, C_CPU, C_FREEZER, C_COUNT };
+static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer"};
+
+static struct {
+    int version;                 /* 0: unusable, 1, 2 */
+    char parent[C_COUNT][PATH_MAX]; /* v1: per controller; v2: parent[0] */
+    int has_memsw;
+    int has_kill;                /* v2 cgroup.kill */
+    char why[SKD_ERR_MSG_MAX];
+    char desc[256];
+} G;
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+struct skd__cgroup {
+    char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
+    int n;
+};
+
+static int write_file(const char *dir, const char *file, const char *val)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p)) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(p, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, val, strlen(val));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+static int read_file(const char *dir, const char *file, char *buf, size_t cap)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
+        return -1;
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, cap - 1);
+    close(fd);
+    if (n < 0)
+        return -1;
+    buf[n] = '\0';
+    return 0;
+}
+
+static int exists(const char *dir, const char *file)
+{
+    char p[PATH_MAX];
+    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
+        return 0;
+    return access(p, F_OK) == 0;
+}
+
+/* Our own cgroup path for a v1 controller (or v2 when ctl is NULL). */
+static int self_path(const char *ctl, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    char line[1024];
+    int found = -1;
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        char *c1 = strchr(line, ':');
+        char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2)
+            continue;
+        *c2 = '\0';
+        const char *ctls = c1 + 1;
+        int match = 0;
+        if (!ctl) {
+            match = *ctls == '\0';
+        } else {
+            char tmp[256];
+            snprintf(tmp, sizeof(tmp), ",%s,", ctls);
+            char want[64];
+            snprintf(want, sizeof(want), ",%s,", ctl);
+            match = strstr(tmp, want) != NULL;
+        }
+        if (match) {
+            found = skd_strlcpy(out, strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1, cap) ? -1 : 0;
+            break;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Mount point of a cgroup v1 hierarchy carrying ctl, or of cgroup2. */
+static int find_mount(const char *ctl, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    char line[2048];
+    int found = -1;
+    if (!f)
+        return -1;
+    while (found < 0 && fgets(line, sizeof(line), f)) {
+        char *sep = strstr(line, " - ");
+        if (!sep)
+            continue;
+        char mnt[PATH_MAX], fstype[32], src[256], opts[512] = "";
+        if (sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1 ||
+            sscanf(sep + 3, "%31s %255s %511s", fstype, src, opts) < 2)
+            continue;
+        if (!ctl && strcmp(fstype, "cgroup2") == 0) {
+            found = skd_strlcpy(out, mnt, cap) ? -1 : 0;
+        } else if (ctl && strcmp(fstype, "cgroup") == 0) {
+            char tmp[600], want[64];
+            snprintf(tmp, sizeof(tmp), ",%s,", opts);
+            snprintf(want, sizeof(want), ",%s,", ctl);
+            if (strstr(tmp, want))
+                found = skd_strlcpy(out, mnt, cap) ? -1 : 0;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+static int mkdir_ok(const char *p)
+{
+    return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
+}
+
+static int setup_v2(void)
+{
+    char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512];
+    if (find_mount(NULL, root, sizeof(root)) || read_file(root, "cgroup.controllers", ctls,
+                                                         sizeof(ctls)))
+        return -1;
+    if (!strstr(ctls, "memory") || !strstr(ctls, "pids") || !strstr(ctls, "cpu"))
+        return -1;
+    if (self_path(NULL, self, sizeof(self)))
+        return -1;
+    if (snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base))
+        return -1;
+    /* Enable the controllers for our children. A non-root cgroup that holds
+     * processes cannot (no internal processes): move this process into a
+     * leaf beside the sandboxes first. */
+    if (write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") != 0) {
+        char leaf[PATH_MAX], pid[32];
+        int busy = errno == EBUSY;
+        snprintf(pid, sizeof(pid), "%d", (int)getpid());
+        if (!busy || snprintf(leaf, sizeof(leaf), "%s/skilld-server", base) >= (int)sizeof(leaf) || mkdir_ok(leaf) || write_file(leaf, "cgroup.procs", pid) ||
+            write_file(base, "cgroup.subtree_control", "+memory +pids +cpu")) {
+            snprintf(G.why, sizeof(G.why), "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s",
+                     base, strerror(errno));
+            return -2;
+        }
+    }
+    if (snprintf(G.parent[0], sizeof(G.parent[0]), "%s/skilld", base) >= (int)sizeof(G.parent[0]) ||
+        mkdir_ok(G.parent[0]) ||
+        write_file(G.parent[0], "cgroup.subtree_control", "+memory +pids +cpu")) {
+        snprintf(G.why, sizeof(G.why), "cgroup v2: cannot prepare %.300s: %s", G.parent[0],
+                 strerror(errno));
+        return -2;
+    }
+    G.has_kill = exists(G.parent[0], "cgroup.kill");
+    G.version = 2;
+    snprintf(G.desc, sizeof(G.desc), "v2 at %.200s", G.parent[0]);
+    return 0;
+}
+
+static int setup_v1(void)
+{
+    for (int c = 0; c < C_COUNT; c++) {
+        char mnt[PATH_MAX], self[PATH_MAX];
+        if (find_mount(ctl_names[c], mnt, sizeof(mnt)) ||
+            self_path(ctl_names[c], self, sizeof(self))) {
+            snprintf(G.why, sizeof(G.why), "no cgroup v2 with memory, pids and cpu, and no "
+                     "cgroup v1 '%s' hierarchy", ctl_names[c]);
+            return -1;
+        }
+        if (snprintf(G.parent[c], sizeof(G.parent[c]), "%s%s/skilld", mnt, self) >=
+                (int)sizeof(G.parent[c]) ||
+            mkdir_ok(G.parent[c])) {
+            snprintf(G.why, sizeof(G.why), "cgroup v1: cannot create %.300s: %s", G.parent[c],
+                     strerror(errno));
+            return -1;
+        }
+    }
+    G.has_memsw = exists(G.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
+    G.version = 1;
+    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu freezer)",
+             G.has_memsw ? "+memsw" : "");
+    return 0;
+}
+
+static void setup(void)
+{
+    int rc = setup_v2();
+    if (rc == -1)
+        setup_v1();
+}
+
+int skd__cgroup_detect(skd_err *err)
+{
+    pthread_once(&once, setup);
+    if (!G.version)
+        return skd_err_set(err, SKD_ESANDBOX, "cgroups: %s", G.why);
+    return 0;
+}
+
+const char *skd__cgroup_describe(void)
+{
+    pthread_once(&once, setup);
+    return G.version ? G.desc : G.why;
+}
+
+/* 1 when the machine has swap that memory limits without memsw would miss. */
+static int swap_present(void)
+{
+    char buf[512];
+    if (read_file("/proc", "swaps", buf, sizeof(buf)))
+        return 1;
+    return strchr(buf, '\n') && strchr(buf, '\n')[1] != '\0';
+}
+
+static int limits_v2(skd__cgroup *cg, const skd_sandbox_config *cfg, const char **step)
+{
+    char v[64];
+    snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
+    if (*step = "memory.max", write_file(cg->dir[0], "memory.max", v))
+        return -1;
+    if (*step = "memory.swap.max", write_file(cg->dir[0], "memory.swap.max", "0") &&
+                                       (errno != ENOENT || swap_present()))
+        return -1;
+    snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
+    if (*step = "pids.max", write_file(cg->dir[0], "pids.max", v))
+        return -1;
+    snprintf(v, sizeof(v), "%lld 100000", (long long)cfg->cpu_limit * 1000);
+    if (*step = "cpu.max", write_file(cg->dir[0], "cpu.max", v))
+        return -1;
+    return 0;
+}
+
+static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char **step)
+{
+    char v[64];
+    snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
+    if (*step = "memory.limit_in_bytes", write_file(cg->dir[C_MEMORY], "memory.limit_in_bytes", v))
+        return -1;
+    if (G.has_memsw) {
+        if (*step = "memory.memsw.limit_in_bytes",
+            write_file(cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v))
+            return -1;
+    } else if (swap_present()) {
+        *step = "memory.memsw.limit_in_bytes (swap is on and cannot be limited)";
+        errno = ENOTSUP;
+        return -1;
+    }
+    snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
+    if (*step = "pids.max", write_file(cg->dir[C_PIDS], "pids.max", v))
+        return -1;
+    if (*step = "cpu.cfs_period_us", write_file(cg->dir[C_CPU], "cpu.cfs_period_us", "100000"))
+        return -1;
+    snprintf(v, sizeof(v), "%lld", (long long)cfg->cpu_limit * 1000);
+    if (*step = "cpu.cfs_quota_us", write_file(cg->dir[C_CPU], "cpu.cfs_quota_us", v))
+        return -1;
+    return 0;
+}
+
+int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
+                       skd_err *err)
+{
+    *out = NULL;
+    int rc = skd__cgroup_detect(err);
+    if (rc)
+        return rc;
+    skd__cgroup *cg = calloc(1, sizeof(*cg));
+    if (!cg)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    int n = G.version == 2 ? 1 : C_COUNT;
+    const char *step = "mkdir";
+    for (int c = 0; c < n; c++) {
+        if (snprintf(cg->dir[c], sizeof(cg->dir[c]), "%s/%s", G.parent[c], id) >=
+                (int)sizeof(cg->dir[c]) ||
+            mkdir(cg->dir[c], 0755) != 0)
+            goto fail;
+        cg->n = c + 1;
+    }
+    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0) {
+        *out = cg;
+        return 0;
+    }
+fail:
+    rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
+                     strerror(errno), skd__cgroup_describe());
+    skd__cgroup_destroy(cg);
+    return rc;
+}
+
+int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err)
+{
+    char v[32];
+    snprintf(v, sizeof(v), "%d", (int)pid);
+    for (int c = 0; c < cg->n; c++)
+        if (write_file(cg->dir[c], "cgroup.procs", v))
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: join cgroup %s: %s",
+                               cg->dir[c], strerror(errno));
+    return 0;
+}
+
+/* Send SIGKILL to every pid listed in dir/cgroup.procs. */
+static void kill_procs(const char *dir)
+{
+    char p[PATH_MAX], line[32];
+    if (snprintf(p, sizeof(p), "%s/cgroup.procs", dir) >= (int)sizeof(p))
+        return;
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return;
+    while (fgets(line, sizeof(line), f)) {
+        int64_t pid;
+        line[strcspn(line, "\n")] = '\0';
+        if (skd_parse_i64(line, 2, INT_MAX, &pid) == 0)
+            kill((pid_t)pid, SIGKILL);
+    }
+    fclose(f);
+}
+
+void skd__cgroup_kill(skd__cgroup *cg)
+{
+    if (!cg || !cg->n)
+        return;
+    if (G.version == 2) {
+        if (G.has_kill && write_file(cg->dir[0], "cgroup.kill", "1") == 0)
+            return;
+        write_file(cg->dir[0], "cgroup.freeze", "1");
+        kill_procs(cg->dir[0]);
+        write_file(cg->dir[0], "cgroup.freeze", "0");
+        return;
+    }
+    /* v1: freeze so nothing forks between listing and killing, then thaw so
+     * the kills are delivered. */
+    int frozen = cg->n > C_FREEZER &&
+                 write_file(cg->dir[C_FREEZER], "freezer.state", "FROZEN") == 0;
+    kill_procs(cg->dir[C_PIDS]);
+    if (frozen)
+        write_file(cg->dir[C_FREEZER], "freezer.state", "THAWED");
+}
+
+/* Value of "key N" in a flat-keyed file, or -1. */
+static long long keyed(const char *dir, const char *file, const char *key)
+{
+    char buf[4096];
+    if (read_file(dir, file, buf, sizeof(buf)))
+        return -1;
+    size_t kl = strlen(key);
+    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+            return strtoll(l + kl + 1, NULL, 10);
+    return -1;
+}
+
+int skd__cgroup_oom_killed(skd__cgroup *cg)
+{
+    if (!cg || !cg->n)
+        return 0;
+    if (G.version == 2)
+        return keyed(cg->dir[0], "memory.events", "oom_kill") > 0;
+    long long n = keyed(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill");
+    if (n >= 0)
+        return n > 0;
+    char buf[64];
+    if (read_file(cg->dir[C_MEMORY], "memory.failcnt", buf, sizeof(buf)))
+        return 0;
+    return strtoll(buf, NULL, 10) > 0;
+}
+
+void skd__cgroup_destroy(skd__cgroup *cg)
+{
+    if (!cg)
+        return;
+    for (int c = cg->n - 1; c >= 0; c--) {
+        /* The pid namespace is gone when its init is reaped, but the
+         * kernel may still be tearing tasks down: retry briefly. */
+        for (int i = 0; i < 50 && rmdir(cg->dir[c]) != 0 && errno == EBUSY; i++) {
+            if (i == 0)
+                skd__cgroup_kill(cg);
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    free(cg);
+}

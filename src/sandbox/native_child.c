@@ -1,0 +1,347 @@
+/*
+ * The native sandbox child: the code that runs between clone3 and execve.
+ *
+ * The rule flips here (STYLE.md 4): any failure ends the child at once with
+ * _exit, after writing "native sandbox: <step>: <reason>" to the status
+ * pipe, so a half-built sandbox never runs a command. The parent is a
+ * multi-threaded server, so this code allocates nothing, formats nothing
+ * with stdio and takes no lock: every path and string was prepared by the
+ * parent (native.c); only system calls and simple loops are used.
+ *
+ * Order: wait for the parent to write the id maps and join the cgroups ->
+ * become root of the new user namespace -> new cgroup namespace -> build the
+ * new root on a tmpfs (read-only binds of the image, minimal /etc, fresh
+ * /proc, minimal /dev, tmpfs /tmp and /dev/shm, the idmapped workspace) ->
+ * pivot_root -> root read-only -> hostname, loopback -> rlimits -> only fds
+ * 0, 1, 2 -> drop every capability and become uid 1000 -> no_new_privs,
+ * parent-death signal -> seccomp -> execve.
+ */
+#include "sandbox/native.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <linux/mount.h>
+#include <linux/seccomp.h>
+#include <net/if.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define HIGH_FD 200
+
+static int status_fd = -1;
+
+static void put(char *buf, size_t cap, size_t *len, const char *s)
+{
+    while (*s && *len + 1 < cap)
+        buf[(*len)++] = *s++;
+}
+
+/* Report the failing step and end the child. */
+__attribute__((noreturn)) static void die(const char *step, const char *arg)
+{
+    int e = errno;
+    char msg[400];
+    size_t n = 0;
+    const char *why = strerrordesc_np(e);
+    put(msg, sizeof(msg), &n, "native sandbox: ");
+    put(msg, sizeof(msg), &n, step);
+    if (arg) {
+        put(msg, sizeof(msg), &n, " ");
+        put(msg, sizeof(msg), &n, arg);
+    }
+    put(msg, sizeof(msg), &n, ": ");
+    put(msg, sizeof(msg), &n, why ? why : "unknown error");
+    if (status_fd >= 0 && write(status_fd, msg, n) < 0) {
+        /* nothing more can be done */
+    }
+    _exit(127);
+}
+
+static int sys_mount_setattr(const char *path, unsigned flags, unsigned long long set)
+{
+    struct mount_attr a;
+    memset(&a, 0, sizeof(a));
+    a.attr_set = set;
+    return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &a, sizeof(a));
+}
+
+static void reset_signals(void)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = SIG_DFL;
+    for (int s = 1; s < NSIG; s++)
+        sigaction(s, &sa, NULL); /* SIGKILL/SIGSTOP/reserved ones fail: fine */
+}
+
+static void write_text(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0)
+        die("create", path);
+    size_t len = strlen(text);
+    while (len) {
+        ssize_t n = write(fd, text, len);
+        if (n <= 0)
+            die("write", path);
+        text += n;
+        len -= (size_t)n;
+    }
+    close(fd);
+}
+
+static void bind_ro(const struct mnt_entry *m)
+{
+    if (m->kind == MNT_BIND_DIR) {
+        if (mkdir(m->dst, 0755) != 0 && errno != EEXIST)
+            die("mkdir", m->dst);
+    } else {
+        int fd = open(m->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0)
+            die("create", m->dst);
+        close(fd);
+    }
+    if (mount(m->src, m->dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+        die("bind mount", m->src);
+    unsigned long long set = MOUNT_ATTR_NOSUID;
+    if (!m->writable)
+        set |= MOUNT_ATTR_RDONLY;
+    if (!m->devices)
+        set |= MOUNT_ATTR_NODEV;
+    else
+        set |= MOUNT_ATTR_NOEXEC;
+    if (sys_mount_setattr(m->dst, AT_RECURSIVE, set) != 0)
+        die("restrict mount", m->dst);
+}
+
+static void build_entries(const struct skd__native_child *c)
+{
+    for (size_t i = 0; i < c->nents; i++) {
+        const struct mnt_entry *m = &c->ents[i];
+        switch (m->kind) {
+        case MNT_DIR:
+            if (mkdir(m->dst, 0755) != 0 && errno != EEXIST)
+                die("mkdir", m->dst);
+            break;
+        case MNT_SYMLINK:
+            if (symlink(m->src, m->dst) != 0)
+                die("symlink", m->dst);
+            break;
+        case MNT_WRITE_FILE: write_text(m->dst, m->src); break;
+        case MNT_BIND_DIR:
+        case MNT_BIND_FILE: bind_ro(m); break;
+        }
+    }
+}
+
+static void mount_tmpfs(const char *dir, const char *opts, unsigned long flags)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+        die("mkdir", dir);
+    if (mount("tmpfs", dir, "tmpfs", flags, opts) != 0)
+        die("mount tmpfs on", dir);
+}
+
+static void build_root(const struct skd__native_child *c)
+{
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        die("make mounts private", NULL);
+    if (mount("tmpfs", c->stage, "tmpfs", MS_NOSUID | MS_NODEV, c->stage_opts) != 0)
+        die("mount the root tmpfs on", c->stage);
+    /* An imported image is attached first (it was opened by the parent:
+     * this process may not traverse DATA_DIR), its top-level directories
+     * are bound from it, and it is detached again afterwards. */
+    if (c->img_fd >= 0) {
+        if (mkdir(c->img_dir, 0700) != 0)
+            die("mkdir", c->img_dir);
+        if (syscall(SYS_move_mount, c->img_fd, "", AT_FDCWD, c->img_dir,
+                    MOVE_MOUNT_F_EMPTY_PATH) != 0)
+            die("attach the image on", c->img_dir);
+    }
+    /* /dev first: its device binds are entries too. */
+    mount_tmpfs(c->dev_dir, "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC);
+    build_entries(c);
+    if (c->img_fd >= 0 && (umount2(c->img_dir, MNT_DETACH) != 0 || rmdir(c->img_dir) != 0))
+        die("detach the image from", c->img_dir);
+    if (mkdir(c->proc_dir, 0555) != 0 && errno != EEXIST)
+        die("mkdir", c->proc_dir);
+    if (mount("proc", c->proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+        die("mount", c->proc_dir);
+    mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
+    if (mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
+        die("mkdir", c->ws_dir);
+    if (c->ws_fd >= 0 && syscall(SYS_move_mount, c->ws_fd, "", AT_FDCWD, c->ws_dir,
+                                 MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        die("mount the workspace on", c->ws_dir);
+    if (chdir(c->stage) != 0)
+        die("chdir", c->stage);
+    if (syscall(SYS_pivot_root, ".", ".") != 0)
+        die("pivot_root", c->stage);
+    if (umount2(".", MNT_DETACH) != 0)
+        die("detach the old root", NULL);
+    if (chdir("/") != 0)
+        die("chdir", "/");
+    if (sys_mount_setattr("/dev", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC))
+        die("make /dev read-only", NULL);
+    if (sys_mount_setattr("/", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV))
+        die("make the root read-only", NULL);
+}
+
+static void loopback_up(void)
+{
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0)
+        die("network namespace: loopback", NULL);
+    ifr.ifr_flags |= IFF_UP;
+    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0)
+        die("network namespace: loopback up", NULL);
+    close(s);
+}
+
+static void set_rlimit(int res, rlim_t v, const char *name)
+{
+    struct rlimit rl = {v, v};
+    if (setrlimit(res, &rl) != 0)
+        die("setrlimit", name);
+}
+
+/* stdin/stdout/stderr from the pipes, the status pipe at fd 3 (close on
+ * exec), nothing else. */
+static void arrange_fds(const struct skd__native_child *c)
+{
+    int in = fcntl(c->in_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int out = fcntl(c->out_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int err = fcntl(c->err_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int st = fcntl(status_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    if (in < 0 || out < 0 || err < 0 || st < 0)
+        die("duplicate descriptors", NULL);
+    status_fd = st;
+    if (dup2(in, 0) != 0 || dup2(out, 1) != 1 || dup2(err, 2) != 2)
+        die("set up stdio", NULL);
+    if (dup3(st, 3, O_CLOEXEC) != 3)
+        die("set up the status pipe", NULL);
+    status_fd = 3;
+    if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0)
+        die("close inherited descriptors", NULL);
+}
+
+static void drop_privileges(void)
+{
+    for (int cap = 0; cap < 64; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+            die("drop the capability bounding set", NULL);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+        die("clear ambient capabilities", NULL);
+    gid_t g = SKD_NATIVE_UID;
+    if (setgroups(1, &g) != 0)
+        die("setgroups", NULL);
+    if (setresgid(SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
+        die("setresgid", NULL);
+    if (setresuid(SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
+        die("setresuid", NULL);
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    if (syscall(SYS_capset, &h, d) != 0)
+        die("clear capabilities", NULL);
+    if (syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted ||
+        d[0].inheritable || d[1].effective || d[1].permitted || d[1].inheritable)
+        die("verify that no capability is left", NULL);
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+        die("no_new_privs", NULL);
+    /* Any credential change clears the parent-death signal: set it last. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        die("parent-death signal", NULL);
+}
+
+/* execve argv[0], searching path when it has no '/'. Returns on failure. */
+static void exec_command(const struct skd__native_child *c)
+{
+    const char *cmd = c->argv[0];
+    if (strchr(cmd, '/')) {
+        execve(cmd, c->argv, c->envp);
+        return;
+    }
+    char full[4096];
+    int saved = ENOENT;
+    for (const char *p = c->path; p && *p;) {
+        const char *e = strchr(p, ':');
+        size_t dl = e ? (size_t)(e - p) : strlen(p);
+        size_t cl = strlen(cmd);
+        if (dl && dl + 1 + cl < sizeof(full)) {
+            memcpy(full, p, dl);
+            full[dl] = '/';
+            memcpy(full + dl + 1, cmd, cl + 1);
+            execve(full, c->argv, c->envp);
+            if (errno != ENOENT && errno != ENOTDIR)
+                saved = errno;
+        }
+        p = e ? e + 1 : NULL;
+    }
+    errno = saved;
+}
+
+void skd__native_child_main(const struct skd__native_child *c)
+{
+    char go;
+    status_fd = c->status_fd;
+    reset_signals();
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        die("parent-death signal", NULL);
+    if (read(c->sync_fd, &go, 1) != 1)
+        _exit(127); /* the parent gave up; it reports why */
+    close(c->sync_fd);
+    if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
+        die("become root of the user namespace", NULL);
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+        die("parent-death signal", NULL);
+    if (unshare(CLONE_NEWCGROUP) != 0)
+        die("cgroup namespace", NULL);
+    build_root(c);
+    if (sethostname("sandbox", 7) != 0)
+        die("hostname", NULL);
+    loopback_up();
+    set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
+    set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
+    set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+    arrange_fds(c);
+    drop_privileges();
+    if (chdir(c->cwd) != 0)
+        die("working directory", c->cwd);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->seccomp) != 0)
+        die("seccomp filter", NULL);
+    exec_command(c);
+    /* Not a sandbox failure: the command is missing or not executable. Say
+     * so on stderr, as a shell would, and exit 127 / 126. */
+    int e = errno;
+    const char *why = strerrordesc_np(e);
+    char msg[512];
+    size_t n = 0;
+    put(msg, sizeof(msg), &n, "skilld: ");
+    put(msg, sizeof(msg), &n, c->argv[0]);
+    put(msg, sizeof(msg), &n, ": ");
+    put(msg, sizeof(msg), &n, why ? why : "cannot execute");
+    put(msg, sizeof(msg), &n, "\n");
+    if (write(2, msg, n) < 0) {
+        /* nothing more can be done */
+    }
+    _exit(e == ENOENT ? 127 : 126);
+}

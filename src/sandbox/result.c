@@ -1,0 +1,106 @@
+/*
+ * The result of one sandbox run and its JSON form (OmniRoute's names: id,
+ * runtime, exitCode, signal, stdout, stderr, truncated, duration, killed,
+ * timedOut, oomKilled). Output bytes come from untrusted programs: anything
+ * that is not UTF-8 becomes U+FFFD so the JSON is always valid.
+ */
+#include "skilld/sandbox.h"
+#include "skilld/json.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void skd_sandbox_result_free(skd_sandbox_result *r)
+{
+    if (!r)
+        return;
+    free(r->out);
+    free(r->err);
+    r->out = r->err = NULL;
+    r->out_len = r->err_len = 0;
+}
+
+/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
+static size_t utf8_seq(const unsigned char *s, size_t n)
+{
+    size_t len;
+    if (s[0] < 0x80)
+        return 1;
+    if (s[0] >= 0xc2 && s[0] <= 0xdf)
+        len = 2;
+    else if (s[0] >= 0xe0 && s[0] <= 0xef)
+        len = 3;
+    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+        len = 4;
+    else
+        return 0;
+    if (len > n || !skd_utf8_valid((const char *)s, len))
+        return 0;
+    return len;
+}
+
+/* A JSON string of the n bytes at p with invalid UTF-8 replaced. */
+static json_t *lossy_string(const char *p, size_t n)
+{
+    if (!p)
+        return json_string("");
+    if (skd_utf8_valid(p, n))
+        return json_stringn(p, n);
+    if (n > SIZE_MAX / 3)
+        return NULL;
+    char *o = malloc(n * 3 + 1);
+    if (!o)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_seq((const unsigned char *)p + i, n - i);
+        if (l) {
+            memcpy(o + j, p + i, l);
+            j += l;
+            i += l;
+        } else {
+            memcpy(o + j, "\xef\xbf\xbd", 3);
+            j += 3;
+            i++;
+        }
+    }
+    json_t *s = json_stringn(o, j);
+    free(o);
+    return s;
+}
+
+json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
+{
+    json_t *o = json_object();
+    if (!o)
+        return NULL;
+    const char *sig = r->signal > 0 ? sigabbrev_np(r->signal) : NULL;
+    char signame[32];
+    if (sig)
+        snprintf(signame, sizeof(signame), "SIG%s", sig);
+    int bad = 0;
+    bad |= json_object_set_new(o, "id", json_string(r->id));
+    bad |= json_object_set_new(o, "runtime", json_string(r->runtime));
+    bad |= json_object_set_new(o, "exitCode",
+                               r->exited && !r->error ? json_integer(r->exit_code) : json_null());
+    bad |= json_object_set_new(o, "signal", sig ? json_string(signame) : json_null());
+    bad |= json_object_set_new(o, "stdout", lossy_string(r->out, r->out_len));
+    bad |= json_object_set_new(o, "stderr", lossy_string(r->err, r->err_len));
+    bad |= json_object_set_new(o, "truncated", json_boolean(r->truncated));
+    bad |= json_object_set_new(o, "duration", json_integer(r->duration_ms));
+    bad |= json_object_set_new(o, "killed", json_boolean(r->killed));
+    bad |= json_object_set_new(o, "timedOut", json_boolean(r->timed_out));
+    bad |= json_object_set_new(o, "oomKilled", json_boolean(r->oom_killed));
+    if (r->error)
+        bad |= json_object_set_new(o, "error",
+                                   json_pack("{s:s, s:s}", "code", skd_errcode(r->error),
+                                             "message", r->message[0] ? r->message
+                                                                      : skd_strerror(r->error)));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

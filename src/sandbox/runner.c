@@ -1,0 +1,405 @@
+/*
+ * The sandbox runner (see include/skilld/sandbox.h): submission, the queue,
+ * the caps on concurrent runs, kill, and the public run/start calls. The
+ * one supervisor thread that starts queued runs and watches running ones
+ * lives in supervisor.c; both share struct skd_runner (runner_int.h).
+ *
+ * Trust: the spec comes from a skill handler that already validated its
+ * input against a schema, but every field is checked again here (sizes,
+ * counts, NUL bytes); the provider sees only the copies made here.
+ */
+#include "sandbox/runner_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+static char *dup_or_null(const char *s, int *bad)
+{
+    if (!s)
+        return NULL;
+    char *d = strdup(s);
+    if (!d)
+        *bad = 1;
+    return d;
+}
+
+static void free_vec(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+/* Copy a NULL-terminated string vector of at most max entries. */
+static int copy_vec(const char *const *src, size_t max, char ***out, skd_err *err)
+{
+    size_t n = 0;
+    while (src[n]) {
+        if (++n > max)
+            return skd_err_set(err, SKD_EINVAL, "too many arguments or variables (max %zu)", max);
+    }
+    char **v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (!(v[i] = strdup(src[i]))) {
+            free_vec(v);
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+        }
+    }
+    *out = v;
+    return 0;
+}
+
+void skd__run_free(struct run *run)
+{
+    if (!run)
+        return;
+    free_vec(run->argv);
+    free_vec(run->envp);
+    free(run->key);
+    free(run->image);
+    free(run->rootfs);
+    free(run->workspace);
+    free(run->cwd);
+    free(run->in);
+    skd_buf_free(&run->out.buf);
+    skd_buf_free(&run->err.buf);
+    free(run);
+}
+
+static const char *const default_env[] = {
+    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+    "HOME=/workspace",
+    "LANG=C.UTF-8",
+    NULL,
+};
+
+static int check_env(char **envp, skd_err *err)
+{
+    for (char **p = envp; *p; p++) {
+        const char *eq = strchr(*p, '=');
+        if (!eq || eq == *p)
+            return skd_err_set(err, SKD_EINVAL, "environment entry '%.40s' is not NAME=value", *p);
+    }
+    return 0;
+}
+
+/* Build a run from spec: copies, validation, image resolution. */
+static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
+{
+    int rc, bad = 0;
+    struct run *run = calloc(1, sizeof(*run));
+    if (!run)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    run->pidfd = run->in_fd = run->status_fd = run->timer_fd = -1;
+    run->out.fd = run->err.fd = -1;
+    if (!spec->argv || !spec->argv[0] || !spec->argv[0][0]) {
+        rc = skd_err_set(err, SKD_EINVAL, "no command to run");
+        goto fail;
+    }
+    if ((rc = copy_vec(spec->argv, SKD_SANDBOX_MAX_ARGS, &run->argv, err)) ||
+        (rc = copy_vec(spec->env ? spec->env : default_env, SKD_SANDBOX_MAX_ARGS, &run->envp, err)) ||
+        (rc = check_env(run->envp, err)))
+        goto fail;
+    run->cfg = spec->config ? *spec->config : r->defaults;
+    if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {
+        rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
+        goto fail;
+    }
+    if (spec->stdin_len) {
+        if (!(run->in = malloc(spec->stdin_len)))
+            bad = 1;
+        else
+            memcpy(run->in, spec->stdin_data, spec->stdin_len);
+        run->in_len = spec->stdin_len;
+    }
+    run->key = dup_or_null(spec->key_id ? spec->key_id : "", &bad);
+    run->image = dup_or_null(spec->image && *spec->image ? spec->image : "host", &bad);
+    run->workspace = dup_or_null(spec->workspace, &bad);
+    run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
+    if (bad) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if (run->cwd[0] != '/') {
+        rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");
+        goto fail;
+    }
+    if ((rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err)))
+        goto fail;
+    if (skd_uuid(run->id)) {
+        rc = skd_err_set(err, SKD_EINTERNAL, "no randomness for a run id");
+        goto fail;
+    }
+    skd_buf_init(&run->out.buf, (size_t)run->cfg.output_limit);
+    skd_buf_init(&run->err.buf, (size_t)run->cfg.output_limit);
+    run->req = (skd__sandbox_req){
+        .id = run->id,
+        .image = run->image,
+        .rootfs = run->rootfs,
+        .argv = run->argv,
+        .envp = run->envp,
+        .workspace = run->workspace,
+        .cwd = run->cwd,
+        .cfg = &run->cfg,
+        .data_dir = r->data_dir,
+    };
+    *out = run;
+    return 0;
+fail:
+    skd__run_free(run);
+    return rc;
+}
+
+int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_done_fn done,
+                      void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err)
+{
+    struct run *run = NULL;
+    int rc = run_new(r, spec, &run, err);
+    if (rc)
+        return rc;
+    const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
+    run->prov = skd__provider_find(rt, err);
+    if (!run->prov) {
+        skd__run_free(run);
+        return SKD_ESANDBOX;
+    }
+    if ((rc = run->prov->prepare(&run->req, &run->pstate, err)) != 0) {
+        skd__run_free(run);
+        return rc;
+    }
+    run->done = done;
+    run->done_arg = arg;
+    run->submitted = skd_mono_ms();
+    if (id_out)
+        memcpy(id_out, run->id, sizeof(run->id));
+    pthread_mutex_lock(&r->mu);
+    if (r->stopping) {
+        pthread_mutex_unlock(&r->mu);
+        run->prov->cleanup(run->pstate, &run->oc);
+        skd__run_free(run);
+        return skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+    }
+    if (r->tail)
+        r->tail->next = run;
+    else
+        r->head = run;
+    r->tail = run;
+    r->queued++;
+    pthread_mutex_unlock(&r->mu);
+    skd__runner_wake(r);
+    return 0;
+}
+
+/* Blocking run. */
+struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done;
+    skd_sandbox_result *res;
+};
+
+static void waiter_done(void *arg, skd_sandbox_result *res)
+{
+    struct waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    *w->res = *res;
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+struct cancel_hook {
+    skd_runner *r;
+    char id[SKD_UUID_LEN + 1];
+};
+
+static void cancel_run(void *arg)
+{
+    struct cancel_hook *h = arg;
+    skd_runner_kill(h->r, h->id);
+}
+
+int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_result *res,
+                    skd_err *err)
+{
+    struct waiter w = {.res = res};
+    struct cancel_hook hook = {.r = r};
+    pthread_condattr_t ca;
+    memset(res, 0, sizeof(*res));
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w.cv, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_mutex_init(&w.mu, NULL);
+    int64_t t0 = skd_mono_ms();
+    int rc = skd_sandbox_start(r, spec, waiter_done, &w, hook.id, err);
+    if (rc == 0) {
+        if (spec->cancel)
+            skd_cancel_set_hook(spec->cancel, cancel_run, &hook);
+        pthread_mutex_lock(&w.mu);
+        while (!w.done) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            ts.tv_sec += 1;
+            if (pthread_cond_timedwait(&w.cv, &w.mu, &ts) == ETIMEDOUT && spec->tick && !w.done) {
+                pthread_mutex_unlock(&w.mu);
+                spec->tick(spec->tick_arg, skd_mono_ms() - t0);
+                pthread_mutex_lock(&w.mu);
+            }
+        }
+        pthread_mutex_unlock(&w.mu);
+        if (spec->cancel)
+            skd_cancel_set_hook(spec->cancel, NULL, NULL);
+    }
+    pthread_cond_destroy(&w.cv);
+    pthread_mutex_destroy(&w.mu);
+    return rc;
+}
+
+/* Find an active run by id; caller holds r->mu. */
+static struct run *find_locked(skd_runner *r, const char *id)
+{
+    if (!id)
+        return NULL;
+    for (struct run *run = r->head; run; run = run->next)
+        if (strcmp(run->id, id) == 0)
+            return run;
+    return NULL;
+}
+
+int skd_runner_kill(skd_runner *r, const char *id)
+{
+    pthread_mutex_lock(&r->mu);
+    struct run *run = find_locked(r, id);
+    if (run)
+        run->kill_req = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (!run)
+        return SKD_ENOENT;
+    skd__runner_wake(r);
+    return 0;
+}
+
+int skd_runner_kill_all(skd_runner *r)
+{
+    int n = 0;
+    pthread_mutex_lock(&r->mu);
+    for (struct run *run = r->head; run; run = run->next, n++)
+        run->kill_req = 1;
+    pthread_mutex_unlock(&r->mu);
+    skd__runner_wake(r);
+    return n;
+}
+
+int skd_runner_is_running(skd_runner *r, const char *id)
+{
+    pthread_mutex_lock(&r->mu);
+    int yes = find_locked(r, id) != NULL;
+    pthread_mutex_unlock(&r->mu);
+    return yes;
+}
+
+int skd_runner_running_count(skd_runner *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->running;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+int skd_runner_queued_count(skd_runner *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int n = r->queued;
+    pthread_mutex_unlock(&r->mu);
+    return n;
+}
+
+static int cap_setting(int opt, const skd_config *cfg, const char *name, int def)
+{
+    if (opt > 0)
+        return opt;
+    int64_t v = cfg ? skd_config_int(cfg, name) : 0;
+    return v > 0 ? (int)v : def;
+}
+
+int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runner **out,
+                   skd_err *err)
+{
+    skd_runner_opts none = {0};
+    int bad = 0, rc;
+    if (!opts)
+        opts = &none;
+    *out = NULL;
+    skd_runner *r = calloc(1, sizeof(*r));
+    if (!r)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_init(&r->mu, NULL);
+    r->epfd = r->evfd = -1;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores < 1)
+        cores = 1;
+    r->max_conc = cap_setting(opts->max_concurrent, cfg, "SKILLS_SANDBOX_MAX_CONCURRENT",
+                              (int)(4 * cores));
+    r->max_key = cap_setting(opts->max_per_key, cfg, "SKILLS_SANDBOX_MAX_PER_KEY",
+                             r->max_conc / 2 > 0 ? r->max_conc / 2 : 1);
+    r->runtime = dup_or_null(opts->runtime ? opts->runtime
+                             : cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME") : "native",
+                             &bad);
+    r->data_dir = dup_or_null(opts->data_dir ? opts->data_dir
+                              : cfg ? skd_config_str(cfg, "DATA_DIR") : "./var",
+                              &bad);
+    r->allowed = dup_or_null(opts->allowed_images ? opts->allowed_images
+                             : cfg ? skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES") : "",
+                             &bad);
+    skd_sandbox_config_defaults(&r->defaults, cfg);
+    if (bad) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto fail;
+    }
+    if ((rc = skd__supervisor_start(r, err)) != 0)
+        goto fail;
+    *out = r;
+    return 0;
+fail:
+    skd_runner_free(r);
+    return rc;
+}
+
+void skd_runner_free(skd_runner *r)
+{
+    if (!r)
+        return;
+    if (r->thread_started) {
+        pthread_mutex_lock(&r->mu);
+        r->stopping = 1;
+        for (struct run *run = r->head; run; run = run->next)
+            run->kill_req = 1;
+        pthread_mutex_unlock(&r->mu);
+        skd__runner_wake(r);
+        pthread_join(r->thread, NULL);
+    }
+    if (r->epfd >= 0)
+        close(r->epfd);
+    if (r->evfd >= 0)
+        close(r->evfd);
+    pthread_mutex_destroy(&r->mu);
+    free(r->runtime);
+    free(r->data_dir);
+    free(r->allowed);
+    free(r);
+}
+
+void skd__runner_wake(skd_runner *r)
+{
+    uint64_t one = 1;
+    if (r->evfd >= 0 && write(r->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
+        skd_warn("sandbox runner: wake-up failed: %s", strerror(errno));
+}

@@ -1,0 +1,82 @@
+/*
+ * Runner internals shared by runner.c (submission, queue, kill) and
+ * supervisor.c (the one thread that starts and watches runs). Not a public
+ * interface.
+ *
+ * Locking: r->mu protects the run list, the counters, each run's state and
+ * kill_req. Everything else in a run (descriptors, buffers, outcome) is
+ * touched only by the supervisor thread once the run is queued.
+ */
+#ifndef SKILLD_SANDBOX_RUNNER_INT_H
+#define SKILLD_SANDBOX_RUNNER_INT_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "sandbox/provider.h"
+#include "skilld/buf.h"
+#include "skilld/log.h"
+
+enum run_state { RUN_QUEUED, RUN_STARTING, RUN_RUNNING };
+enum watch_kind { W_PID, W_OUT, W_ERR, W_IN, W_STATUS, W_TIMER, W_COUNT };
+
+struct run;
+
+/* The epoll tag of one descriptor of one run. */
+struct watch {
+    struct run *run;
+    enum watch_kind kind;
+};
+
+struct stream {
+    int fd;          /* read end, -1 once closed */
+    skd_buf buf;     /* kept bytes, max = outputLimit */
+    uint64_t total;  /* every byte read, kept or not */
+};
+
+struct run {
+    struct run *next; /* r->head list, in submission order */
+    char id[SKD_UUID_LEN + 1];
+    char *key;
+    char **argv, **envp;
+    char *image, *rootfs, *workspace, *cwd;
+    skd_sandbox_config cfg;
+    skd__sandbox_req req; /* points into the fields above */
+    unsigned char *in;    /* stdin bytes */
+    size_t in_len, in_off;
+    const skd__provider *prov;
+    void *pstate;
+    enum run_state state;
+    int kill_req;   /* under r->mu */
+    int kill_sent;  /* provider kill already called */
+    int timed_out;
+    int pidfd, in_fd, status_fd, timer_fd;
+    struct stream out, err;
+    char status_msg[SKD_ERR_MSG_MAX];
+    size_t status_len;
+    int reaped;
+    skd__outcome oc;
+    int64_t submitted, started, ended;
+    skd_sandbox_done_fn done;
+    void *done_arg;
+    struct watch w[W_COUNT];
+};
+
+struct skd_runner {
+    pthread_mutex_t mu;
+    pthread_t thread;
+    int thread_started;
+    int epfd, evfd;
+    int stopping;
+    struct run *head, *tail;
+    int running, queued;
+    int max_conc, max_key;
+    char *runtime, *data_dir, *allowed;
+    skd_sandbox_config defaults;
+};
+
+void skd__run_free(struct run *run);
+void skd__runner_wake(skd_runner *r);
+int skd__supervisor_start(skd_runner *r, skd_err *err);
+
+#endif

@@ -1,0 +1,67 @@
+// Shared helpers for Node integration tests: PASS/FAIL lines in the format
+// scripts/test.sh counts, a free port, and starting the real skilld binary.
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, dirname, basename } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const SKILLD = process.env.SKILLD || join(here, '..', '..', 'build', 'skilld');
+const testName = basename(process.argv[1] || 'node-test');
+let failures = 0;
+
+export function pass(name) { console.log(`PASS ${testName}: ${name}`); }
+export function fail(name, why) {
+  failures++;
+  console.log(`FAIL ${testName}: ${name}: ${String(why).replace(/\n/g, ' ')}`);
+}
+// check(name, fn): run an async assertion; any throw is a failure.
+export async function check(name, fn) {
+  try { await fn(); pass(name); } catch (e) { fail(name, e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e); }
+}
+export function assert(cond, msg) { if (!cond) throw new Error(msg || 'assertion failed'); }
+export function finish() { process.exitCode = failures ? 1 : 0; }
+
+export function tempDir(prefix = 'skilld-node-') { return mkdtempSync(join(tmpdir(), prefix)); }
+export function removeDir(d) { rmSync(d, { recursive: true, force: true }); }
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => { const p = s.address().port; s.close(() => resolve(p)); });
+    s.on('error', reject);
+  });
+}
+
+// Create an API key in dataDir and return {id, secret}.
+export function createKey(dataDir, name, scopes = 'skills:read,skills:execute,skills:admin') {
+  const out = execFileSync(SKILLD, ['--data-dir', dataDir, 'keys', 'create', name, '--scopes', scopes, '--json']);
+  return JSON.parse(out.toString());
+}
+
+// Start `skilld serve` on a free port; resolves when /healthz answers.
+export async function startServer(dataDir, extraEnv = {}) {
+  const port = await freePort();
+  const child = spawn(SKILLD, ['--data-dir', dataDir, 'serve', '--listen', `127.0.0.1:${port}`], {
+    env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let log = '';
+  child.stdout.on('data', (d) => { log += d; });
+  child.stderr.on('data', (d) => { log += d; });
+  const url = `http://127.0.0.1:${port}`;
+  for (let i = 0; i < 200; i++) {
+    try { const r = await fetch(`${url}/healthz`); if (r.ok) break; } catch { /* not yet */ }
+    if (child.exitCode !== null) throw new Error(`skilld serve exited: ${log}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  return {
+    url, port, child, log: () => log,
+    stop: () => new Promise((resolve) => {
+      if (child.exitCode !== null) return resolve(child.exitCode);
+      child.on('exit', (code) => resolve(code));
+      child.kill('SIGTERM');
+    }),
+  };
+}
