@@ -27,7 +27,9 @@ CONF
     mv "$CONF.tmp" "$CONF"
 fi
 
-scripts/make-test-image.sh "$TAR"
+if [ ! -f "$TAR" ] || [ scripts/make-test-image.sh -nt "$TAR" ] || [ /bin/busybox -nt "$TAR" ]; then
+    scripts/make-test-image.sh "$TAR" >/dev/null
+fi
 for engine in docker podman; do
     stamp=build/.test-image-$engine
     ref=$IMG

@@ -20,6 +20,8 @@ static const struct {
     {"run", skd__cli_run, "run SKILL [--key KEY_ID] [--input JSON|@FILE|-]  run a skill"},
     {"skills", skd__cli_skills, "skills [--json]                    list skills and schemas"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
+    {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},
+    {"doctor", skd__cli_doctor, "doctor [--json]                    which isolation features work here"},
 };
 
 static void usage(FILE *out, const char *prog)

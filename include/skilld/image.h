@@ -1,0 +1,87 @@
+/*
+ * Sandbox images: root filesystems the native provider can run commands in.
+ *
+ * An image is a directory $DATA_DIR/images/<name>/<tag>/ holding `rootfs/`
+ * (the extracted tree) and `manifest.json` ({"name", "tag", "created",
+ * "source", "size", "files", "layers", "skipped", "config"?}). Images come
+ * from tarballs an operator chose: a `docker export` tarball (a plain root
+ * filesystem), a `docker save` archive (manifest.json + layer tars) or an
+ * OCI image layout archive (oci-layout, index.json, blobs/sha256/...).
+ *
+ * The archive is not trusted: no entry may land outside the image directory,
+ * device nodes are skipped, setuid/setgid bits are stripped, hard links stay
+ * inside the image, and size and entry counts are capped. An import is
+ * atomic: it appears complete under its name or not at all.
+ *
+ * `host` is the built-in image (the host's /usr, /bin, /lib*), always allowed;
+ * every other image must be named in SKILLS_ALLOWED_SANDBOX_IMAGES.
+ */
+#ifndef SKILLD_IMAGE_H
+#define SKILLD_IMAGE_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "skilld/config.h"
+#include "skilld/error.h"
+
+#define SKD_IMAGE_HOST "host"
+#define SKD_IMAGE_NAME_MAX 64
+#define SKD_IMAGE_TAG_MAX 128
+#define SKD_IMAGE_DEFAULT_TAG "latest"
+
+/* A parsed local image reference "name[:tag]". */
+typedef struct skd_image_ref {
+    char name[SKD_IMAGE_NAME_MAX + 1];
+    char tag[SKD_IMAGE_TAG_MAX + 1];
+} skd_image_ref;
+
+/* Parse "name[:tag]" (tag defaults to "latest"). A name is 1..64 of
+ * [a-z0-9._-] starting with a letter or digit; a tag is 1..128 of
+ * [A-Za-z0-9._-] starting with a letter, digit or '_'. Names of local
+ * images have no '/'. Returns 0 or SKD_EINVAL (err says why). */
+int skd_image_parse_ref(const char *ref, skd_image_ref *out, skd_err *err);
+
+/* Caps on one import. Zero fields take the defaults below. */
+typedef struct skd_image_limits {
+    int64_t max_bytes;   /* bytes of file data written, over all layers */
+    int64_t max_entries; /* archive entries read, over all layers */
+} skd_image_limits;
+
+#define SKD_IMAGE_DEFAULT_MAX_BYTES (4LL << 30)
+#define SKD_IMAGE_DEFAULT_MAX_ENTRIES 1000000LL
+
+/* Import the archive at tar_path as image ref under data_dir (created when
+ * missing). The format is detected: OCI layout (oci-layout + index.json),
+ * docker save (manifest.json), else a plain rootfs tarball; the outer file
+ * and the layers may be gzip/zstd/xz/bzip2-compressed. lim may be NULL.
+ * Refuses with SKD_EEXISTS when ref is already imported (remove it first).
+ * On success *manifest (when manifest is not NULL) receives a new reference
+ * to the written manifest (caller json_decref). Returns 0 or SKD_E*. */
+int skd_image_import(const char *data_dir, const char *ref, const char *tar_path,
+                     const skd_image_limits *lim, json_t **manifest, skd_err *err);
+
+/* The imported images under data_dir as a new JSON array of manifests,
+ * sorted by name then tag (caller json_decref). An image whose manifest
+ * cannot be read is listed with an "error" member. A missing images
+ * directory is an empty list. Returns 0 or SKD_E*. */
+int skd_image_list(const char *data_dir, json_t **out, skd_err *err);
+
+/* Remove imported image ref. SKD_ENOENT when it is not there. The image
+ * disappears atomically (renamed away, then deleted). */
+int skd_image_remove(const char *data_dir, const char *ref, skd_err *err);
+
+/* 1 when image ref "name[:tag]" is allowed by allow_list (a comma-separated
+ * list of "name" = any tag, or "name:tag"; blanks around entries ignored),
+ * else 0. "host" is always allowed. A ref without a tag means ":latest".
+ * Works for any reference text, including registry names with '/'. */
+int skd_image_allowed(const char *allow_list, const char *ref);
+
+/* Resolve the image a sandbox run asked for. image NULL, "" or "host" gives
+ * *rootfs = NULL (the provider builds the host root itself). Otherwise the
+ * image must be allowed by SKILLS_ALLOWED_SANDBOX_IMAGES (SKD_EFORBIDDEN)
+ * and imported under DATA_DIR (SKD_ENOENT); *rootfs receives a new absolute
+ * path of its rootfs directory (caller frees with free()). */
+int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, skd_err *err);
+
+#endif

@@ -1,0 +1,400 @@
+/*
+ * `skilld doctor`: probe the kernel features the native sandbox needs and
+ * report each as ok / warn / fail with what to change.
+ *
+ * Every probe is read-only or self-contained: /proc and /sys files, syscalls
+ * called so that they fail harmlessly (clone3 with a zero size, seccomp's
+ * GET_ACTION_AVAIL), a pidfd of ourselves, and one forked child that unshares
+ * every namespace the native provider uses and exits. Nothing is installed,
+ * mounted or written. The probes trust the kernel's answers; they report,
+ * they do not decide: the native provider checks again when it runs and
+ * fails closed on its own.
+ */
+#include "skilld/doctor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <linux/seccomp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "skilld/util.h"
+
+enum { OK, WARN, FAIL };
+static const char *const status_name[] = {"ok", "warn", "fail"};
+
+/* Append one check; fix is dropped when the check is ok. */
+static void add(json_t *checks, const char *name, int st, const char *fix, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+static void add(json_t *checks, const char *name, int st, const char *fix, const char *fmt, ...)
+{
+    char detail[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    json_t *c =
+        json_pack("{s:s, s:s, s:s}", "name", name, "status", status_name[st], "detail", detail);
+    if (c && st != OK && fix)
+        json_object_set_new(c, "fix", json_string(fix));
+    if (c)
+        json_array_append_new(checks, c);
+}
+
+/* First line of a small file into buf; -1 when it cannot be read. */
+static int read_line(const char *path, char *buf, size_t cap)
+{
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return -1;
+    int rc = fgets(buf, (int)cap, f) ? 0 : -1;
+    fclose(f);
+    if (rc == 0)
+        buf[strcspn(buf, "\n")] = '\0';
+    return rc;
+}
+
+static int64_t read_int(const char *path, int64_t def)
+{
+    char buf[64];
+    int64_t v;
+    if (read_line(path, buf, sizeof(buf)) < 0 || skd_parse_i64(buf, INT64_MIN, INT64_MAX, &v))
+        return def;
+    return v;
+}
+
+static void check_kernel(json_t *checks, json_t *report)
+{
+    struct utsname u;
+    int major = 0, minor = 0;
+    if (uname(&u) == 0) {
+        json_object_set_new(report, "kernel", json_string(u.release));
+        char *end;
+        major = (int)strtol(u.release, &end, 10);
+        if (*end == '.')
+            minor = (int)strtol(end + 1, NULL, 10);
+    }
+    int ok = major > 5 || (major == 5 && minor >= 6);
+    add(checks, "kernel", ok ? OK : WARN,
+        "upgrade to Linux 5.6 or later (clone3 and pidfd_open need 5.3, openat2 5.6)",
+        "Linux %d.%d%s", major, minor, ok ? "" : ": older than 5.6");
+}
+
+/* Fork a child that unshares every namespace the native provider uses. */
+static int probe_unshare(void)
+{
+    pid_t pid = fork();
+    if (pid < 0)
+        return errno;
+    if (pid == 0) {
+        int fl = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                 CLONE_NEWUTS | CLONE_NEWCGROUP;
+        _exit(unshare(fl) == 0 ? 0 : (errno & 0x7f) ? (errno & 0x7f) : 1);
+    }
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
+}
+
+static void check_userns(json_t *checks)
+{
+    int64_t max = read_int("/proc/sys/user/max_user_namespaces", -1);
+    int64_t clone = read_int("/proc/sys/kernel/unprivileged_userns_clone", -1);
+    int64_t aa = read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", -1);
+    if (max == 0) {
+        add(checks, "userns", FAIL, "sysctl -w user.max_user_namespaces=15000",
+            "user.max_user_namespaces is 0: user namespaces are disabled");
+        return;
+    }
+    int e = probe_unshare();
+    if (e) {
+        add(checks, "userns", FAIL,
+            "enable user namespaces: sysctl -w user.max_user_namespaces=15000, "
+            "kernel.unprivileged_userns_clone=1 (Debian), "
+            "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu); inside a container "
+            "allow unshare in its seccomp profile",
+            "unshare(user, mount, pid, net, ipc, uts, cgroup) failed: %s", strerror(e));
+        return;
+    }
+    int restricted = getuid() != 0 && (clone == 0 || aa == 1);
+    add(checks, "userns", restricted ? WARN : OK,
+        "set kernel.unprivileged_userns_clone=1 / kernel.apparmor_restrict_unprivileged_userns=0 "
+        "to run skilld as a non-root user",
+        "user, mount, pid, net, ipc, uts and cgroup namespaces can be created "
+        "(max_user_namespaces %lld%s)",
+        (long long)max, clone == 0 ? ", unprivileged_userns_clone 0" : "");
+}
+
+/* Mount point of the v1 hierarchy holding controller, from mountinfo. */
+static int v1_mount(const char *controller, char *out, size_t cap)
+{
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[1024];
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof(line), f)) {
+        char *dash = strstr(line, " - cgroup ");
+        if (!dash)
+            continue;
+        char *opts = strrchr(dash, ' ');
+        if (!opts)
+            continue;
+        char optbuf[256];
+        skd_strlcpy(optbuf, opts + 1, sizeof(optbuf));
+        optbuf[strcspn(optbuf, "\n")] = '\0';
+        char *save = NULL;
+        for (char *o = strtok_r(optbuf, ",", &save); o; o = strtok_r(NULL, ",", &save))
+            if (strcmp(o, controller) == 0)
+                found = 0;
+        if (found == 0) {
+            char mnt[512];
+            if (sscanf(line, "%*s %*s %*s %*s %511s", mnt) != 1)
+                found = -1;
+            else
+                skd_strlcpy(out, mnt, cap);
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+/* Where the v2 tree is mounted ("" when nowhere) and its controllers. */
+static void v2_tree(char *mnt, size_t mcap, char *ctl, size_t ccap)
+{
+    mnt[0] = ctl[0] = '\0';
+    static const char *const places[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t i = 0; i < 2; i++) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s/cgroup.controllers", places[i]);
+        if (access(path, R_OK) == 0) {
+            skd_strlcpy(mnt, places[i], mcap);
+            if (read_line(path, ctl, ccap) < 0)
+                ctl[0] = '\0';
+            return;
+        }
+    }
+}
+
+static int has_word(const char *list, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *p = list; (p = strstr(p, w)); p += n)
+        if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0'))
+            return 1;
+    return 0;
+}
+
+static void check_cgroups(json_t *checks)
+{
+    char v2[256], ctl[512], where[512];
+    v2_tree(v2, sizeof(v2), ctl, sizeof(ctl));
+    if (*v2)
+        add(checks, "cgroup_v2", OK, NULL, "cgroup v2 at %s, controllers: %s", v2,
+            *ctl ? ctl : "(none)");
+    else
+        add(checks, "cgroup_v2", WARN, "boot with systemd.unified_cgroup_hierarchy=1 for v2",
+            "no cgroup v2 tree");
+    static const char *const want[] = {"memory", "pids", "cpu"};
+    char v1[256] = "", missing[128] = "";
+    for (size_t i = 0; i < 3; i++) {
+        int in_v1 = v1_mount(want[i], where, sizeof(where)) == 0;
+        if (in_v1) {
+            size_t n = strlen(v1);
+            snprintf(v1 + n, sizeof(v1) - n, "%s%s", n ? ", " : "", want[i]);
+        }
+        if (!in_v1 && !has_word(ctl, want[i])) {
+            size_t n = strlen(missing);
+            snprintf(missing + n, sizeof(missing) - n, "%s%s", n ? ", " : "", want[i]);
+        }
+    }
+    add(checks, "cgroup_v1", *v1 ? OK : (*v2 ? OK : WARN), NULL, "%s%s",
+        *v1 ? "cgroup v1 controllers: " : "no cgroup v1 controllers mounted", v1);
+    if (*missing) {
+        add(checks, "cgroup_limits", FAIL,
+            "mount the missing controllers (v1) or enable them in the v2 tree "
+            "(echo +memory +pids +cpu > cgroup.subtree_control)",
+            "no cgroup controller for: %s; memoryLimit/pidsLimit/cpuLimit cannot be applied",
+            missing);
+        return;
+    }
+    int v1mem = v1_mount("memory", where, sizeof(where)) == 0;
+    char memsw[600];
+    snprintf(memsw, sizeof(memsw), "%s/memory.memsw.limit_in_bytes", where);
+    if (v1mem && !has_word(ctl, "memory") && access(memsw, F_OK) != 0) {
+        add(checks, "cgroup_limits", WARN, "boot with swapaccount=1 so swap can be limited",
+            "memory, pids and cpu can be limited, but not swap (no memory.memsw)");
+        return;
+    }
+    const char *base = has_word(ctl, "memory") ? v2 : where;
+    int writable = access(base, W_OK) == 0;
+    add(checks, "cgroup_limits", writable ? OK : WARN,
+        "run skilld as root or give it a delegated cgroup (systemd Delegate=yes)",
+        "memory (with swap), pids and cpu can be limited via %s%s", base,
+        writable ? "" : ", but it is not writable by this user");
+}
+
+static void check_seccomp(json_t *checks)
+{
+    char line[128] = "";
+    FILE *f = fopen("/proc/self/status", "re");
+    int in_status = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "Seccomp:", 8) == 0) {
+            in_status = 1;
+            break;
+        }
+    if (f)
+        fclose(f);
+    unsigned action = SECCOMP_RET_KILL_PROCESS;
+    long r1 = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action);
+    action = SECCOMP_RET_ERRNO;
+    long r2 = syscall(SYS_seccomp, SECCOMP_GET_ACTION_AVAIL, 0, &action);
+    int mode = prctl(PR_GET_SECCOMP, 0, 0, 0, 0);
+    if (!in_status || r1 != 0 || r2 != 0)
+        add(checks, "seccomp", FAIL,
+            "use a kernel built with CONFIG_SECCOMP and CONFIG_SECCOMP_FILTER",
+            "seccomp filters are not available (status line %s, GET_ACTION_AVAIL %s)",
+            in_status ? "present" : "missing", r1 == 0 && r2 == 0 ? "ok" : strerror(errno));
+    else
+        add(checks, "seccomp", OK, NULL, "seccomp filter mode available (KILL_PROCESS, ERRNO)%s",
+            mode == 2 ? "; this process already runs under a filter" : "");
+    int nnp = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
+    add(checks, "no_new_privs", nnp >= 0 ? OK : FAIL, "use Linux 3.5 or later",
+        "PR_SET_NO_NEW_PRIVS supported");
+}
+
+static void check_syscalls(json_t *checks)
+{
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
+    long fd = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+    int e = errno;
+    if (fd >= 0)
+        close((int)fd);
+    add(checks, "openat2", fd >= 0 ? OK : FAIL,
+        "use Linux 5.6 or later; inside a container allow openat2 in its seccomp profile",
+        "openat2 with RESOLVE_* %s", fd >= 0 ? "works" : strerror(e));
+    /* A zero-sized clone3 is refused with EINVAL by a kernel that has it. */
+    long r = syscall(SYS_clone3, NULL, 0);
+    e = errno;
+    add(checks, "clone3", r < 0 && e == EINVAL ? OK : FAIL,
+        "use Linux 5.3 or later; inside a container allow clone3 in its seccomp profile",
+        "clone3 %s", r < 0 && e == EINVAL ? "available" : strerror(e));
+    long pfd = syscall(SYS_pidfd_open, getpid(), 0);
+    e = errno;
+    if (pfd >= 0)
+        close((int)pfd);
+    add(checks, "pidfd_open", pfd >= 0 ? OK : FAIL, "use Linux 5.3 or later", "pidfd_open %s",
+        pfd >= 0 ? "works" : strerror(e));
+}
+
+static void check_protected(json_t *checks, const char *what)
+{
+    char path[96], fix[96], name[48];
+    snprintf(path, sizeof(path), "/proc/sys/fs/protected_%s", what);
+    snprintf(fix, sizeof(fix), "sysctl -w fs.protected_%s=1", what);
+    snprintf(name, sizeof(name), "protected_%s", what);
+    int64_t v = read_int(path, -1);
+    add(checks, name, v >= 1 ? OK : WARN, fix, "fs.protected_%s = %lld", what, (long long)v);
+}
+
+/* Full path of prog in $PATH into out; -1 when absent. */
+static int which(const char *prog, char *out, size_t cap)
+{
+    const char *path = getenv("PATH");
+    if (!path || !*path)
+        path = "/usr/local/bin:/usr/bin:/bin";
+    while (*path) {
+        size_t n = strcspn(path, ":");
+        if (n && snprintf(out, cap, "%.*s/%s", (int)n, path, prog) < (int)cap &&
+            access(out, X_OK) == 0)
+            return 0;
+        path += n + (path[n] == ':');
+    }
+    return -1;
+}
+
+static int unix_connect(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (skd_strlcpy(sa.sun_path, path, sizeof(sa.sun_path)))
+        return -1;
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0)
+        return -1;
+    int rc = connect(s, (struct sockaddr *)&sa, sizeof(sa));
+    close(s);
+    return rc;
+}
+
+static void check_engines(json_t *checks)
+{
+    char bin[512];
+    if (which("docker", bin, sizeof(bin)) < 0) {
+        add(checks, "docker", WARN, "install docker only if SKILLS_SANDBOX_RUNTIME=docker",
+            "docker is not installed");
+    } else {
+        const char *host = getenv("DOCKER_HOST");
+        const char *sock =
+            host && strncmp(host, "unix://", 7) == 0 ? host + 7 : "/var/run/docker.sock";
+        int up = unix_connect(sock) == 0;
+        add(checks, "docker", up ? OK : WARN, "start the docker daemon (systemctl start docker)",
+            "%s; daemon at %s %s", bin, sock, up ? "reachable" : "not reachable");
+    }
+    if (which("podman", bin, sizeof(bin)) < 0)
+        add(checks, "podman", WARN, "install podman only if SKILLS_SANDBOX_RUNTIME=podman",
+            "podman is not installed");
+    else
+        add(checks, "podman", OK, NULL, "%s", bin);
+}
+
+json_t *skd_doctor_run(const skd_config *cfg)
+{
+    (void)cfg;
+    json_t *report = json_object();
+    json_t *checks = json_array();
+    if (!report || !checks) {
+        json_decref(report);
+        json_decref(checks);
+        return NULL;
+    }
+    check_kernel(checks, report);
+    check_userns(checks);
+    check_cgroups(checks);
+    check_seccomp(checks);
+    check_syscalls(checks);
+    check_protected(checks, "symlinks");
+    check_protected(checks, "hardlinks");
+    check_engines(checks);
+    int worst = OK;
+    size_t i;
+    json_t *c;
+    json_array_foreach (checks, i, c) {
+        const char *st = json_string_value(json_object_get(c, "status"));
+        const char *name = json_string_value(json_object_get(c, "name"));
+        /* docker and podman are optional providers: they never fail the whole. */
+        int optional = name && (strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0);
+        if (st && strcmp(st, "fail") == 0 && worst < FAIL)
+            worst = FAIL;
+        else if (st && strcmp(st, "warn") == 0 && !optional && worst < WARN)
+            worst = WARN;
+    }
+    json_object_set_new(report, "uid", json_integer((json_int_t)getuid()));
+    json_object_set_new(report, "status", json_string(status_name[worst]));
+    json_object_set_new(report, "checks", checks);
+    return report;
+}
