@@ -7,6 +7,7 @@
  * choice (the allow-list still decides which image a run may use). Only
  * containers labelled skilld=1 are ever touched.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,6 +95,21 @@ out:
     free(list);
     free(r);
     return rc ? rc : removed;
+}
+
+void skd__containers_reap_once(const char *engine)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int done_docker, done_podman;
+    if (!engine_name_ok(engine))
+        return;
+    int *done = strcmp(engine, "docker") == 0 ? &done_docker : &done_podman;
+    pthread_mutex_lock(&mu); /* held across the reap: a second caller waits for it */
+    if (!*done) {
+        *done = 1;
+        skd__containers_reap_leftovers(engine, 0);
+    }
+    pthread_mutex_unlock(&mu);
 }
 
 /* From `load` output, the name or id of the image it loaded (last

@@ -369,6 +369,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         rc = skd_err_set(err, SKD_EINVAL, "bad image name");
         goto out;
     }
+    skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
     if (fill_argvs(s) != 0) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");

@@ -91,6 +91,10 @@ extern const skd__provider skd__provider_podman; /* src/sandbox/docker.c */
  * could not be asked (not installed, daemon down: nothing to reap). */
 int skd__containers_reap_leftovers(const char *engine, int including_live);
 
+/* skd__containers_reap_leftovers(engine, 0) the first time it is called
+ * for engine in this process; later calls do nothing. Thread-safe. */
+void skd__containers_reap_once(const char *engine);
+
 /* Load an image tarball into engine ("docker" or "podman") as ref
  * ("name:tag"): `import` for a plain root filesystem tarball (is_archive
  * 0), `load` then `tag` for a `docker save` / OCI archive (is_archive 1).

@@ -90,6 +90,11 @@ static int check_env(char **envp, skd_err *err)
     return 0;
 }
 
+static int is_container_runtime(const char *rt)
+{
+    return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
+}
+
 /* Build a run from spec: copies, validation, image resolution. */
 static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
 {
@@ -131,7 +136,15 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");
         goto fail;
     }
-    if ((rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err)))
+    rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
+    /* docker and podman run the image from their own store (skilld image
+     * import loads it there too); the allow-list still applies. */
+    if (rc == SKD_ENOENT && is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime
+                                                                             : r->runtime)) {
+        skd_err_clear(err);
+        rc = 0;
+    }
+    if (rc)
         goto fail;
     if (skd_uuid(run->id)) {
         rc = skd_err_set(err, SKD_EINTERNAL, "no randomness for a run id");
@@ -366,6 +379,9 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     }
     if ((rc = skd__supervisor_start(r, err)) != 0)
         goto fail;
+    /* Containers left by a skilld that crashed (none of a live one). */
+    if (is_container_runtime(r->runtime))
+        skd__containers_reap_once(r->runtime);
     *out = r;
     return 0;
 fail:
