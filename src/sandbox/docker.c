@@ -24,11 +24,12 @@
  *
  * The sandbox user is SKD__CTR_UID:SKD__CTR_UID (65534, nobody). The
  * workspace directory is created root-owned 0700 by the workspace layer,
- * which the sandbox user could not enter; prepare therefore chowns the
- * workspace tree to the sandbox uid (walking it by directory descriptors
- * with O_NOFOLLOW, never following a symlink). The server, running as root,
- * reads and writes the workspace regardless of owner; the parent
- * directories stay root 0700, so no other host user reaches it.
+ * which the sandbox user could not enter; prepare therefore lends the
+ * workspace tree to the sandbox uid (chown, walking it by directory
+ * descriptors with O_NOFOLLOW, never following a symlink) and cleanup of
+ * the last run using it hands it back to its owner (see ws_acquire). The
+ * parent directories stay root 0700, so no other host user reaches it.
+ * (Docker 20.10 has no idmapped mounts, which native uses instead.)
  *
  * Trust: the engine and its client are trusted (root-equivalent); the
  * command and its output are not. Environment values are passed with -e
@@ -36,6 +37,7 @@
  * the `create` call.
  */
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -71,6 +73,7 @@ typedef struct ctr_state {
     pid_t client;            /* the start -a -i client, or -1 */
     int client_pidfd;        /* our copy for the kill helper, or -1 */
     pid_t killer;            /* kill helper, or -1 */
+    char *ws;                /* workspace lent to the sandbox uid, or NULL */
 } ctr_state;
 
 /* ---- detect -------------------------------------------------------------- */
@@ -148,7 +151,7 @@ static int podman_detect(skd_err *err) { return engine_detect("podman", err); }
 /* chown every entry under dirfd (not following symlinks) to the sandbox
  * user. Entries are opened one name at a time relative to their parent's
  * descriptor, so a concurrent rename or symlink swap cannot lead outside. */
-static int chown_tree(int dirfd, int depth)
+static int chown_tree(int dirfd, uid_t uid, int depth)
 {
     if (depth > MAX_WALK_DEPTH)
         return -1;
@@ -163,13 +166,13 @@ static int chown_tree(int dirfd, int depth)
     while ((de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (fchownat(dirfd, de->d_name, SKD__CTR_UID, SKD__CTR_UID, AT_SYMLINK_NOFOLLOW) != 0 &&
+        if (fchownat(dirfd, de->d_name, uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) != 0 &&
             errno != ENOENT)
             rc = -1;
         if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
             int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (sub >= 0) {
-                if (chown_tree(sub, depth + 1) != 0)
+                if (chown_tree(sub, uid, depth + 1) != 0)
                     rc = -1;
                 close(sub);
             }
@@ -179,25 +182,87 @@ static int chown_tree(int dirfd, int depth)
     return rc;
 }
 
-static int prepare_workspace(const char *ws, skd_err *err)
+/* chown the workspace and everything in it to uid:uid. When old is not
+ * NULL it receives the directory's owner before the change. */
+static int own_workspace(const char *ws, uid_t uid, uid_t *old, skd_err *err)
 {
     int fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return skd_err_set(err, SKD_ESANDBOX, "cannot open the workspace: %s", strerror(errno));
     int rc = 0;
     struct stat st;
-    if (fstat(fd, &st) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "cannot stat the workspace: %s", strerror(errno));
-    } else if ((st.st_uid != SKD__CTR_UID || st.st_gid != SKD__CTR_UID) &&
-               fchown(fd, SKD__CTR_UID, SKD__CTR_UID) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand the workspace to uid %d: %s",
-                         SKD__CTR_UID, strerror(errno));
-    } else if (chown_tree(fd, 0) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand every workspace file to uid %d",
-                         SKD__CTR_UID);
-    }
+    if (old)
+        *old = fstat(fd, &st) == 0 && st.st_uid != SKD__CTR_UID ? st.st_uid : 0;
+    if (fchown(fd, uid, (gid_t)uid) != 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand the workspace to uid %u: %s",
+                         (unsigned)uid, strerror(errno));
+    else if (chown_tree(fd, uid, 0) != 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand every workspace file to uid %u",
+                         (unsigned)uid);
     close(fd);
     return rc;
+}
+
+/* Workspaces lent to the sandbox uid, counted per path: the first run
+ * that uses a workspace hands it to SKD__CTR_UID, the last one to end
+ * hands it back to root, so that between container runs the workspace is
+ * root-owned as the workspace layer and the native provider (whose
+ * idmapped mount shows host root as the sandbox user) expect. */
+typedef struct ws_lend {
+    struct ws_lend *next;
+    int refs;
+    uid_t owner; /* to hand it back to */
+    char path[];
+} ws_lend;
+
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static ws_lend *ws_lent;
+
+static int ws_acquire(const char *ws, skd_err *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ws_mu);
+    ws_lend *l;
+    for (l = ws_lent; l && strcmp(l->path, ws) != 0; l = l->next)
+        ;
+    if (l) {
+        l->refs++;
+        goto out;
+    }
+    if (!(l = calloc(1, sizeof(*l) + strlen(ws) + 1))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(l->path, ws, strlen(ws) + 1);
+    if ((rc = own_workspace(ws, SKD__CTR_UID, &l->owner, err)) != 0) {
+        own_workspace(ws, l->owner, NULL, NULL);
+        free(l);
+        goto out;
+    }
+    l->refs = 1;
+    l->next = ws_lent;
+    ws_lent = l;
+out:
+    pthread_mutex_unlock(&ws_mu);
+    return rc;
+}
+
+static void ws_release(const char *ws)
+{
+    pthread_mutex_lock(&ws_mu);
+    for (ws_lend **pp = &ws_lent; *pp; pp = &(*pp)->next) {
+        ws_lend *l = *pp;
+        if (strcmp(l->path, ws) != 0)
+            continue;
+        if (--l->refs == 0) {
+            *pp = l->next;
+            if (own_workspace(ws, l->owner, NULL, NULL) != 0)
+                skd_log(SKD_LOG_WARN, "could not hand workspace %s back to its owner", ws);
+            free(l);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&ws_mu);
 }
 
 /* An image reference the engine may be given: no option-like or odd text. */
@@ -333,6 +398,10 @@ static void state_free(ctr_state *s)
         free(s->kill_argv[i]);
     if (s->client_pidfd >= 0)
         close(s->client_pidfd);
+    if (s->ws) {
+        ws_release(s->ws);
+        free(s->ws);
+    }
     free(s);
 }
 
@@ -375,8 +444,17 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    if (req->workspace && (rc = prepare_workspace(req->workspace, err)) != 0)
-        goto out;
+    if (req->workspace) {
+        if (!(s->ws = strdup(req->workspace))) {
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = ws_acquire(s->ws, err)) != 0) {
+            free(s->ws);
+            s->ws = NULL;
+            goto out;
+        }
+    }
     if ((rc = build_create(s, req, &a, err)) != 0)
         goto out;
     if (!(r = calloc(1, sizeof(*r)))) {
