@@ -72,4 +72,15 @@ const char *skd__ctr_owner(void);
 /* 1 when the owner label names a live process (this one or another). */
 int skd__ctr_owner_alive(const char *owner);
 
+/* cgroup v1 OOM evidence for podman (src/sandbox/container_cgroup.c).
+ * skd__ctr_cg_v1: 1 when the memory controller is mounted as v1.
+ * skd__ctr_cg_make: make the run's parent memory cgroup with the limit;
+ *   parent receives the --cgroup-parent value. 0 or SKD_ESANDBOX.
+ * skd__ctr_cg_hit_limit: 1 when the parent's usage reached its limit.
+ * skd__ctr_cg_remove: remove the run's parent under every controller. */
+int skd__ctr_cg_v1(void);
+int skd__ctr_cg_make(const char *id, int64_t mem_bytes, char *parent, size_t cap, skd_err *err);
+int skd__ctr_cg_hit_limit(const char *id);
+void skd__ctr_cg_remove(const char *id);
+
 #endif

@@ -74,6 +74,8 @@ typedef struct ctr_state {
     int client_pidfd;        /* our copy for the kill helper, or -1 */
     pid_t killer;            /* kill helper, or -1 */
     char *ws;                /* workspace lent to the sandbox uid, or NULL */
+    char id[SKD_UUID_LEN + 1];
+    int cg_parent;           /* podman on cgroup v1: our parent cgroup holds the memory limit */
 } ctr_state;
 
 /* ---- detect -------------------------------------------------------------- */
@@ -330,7 +332,7 @@ static void argv_free(argv_b *a)
 }
 
 /* The `create` arguments for req: every limit, then image and command. */
-static int build_create(const ctr_state *s, const skd__sandbox_req *req, argv_b *a,
+static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a,
                         skd_err *err)
 {
     const skd_sandbox_config *c = req->cfg;
@@ -350,8 +352,15 @@ static int build_create(const ctr_state *s, const skd__sandbox_req *req, argv_b 
     argv_addf(a, "--label=skilld.run=%s", req->id);
     argv_addf(a, "--label=skilld.owner=%s", skd__ctr_owner());
     argv_addf(a, "--cpus=%.2f", cpus);
-    argv_addf(a, "--memory=%lldm", (long long)c->memory_limit);
-    argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);
+    if (s->cg_parent) {
+        char parent[128];
+        if (skd__ctr_cg_make(s->id, c->memory_limit << 20, parent, sizeof(parent), err) != 0)
+            return SKD_ESANDBOX;
+        argv_addf(a, "--cgroup-parent=%s", parent);
+    } else {
+        argv_addf(a, "--memory=%lldm", (long long)c->memory_limit);
+        argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);
+    }
     argv_addf(a, "--pids-limit=%lld", (long long)c->pids_limit);
     argv_addf(a, "--network=%s", c->network_enabled ? "bridge" : "none");
     argv_add(a, "--cap-drop=ALL");
@@ -402,6 +411,8 @@ static void state_free(ctr_state *s)
         ws_release(s->ws);
         free(s->ws);
     }
+    if (s->cg_parent)
+        skd__ctr_cg_remove(s->id);
     free(s);
 }
 
@@ -440,6 +451,8 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     }
     skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
+    skd_strlcpy(s->id, req->id, sizeof(s->id));
+    s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
     if (fill_argvs(s) != 0) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
@@ -590,6 +603,11 @@ static void read_state(ctr_state *s, skd__outcome *o, skd__ctr_cmd *r)
         return;
     }
     o->oom_killed = strcmp(oom, "true") == 0;
+    /* Podman on cgroup v1: a SIGKILL (137) we did not send, in a container
+     * whose memory reached its limit, is the OOM killer's. */
+    if (!o->oom_killed && s->cg_parent && !o->killed && code == 137 &&
+        skd__ctr_cg_hit_limit(s->id))
+        o->oom_killed = 1;
     if (o->killed || o->oom_killed) {
         /* The engine reports 128+9; say what happened. */
         o->exited = 0;
