@@ -64,7 +64,7 @@ asan:
 # libFuzzer drivers: tests/fuzz/fuzz_*.c, built with clang.
 FUZZ_SRCS := $(wildcard tests/fuzz/fuzz_*.c)
 fuzz:
-	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" $(BUILD)/../build-fuzz/libskilld.a
+	$(MAKE) BUILD=build-fuzz CC=clang CFLAGS="-O1 -g -fsanitize=fuzzer-no-link,address,undefined" build-fuzz/libskilld.a
 	@mkdir -p build-fuzz/fuzz
 	for f in $(FUZZ_SRCS); do \
 	  n=$$(basename $$f .c); \

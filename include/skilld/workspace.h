@@ -55,13 +55,23 @@ int skd_workspace_path_is_root(const char *path);
 int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
                          skd_err *err);
 
+/* Longest single name (one path component), in bytes. */
+#define SKD_WS_NAME_MAX 255
+
 /* Open the directory that holds the last component of path (a checked,
- * non-root path) and point *name at that component inside path (borrowed;
- * trailing slashes are not allowed). When mkdirs is non-zero, missing
- * parent directories are created with mode 0700, each one beneath the
- * workspace. Returns a directory fd (caller closes) or a negative SKD_E*. */
+ * non-root path; trailing slashes are ignored) and copy that component into
+ * name. The component is never "." or "..". When mkdirs is non-zero,
+ * missing parent directories are created with mode 0700, each one beneath
+ * the workspace. Returns a directory fd (caller closes) or a negative
+ * SKD_E*. The fd may be passed to skd_workspace_openat_in. */
 int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
-                              const char **name, skd_err *err);
+                              char name[SKD_WS_NAME_MAX + 1], skd_err *err);
+
+/* skd_workspace_openat, resolved beneath dirfd instead of the workspace
+ * root; dirfd must be a directory of this workspace (from
+ * skd_workspace_open_parent or skd_workspace_openat). Same checks. */
+int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int flags,
+                            mode_t mode, skd_err *err);
 
 /* Bytes currently used by the workspace (sum of regular file sizes). */
 int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);

@@ -12,8 +12,13 @@ void skd__builtin_file_read_def(skd_skill_def *d);
 void skd__builtin_file_write_def(skd_skill_def *d);
 void skd__builtin_file_list_def(skd_skill_def *d);
 void skd__builtin_file_delete_def(skd_skill_def *d);
+void skd__builtin_execute_command_def(skd_skill_def *d);
+void skd__builtin_eval_code_def(skd_skill_def *d);
 
 /* Registration order; add new built-ins here. */
-#define SKD__BUILTIN_LIST /* file skills land with the ws branch */
+#define SKD__BUILTIN_LIST                                                                  \
+    skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,     \
+        skd__builtin_file_delete_def, skd__builtin_execute_command_def,                      \
+        skd__builtin_eval_code_def,
 
 #endif

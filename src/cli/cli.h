@@ -40,5 +40,6 @@ int skd__cli_skills(skd_cli *cli, int argc, char **argv);
 int skd__cli_keys(skd_cli *cli, int argc, char **argv);
 int skd__cli_image(skd_cli *cli, int argc, char **argv);
 int skd__cli_doctor(skd_cli *cli, int argc, char **argv);
+int skd__cli_exec(skd_cli *cli, int argc, char **argv);
 
 #endif

@@ -22,6 +22,7 @@ static const struct {
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
     {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},
     {"doctor", skd__cli_doctor, "doctor [--json]                    which isolation features work here"},
+    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
 };
 
 static void usage(FILE *out, const char *prog)

@@ -50,6 +50,55 @@ static int type_matches(const char *t, const json_t *v)
     return strcmp(t, type_name(v)) == 0;
 }
 
+/* Equality as JSON Schema defines it: numbers by value (1 equals 1.0),
+ * arrays and objects member by member, everything else as jansson does. */
+static int schema_equal(const json_t *a, const json_t *b, int depth)
+{
+    if (depth > SCHEMA_MAX_DEPTH)
+        return 0;
+    if (json_is_number(a) && json_is_number(b)) {
+        if (json_is_integer(a) && json_is_integer(b))
+            return json_integer_value(a) == json_integer_value(b);
+        return json_number_value(a) == json_number_value(b);
+    }
+    if (json_is_array(a) && json_is_array(b)) {
+        if (json_array_size(a) != json_array_size(b))
+            return 0;
+        for (size_t i = 0; i < json_array_size(a); i++)
+            if (!schema_equal(json_array_get(a, i), json_array_get(b, i), depth + 1))
+                return 0;
+        return 1;
+    }
+    if (json_is_object(a) && json_is_object(b)) {
+        const char *key;
+        json_t *va;
+        if (json_object_size(a) != json_object_size(b))
+            return 0;
+        json_object_foreach((json_t *)a, key, va) {
+            json_t *vb = json_object_get(b, key);
+            if (!vb || !schema_equal(va, vb, depth + 1))
+                return 0;
+        }
+        return 1;
+    }
+    return json_equal(a, b);
+}
+
+/* 1 when an extended regex uses a back-reference (\1..\9): glibc matches
+ * those by backtracking, which a hostile pattern turns into a hang. */
+static int has_backref(const char *re)
+{
+    for (const char *p = re; *p; p++) {
+        if (*p != '\\')
+            continue;
+        if (p[1] >= '1' && p[1] <= '9')
+            return 1;
+        if (p[1])
+            p++;
+    }
+    return 0;
+}
+
 static size_t utf8_len(const char *s, size_t n)
 {
     size_t cps = 0;
@@ -73,19 +122,28 @@ static int num_fail(skd_err *err, const char *path, const char *what, double lim
     return fail(err, path, "must be %s %s", what, b);
 }
 
+/* Compare instance v with bound k: <0, 0, >0. Integers compare exactly
+ * (doubles lose precision past 2^53). */
+static int num_cmp(const json_t *v, const json_t *k)
+{
+    if (json_is_integer(v) && json_is_integer(k)) {
+        json_int_t a = json_integer_value(v), b = json_integer_value(k);
+        return a < b ? -1 : a > b;
+    }
+    double a = json_number_value(v), b = json_number_value(k);
+    return a < b ? -1 : a > b;
+}
+
 static int check_number(const json_t *s, const json_t *v, const char *path, skd_err *err)
 {
-    double x = json_number_value(v);
     json_t *k;
-    if ((k = json_object_get(s, "minimum")) && json_is_number(k) && x < json_number_value(k))
+    if ((k = json_object_get(s, "minimum")) && json_is_number(k) && num_cmp(v, k) < 0)
         return num_fail(err, path, ">=", json_number_value(k));
-    if ((k = json_object_get(s, "maximum")) && json_is_number(k) && x > json_number_value(k))
+    if ((k = json_object_get(s, "maximum")) && json_is_number(k) && num_cmp(v, k) > 0)
         return num_fail(err, path, "<=", json_number_value(k));
-    if ((k = json_object_get(s, "exclusiveMinimum")) && json_is_number(k) &&
-        x <= json_number_value(k))
+    if ((k = json_object_get(s, "exclusiveMinimum")) && json_is_number(k) && num_cmp(v, k) <= 0)
         return num_fail(err, path, ">", json_number_value(k));
-    if ((k = json_object_get(s, "exclusiveMaximum")) && json_is_number(k) &&
-        x >= json_number_value(k))
+    if ((k = json_object_get(s, "exclusiveMaximum")) && json_is_number(k) && num_cmp(v, k) >= 0)
         return num_fail(err, path, "<", json_number_value(k));
     return 0;
 }
@@ -107,7 +165,8 @@ static int check_string(const json_t *s, const json_t *v, const char *path, skd_
     }
     if ((k = json_object_get(s, "pattern")) && json_is_string(k)) {
         regex_t re;
-        if (regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB) != 0)
+        if (has_backref(json_string_value(k)) ||
+            regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB) != 0)
             return fail(err, path, "schema pattern %s does not compile%s", json_string_value(k),
                         "");
         /* regexec stops at a NUL byte; a string holding one cannot match a
@@ -184,7 +243,7 @@ static int check_array(const json_t *s, const json_t *v, char *path, size_t plen
         return fail(err, path, "must have at most %s items%s", b, "");
     }
     json_t *items = json_object_get(s, "items");
-    if (json_is_object(items)) {
+    if (json_is_object(items) || json_is_boolean(items)) {
         size_t i;
         json_t *e;
         json_array_foreach(v, i, e) {
@@ -228,14 +287,14 @@ static int validate(const json_t *s, const json_t *v, char *path, size_t plen, i
     if (rc)
         return rc;
     json_t *k;
-    if ((k = json_object_get(s, "const")) && !json_equal(k, v))
+    if ((k = json_object_get(s, "const")) && !schema_equal(k, v, 0))
         return fail(err, path, "must equal the constant value%s%s", "", "");
     if ((k = json_object_get(s, "enum")) && json_is_array(k)) {
         size_t i;
         json_t *e;
         int found = 0;
         json_array_foreach(k, i, e) {
-            if (json_equal(e, v)) {
+            if (schema_equal(e, v, 0)) {
                 found = 1;
                 break;
             }
@@ -343,8 +402,11 @@ static int check_schema(const json_t *s, char *path, size_t plen, int depth, skd
     k = json_object_get(s, "pattern");
     if (k) {
         regex_t re;
-        if (!json_is_string(k) || regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB))
-            return bad(err, path, "\"pattern\" must be a valid regular expression");
+        if (!json_is_string(k) || has_backref(json_string_value(k)) ||
+            regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB))
+            return bad(err, path,
+                       "\"pattern\" must be a valid extended regular expression without "
+                       "back-references");
         regfree(&re);
     }
     k = json_object_get(s, "properties");

@@ -55,11 +55,11 @@ static const unsigned long ns_flags[] = {
 static int socket_rules(scmp_filter_ctx ctx, int nr)
 {
     int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
-                              SCMP_A0(SCMP_CMP_GT, AF_INET6));
+                              SCMP_A0(SCMP_CMP_GT, AF_INET6, 0));
     for (int fam = 0; fam < AF_INET6 && rc == 0; fam++)
         if (fam != AF_UNIX && fam != AF_INET)
             rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), nr, 1,
-                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam));
+                                  SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t)fam, 0));
     return rc;
 }
 
@@ -81,11 +81,21 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
     *what = "socket families";
     if ((rc = socket_rules(ctx, SYS_socket)) != 0 || (rc = socket_rules(ctx, SYS_socketpair)))
         return rc;
-    /* personality: only the query (0xffffffff) and PER_LINUX (0). */
+    /* personality: no 32-bit personality and none of the flags that weaken
+     * the address space (libseccomp cannot say "not 0 and not ~0" on one
+     * argument, so the dangerous bits are denied one by one). */
     *what = "personality";
-    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 2,
-                               SCMP_A0(SCMP_CMP_NE, 0), SCMP_A0(SCMP_CMP_NE, 0xffffffffu))))
+    static const unsigned long pers_bits[] = {0x0040000, 0x0100000, 0x0200000, 0x0400000,
+                                              0x0800000, 0x8000000};
+    if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
+                               SCMP_A0(SCMP_CMP_MASKED_EQ, 0xff, 0x08))) ||
+        (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
+                               SCMP_A0(SCMP_CMP_GT, 0xffffffffu, 0))))
         return rc;
+    for (size_t i = 0; i < sizeof(pers_bits) / sizeof(pers_bits[0]); i++)
+        if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
+                                   SCMP_A0(SCMP_CMP_MASKED_EQ, pers_bits[i], pers_bits[i]))))
+            return rc;
     /* Terminal injection, in case a tty ever reaches a sandbox. */
     *what = "ioctl";
     if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_ioctl, 1,

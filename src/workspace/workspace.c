@@ -14,18 +14,17 @@
  */
 #include "skilld/workspace.h"
 #include "skilld/util.h"
+#include "workspace/resolve.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 struct skd_workspace {
@@ -36,30 +35,18 @@ struct skd_workspace {
 
 /* Deepest directory nesting the usage walk descends into. */
 #define WALK_MAX_DEPTH 128
-/* openat2 returns EAGAIN when a rename raced the lookup; retry this often. */
-#define OPENAT2_RETRIES 8
-
-static int sys_openat2(int dirfd, const char *path, int flags, mode_t mode, uint64_t resolve)
-{
-    struct open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = (uint64_t)(unsigned)flags;
-    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
-    how.resolve = resolve;
-    for (int i = 0;; i++) {
-        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN || i >= OPENAT2_RETRIES)
-            return -1;
-    }
-}
-
 /* Resolve path strictly beneath dirfd. */
 static int beneath(int dirfd, const char *path, int flags, mode_t mode)
 {
-    return sys_openat2(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode,
-                       RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
+    return skd__ws_open_beneath(dirfd, path, flags | O_NOFOLLOW, mode);
+}
+
+/* Open a directory beneath dirfd, following symlinks that stay beneath it
+ * (also in the last component): how intermediate directories of a client
+ * path are resolved. */
+static int beneath_dir(int dirfd, const char *path)
+{
+    return skd__ws_open_beneath(dirfd, path, O_RDONLY | O_DIRECTORY, 0);
 }
 
 /* Map an errno from a lookup of path to an SKD_E* code with a message. */
@@ -269,11 +256,12 @@ static int check_kind(const struct stat *st, const char *path, skd_err *err)
     return 0;
 }
 
-/* Look at what path names without opening it for I/O (O_PATH). Returns 0
- * with *st filled, 1 when it does not exist, or a negative SKD_E*. */
-static int peek(skd_workspace *ws, const char *path, struct stat *st, skd_err *err)
+/* Look at what path names (beneath base) without opening it for I/O
+ * (O_PATH). Returns 0 with *st filled, 1 when it does not exist, or a
+ * negative SKD_E*. */
+static int peek(int base, const char *path, struct stat *st, skd_err *err)
 {
-    int fd = beneath(ws->dirfd, path, O_PATH, 0);
+    int fd = beneath(base, path, O_PATH, 0);
     if (fd < 0)
         return errno == ENOENT ? 1 : map_errno(errno, path, err);
     int rc = fstat(fd, st) == 0 ? 0 : map_errno(errno, path, err);
@@ -284,7 +272,14 @@ static int peek(skd_workspace *ws, const char *path, struct stat *st, skd_err *e
 int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
                          skd_err *err)
 {
+    return skd_workspace_openat_in(ws, ws->dirfd, path, flags, mode, err);
+}
+
+int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int flags,
+                            mode_t mode, skd_err *err)
+{
     struct stat st;
+    (void)ws; /* base already belongs to ws; kept for symmetry and checks to come */
     int rc = skd_workspace_check_path(path, 1, err);
     if (rc)
         return rc;
@@ -293,7 +288,7 @@ int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t 
     /* First look with O_PATH so a FIFO or device is refused before it is
      * opened; O_CREAT|O_EXCL creates a new file and needs no look. */
     if ((flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL)) {
-        rc = peek(ws, path, &st, err);
+        rc = peek(base, path, &st, err);
         if (rc < 0)
             return rc;
         if (rc == 1 && !(flags & O_CREAT))
@@ -302,10 +297,10 @@ int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t 
             return rc;
     }
     if (flags & O_PATH) {
-        int fd = beneath(ws->dirfd, path, flags & (O_PATH | O_DIRECTORY), 0);
+        int fd = beneath(base, path, flags & (O_PATH | O_DIRECTORY), 0);
         return fd >= 0 ? fd : map_errno(errno, path, err);
     }
-    int fd = beneath(ws->dirfd, path, flags | O_NONBLOCK | O_NOCTTY, mode);
+    int fd = beneath(base, path, flags | O_NONBLOCK | O_NOCTTY, mode);
     if (fd < 0)
         return map_errno(errno, path, err);
     /* The name may have been swapped since the look: check the open file. */
@@ -337,11 +332,11 @@ static int make_one_dir(skd_workspace *ws, char *dir, skd_err *err)
     int pfd;
     if (slash) {
         *slash = '\0';
-        pfd = beneath(ws->dirfd, *dir ? dir : ".", O_RDONLY | O_DIRECTORY, 0);
+        pfd = beneath_dir(ws->dirfd, *dir ? dir : ".");
         *slash = '/';
         leaf = slash + 1;
     } else {
-        pfd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+        pfd = beneath_dir(ws->dirfd, ".");
     }
     if (pfd < 0)
         return map_errno(errno, dir, err);
@@ -365,12 +360,13 @@ static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
         *p = '\0';
         int rc = 0;
         if (*dir && !skd_workspace_path_is_root(dir)) {
-            struct stat st;
-            rc = peek(ws, dir, &st, err);
-            if (rc == 1)
+            int fd = beneath_dir(ws->dirfd, dir);
+            if (fd >= 0)
+                close(fd);
+            else if (errno == ENOENT)
                 rc = make_one_dir(ws, dir, err);
-            else if (rc == 0 && !S_ISDIR(st.st_mode))
-                rc = skd_err_set(err, SKD_ENOENT, "%s: is not a directory", dir);
+            else
+                rc = map_errno(errno, dir, err);
         }
         *p = saved;
         if (rc)
@@ -381,30 +377,33 @@ static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
 }
 
 int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
-                              const char **name, skd_err *err)
+                              char name[SKD_WS_NAME_MAX + 1], skd_err *err)
 {
-    char parent[SKD_WS_PATH_MAX + 1];
+    char dir[SKD_WS_PATH_MAX + 1];
     int rc = skd_workspace_check_path(path, 0, err);
     if (rc)
         return rc;
     size_t len = strlen(path);
-    if (path[len - 1] == '/')
-        return skd_err_set(err, SKD_EPATH, "%s: the path may not end with '/'", path);
-    const char *slash = strrchr(path, '/');
-    *name = slash ? slash + 1 : path;
-    if (strcmp(*name, ".") == 0)
+    while (len > 0 && path[len - 1] == '/')
+        len--;
+    memcpy(dir, path, len);
+    dir[len] = '\0';
+    char *slash = strrchr(dir, '/');
+    const char *leaf = slash ? slash + 1 : dir;
+    if (strcmp(leaf, ".") == 0)
         return skd_err_set(err, SKD_EPATH, "%s: the last component may not be \".\"", path);
-    if (!slash) {
-        int fd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-        return fd >= 0 ? fd : map_errno(errno, path, err);
-    }
-    memcpy(parent, path, (size_t)(slash - path));
-    parent[slash - path] = '\0';
-    if (mkdirs && (rc = make_dirs(ws, parent, err)) != 0)
+    if (skd_strlcpy(name, leaf, SKD_WS_NAME_MAX + 1))
+        return skd_err_set(err, SKD_EPATH, "%s: a name is longer than %d bytes", path,
+                           SKD_WS_NAME_MAX);
+    if (slash)
+        *slash = '\0';
+    else
+        dir[0] = '\0';
+    if (mkdirs && (rc = make_dirs(ws, dir, err)) != 0)
         return rc;
-    int fd = beneath(ws->dirfd, parent, O_RDONLY | O_DIRECTORY, 0);
+    int fd = beneath_dir(ws->dirfd, *dir ? dir : ".");
     if (fd < 0)
-        return map_errno(errno, parent, err);
+        return map_errno(errno, *dir ? dir : ".", err);
     return fd;
 }
 

@@ -1,0 +1,31 @@
+/*
+ * What execute_command and eval_code share: running one command in the
+ * caller's sandbox (workspace at /workspace, the engine's runner, the
+ * call's cancellation and progress) and shaping the skill result with
+ * OmniRoute's fields.
+ */
+#ifndef SKILLD_BUILTINS_SANDBOX_SKILL_H
+#define SKILLD_BUILTINS_SANDBOX_SKILL_H
+
+#include "skilld/skilld.h"
+
+/* Hard cap on timeoutMs for the sandbox skills (OmniRoute's). */
+#define SKD__SKILL_MAX_TIMEOUT_MS 60000
+
+typedef struct skd__sbx_call {
+    const char *const *argv;  /* NULL-terminated */
+    const json_t *env;        /* object of strings or NULL; added to the defaults */
+    const char *image;        /* NULL: host */
+    const char *stdin_data;   /* may be NULL */
+    size_t stdin_len;
+    long long timeout_ms;     /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
+    int network_enabled;      /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
+} skd__sbx_call;
+
+/* Run and return the skill result (new reference): success when the command
+ * exited 0; exitCode, stdout, stderr, output, truncated, durationMs,
+ * killed, timedOut, oomKilled, signal, sandboxId, runtime; an error object
+ * when it timed out, was cancelled, or could not run. */
+json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call);
+
+#endif

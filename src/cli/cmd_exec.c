@@ -1,0 +1,124 @@
+/*
+ * skilld exec [--runtime R] [--image I] [--key K] [--timeout MS]
+ *             [--memory MIB] [--cpu PCT] [--pids N] [--ro-workspace]
+ *             [--output-limit BYTES] -- CMD ARGS...
+ * Runs one command in a sandbox with the key's workspace (default key
+ * "local") at /workspace and prints the sandbox result JSON. Exit 0 when the
+ * command exited 0, 1 otherwise, 2 on usage. A thin client of the runner.
+ */
+#include "cli/cli.h"
+#include "skilld/sandbox.h"
+#include "skilld/workspace.h"
+
+#include <string.h>
+
+struct exec_opts {
+    const char *runtime, *image, *key;
+    skd_sandbox_config cfg;
+    int cmd_at;
+};
+
+/* Parse an integer flag value into *out within [lo, hi]. */
+static int int_flag(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+{
+    if (skd_parse_i64(v, lo, hi, out))
+        return skd__cli_usage("exec", "%s expects an integer in [%lld, %lld]", flag,
+                              (long long)lo, (long long)hi);
+    return 0;
+}
+
+static int parse(int argc, char **argv, struct exec_opts *o)
+{
+    static const char *const valued[] = {"--runtime", "--image", "--key", "--timeout",
+                                         "--memory", "--cpu", "--pids", "--output-limit"};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            o->cmd_at = i + 1;
+            return o->cmd_at < argc ? 0 : skd__cli_usage("exec", "no command after --");
+        }
+        if (strcmp(a, "--ro-workspace") == 0) {
+            o->cfg.workspace_read_only = 1;
+            continue;
+        }
+        int known = 0;
+        for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
+            known |= strcmp(a, valued[k]) == 0;
+        if (!known) {
+            if (a[0] != '-') {
+                o->cmd_at = i;
+                return 0;
+            }
+            return skd__cli_usage("exec", "unknown flag %s", a);
+        }
+        if (i + 1 >= argc)
+            return skd__cli_usage("exec", "%s needs a value", a);
+        const char *v = argv[++i];
+        int rc = 0;
+        if (strcmp(a, "--runtime") == 0)
+            o->runtime = v;
+        else if (strcmp(a, "--image") == 0)
+            o->image = v;
+        else if (strcmp(a, "--key") == 0)
+            o->key = v;
+        else if (strcmp(a, "--timeout") == 0)
+            rc = int_flag(a, v, 1, SKD_SANDBOX_MAX_TIMEOUT_MS, &o->cfg.timeout_ms);
+        else if (strcmp(a, "--memory") == 0)
+            rc = int_flag(a, v, SKD_SANDBOX_MIN_MEMORY_MB, 1048576, &o->cfg.memory_limit);
+        else if (strcmp(a, "--cpu") == 0)
+            rc = int_flag(a, v, 1, 102400, &o->cfg.cpu_limit);
+        else if (strcmp(a, "--pids") == 0)
+            rc = int_flag(a, v, 1, SKD_SANDBOX_MAX_PIDS, &o->cfg.pids_limit);
+        else
+            rc = int_flag(a, v, 0, 1LL << 30, &o->cfg.output_limit);
+        if (rc)
+            return rc;
+    }
+    return skd__cli_usage("exec", "name the command to run after --");
+}
+
+int skd__cli_exec(skd_cli *cli, int argc, char **argv)
+{
+    struct exec_opts o = {.key = "local"};
+    skd_sandbox_config_defaults(&o.cfg, cli->cfg);
+    int rc = parse(argc, argv, &o);
+    if (rc)
+        return rc;
+    if (!*o.key)
+        return skd__cli_usage("exec", "--key must not be empty");
+    skd_engine *e = skd__cli_engine(cli);
+    if (!e)
+        return CLI_FAIL;
+    skd_err err = {0};
+    skd_workspace *ws = NULL;
+    skd_runner *r = skd_engine_runner(e, &err);
+    if (!r || skd_workspace_open(skd_config_str(cli->cfg, "DATA_DIR"), o.key, &ws, &err)) {
+        fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
+        return CLI_FAIL;
+    }
+    skd_sandbox_spec spec = {
+        .runtime = o.runtime,
+        .image = o.image,
+        .argv = (const char *const *)argv + o.cmd_at,
+        .config = &o.cfg,
+        .workspace = skd_workspace_path(ws),
+        .key_id = o.key,
+    };
+    skd_sandbox_result res;
+    rc = skd_sandbox_run(r, &spec, &res, &err);
+    skd_workspace_close(ws);
+    if (rc) {
+        fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
+        json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", skd_errcode(rc), "message",
+                              skd_err_msg(&err));
+        skd__cli_print_json(j);
+        json_decref(j);
+        return CLI_FAIL;
+    }
+    json_t *j = skd_sandbox_result_to_json(&res);
+    skd__cli_print_json(j);
+    json_decref(j);
+    int ok = !res.error && res.exited && res.exit_code == 0;
+    skd_sandbox_result_free(&res);
+    return ok ? CLI_OK : CLI_FAIL;
+}

@@ -1,0 +1,231 @@
+/*
+ * What the native provider promises, checked from inside a run: status
+ * line (no_new_privs, no capabilities, seccomp filter), identity, read-only
+ * root, fresh /proc with only the sandbox's processes, loopback-only
+ * network, the idmapped workspace (writes land owned by root on the host;
+ * read-only when asked), memory limit -> oomKilled, pids limit, no
+ * grandchild surviving a timeout, no cgroup left behind, seccomp denials.
+ */
+#include "sandbox_test.h"
+#include "sandbox/native.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+static skd_runner *R;
+static char WS[64];
+
+static int run_sh(const char *script, const skd_sandbox_config *cfg, skd_sandbox_result *res)
+{
+    const char *argv[] = {"sh", "-c", script, NULL};
+    return sbt_run(R, argv, cfg, NULL, WS, res);
+}
+
+TEST(status_line)
+{
+    skd_sandbox_result res;
+    CHECK_EQ_INT(run_sh("grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd|CapAmb|Seccomp):' "
+                        "/proc/self/status", NULL, &res), 0);
+    CHECK(strstr(S(res.out), "NoNewPrivs:\t1") != NULL);
+    CHECK(strstr(S(res.out), "CapEff:\t0000000000000000") != NULL);
+    CHECK(strstr(S(res.out), "CapPrm:\t0000000000000000") != NULL);
+    CHECK(strstr(S(res.out), "CapBnd:\t0000000000000000") != NULL);
+    CHECK(strstr(S(res.out), "Seccomp:\t2") != NULL);
+    skd_sandbox_result_free(&res);
+}
+
+TEST(identity_and_root)
+{
+    skd_sandbox_result res;
+    CHECK_EQ_INT(run_sh("id -u; id -g; hostname; pwd; cat /etc/shadow 2>/dev/null || echo noshadow;"
+                        " touch /usr/x 2>/dev/null || echo rofs; touch /etc/x 2>/dev/null || "
+                        "echo roetc; ls /proc | grep -cE '^[0-9]+$'",
+                        NULL, &res),
+                 0);
+    CHECK_STR(S(res.out), "1000\n1000\nsandbox\n/workspace\nnoshadow\nrofs\nroetc\n3\n");
+    skd_sandbox_result_free(&res);
+}
+
+TEST(network_is_loopback_only)
+{
+    skd_sandbox_result res;
+    CHECK_EQ_INT(run_sh("ls /sys/class/net 2>/dev/null; cat /proc/net/dev | tail -n +3 | "
+                        "cut -d: -f1 | tr -d ' '",
+                        NULL, &res),
+                 0);
+    CHECK_STR(S(res.out), "lo\n");
+    skd_sandbox_result_free(&res);
+}
+
+TEST(workspace_round_trip)
+{
+    skd_sandbox_result res;
+    char path[128];
+    struct stat st;
+    CHECK_EQ_INT(run_sh("echo from-sandbox > /workspace/out.txt && mkdir -p /workspace/d && "
+                        "echo x > /workspace/d/y && stat -c %u /workspace/out.txt",
+                        NULL, &res),
+                 0);
+    CHECK_EQ_INT(res.exit_code, 0);
+    CHECK_STR(S(res.out), "1000\n");
+    skd_sandbox_result_free(&res);
+    snprintf(path, sizeof(path), "%s/out.txt", WS);
+    CHECK_EQ_INT(stat(path, &st), 0);
+    CHECK_EQ_INT(st.st_uid, 0);
+    CHECK_EQ_INT(st.st_gid, 0);
+    FILE *f = fopen(path, "r");
+    char line[64] = "";
+    CHECK(f && fgets(line, sizeof(line), f));
+    if (f)
+        fclose(f);
+    CHECK_STR(line, "from-sandbox\n");
+    /* Read-only workspace: reading works, writing does not. */
+    skd_sandbox_config c = sbt_cfg();
+    c.workspace_read_only = 1;
+    CHECK_EQ_INT(run_sh("cat /workspace/out.txt; echo y > /workspace/new.txt || echo denied", &c,
+                        &res),
+                 0);
+    CHECK_STR(S(res.out), "from-sandbox\ndenied\n");
+    skd_sandbox_result_free(&res);
+    snprintf(path, sizeof(path), "%s/new.txt", WS);
+    CHECK(access(path, F_OK) != 0);
+}
+
+TEST(tmp_is_private_and_limited)
+{
+    skd_sandbox_result res;
+    skd_sandbox_config c = sbt_cfg();
+    c.tmp_size = 1 << 20;
+    CHECK_EQ_INT(run_sh("ls -A /tmp /dev/shm | wc -w; echo leftover > /tmp/mark; "
+                        "head -c 2000000 /dev/zero > /tmp/big 2>/dev/null || echo full",
+                        &c, &res),
+                 0);
+    CHECK_STR(S(res.out), "2\nfull\n"); /* "ls" prints the two headers only */
+    skd_sandbox_result_free(&res);
+    CHECK_EQ_INT(run_sh("cat /tmp/mark 2>/dev/null || echo clean", &c, &res), 0);
+    CHECK_STR(S(res.out), "clean\n");
+    skd_sandbox_result_free(&res);
+}
+
+TEST(memory_limit_oom)
+{
+    skd_sandbox_result res;
+    skd_sandbox_config c = sbt_cfg();
+    c.memory_limit = 32;
+    CHECK_EQ_INT(run_sh("python3 -c 's = b\"x\" * (200 << 20)'; echo after $?", &c, &res), 0);
+    CHECK_EQ_INT(res.oom_killed, 1);
+    CHECK_STR(S(res.out), "after 137\n");
+    CHECK_EQ_INT(res.killed, 1);
+    skd_sandbox_result_free(&res);
+}
+
+TEST(pids_limit)
+{
+    skd_sandbox_result res;
+    skd_sandbox_config c = sbt_cfg();
+    c.pids_limit = 8;
+    CHECK_EQ_INT(run_sh("for i in $(seq 1 30); do sleep 5 & done; echo all-started", &c, &res),
+                 0);
+    CHECK(res.exit_code != 0);
+    CHECK(strstr(S(res.err), "fork") != NULL);
+    CHECK(strstr(S(res.out), "all-started") == NULL);
+    skd_sandbox_result_free(&res);
+}
+
+/* Processes on the host that run as the sandbox user. */
+static int sandbox_user_procs(void)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *de;
+    int n = 0;
+    char want[32];
+    snprintf(want, sizeof(want), "%u", SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    while (d && (de = readdir(d))) {
+        char p[300], buf[4096];
+        if (de->d_name[0] < '0' || de->d_name[0] > '9')
+            continue;
+        snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
+        int fd = open(p, O_RDONLY);
+        if (fd < 0)
+            continue;
+        ssize_t k = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (k <= 0)
+            continue;
+        buf[k] = '\0';
+        char *u = strstr(buf, "\nUid:\t");
+        if (u && strncmp(u + 6, want, strlen(want)) == 0)
+            n++;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+TEST(no_grandchild_survives_timeout)
+{
+    skd_sandbox_result res;
+    skd_sandbox_config c = sbt_cfg();
+    c.timeout_ms = 500;
+    CHECK_EQ_INT(run_sh("(setsid sh -c 'trap \"\" TERM HUP; sleep 300' &) ; "
+                        "trap '' TERM; echo up; sleep 300",
+                        &c, &res),
+                 0);
+    CHECK_EQ_INT(res.timed_out, 1);
+    CHECK_STR(S(res.out), "up\n");
+    skd_sandbox_result_free(&res);
+    CHECK_EQ_INT(sandbox_user_procs(), 0);
+    /* The run's cgroup is gone too. */
+    char dir[128];
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%s", res.id);
+    CHECK(access(dir, F_OK) != 0);
+}
+
+TEST(seccomp_denials)
+{
+    skd_sandbox_result res;
+    CHECK_EQ_INT(run_sh("unshare -U true 2>/dev/null && echo unshare-ok || echo unshare-denied;"
+                        "python3 -c 'import socket\n"
+                        "for fam in (16, 40, 5):\n"
+                        "  try:\n"
+                        "    socket.socket(fam, socket.SOCK_DGRAM); print(\"open\")\n"
+                        "  except OSError as e: print(e.errno)\n"
+                        "socket.socket(socket.AF_UNIX); print(\"unix\")'",
+                        NULL, &res),
+                 0);
+    CHECK_STR(S(res.out), "unshare-denied\n97\n97\n97\nunix\n");
+    skd_sandbox_result_free(&res);
+}
+
+int main(int argc, char **argv)
+{
+    sbt_maybe_reexec(argc, argv);
+    TAP_BEGIN("test_sandbox_native");
+    skd_err err = {0};
+    snprintf(WS, sizeof(WS), "/tmp/skd-sbws.XXXXXX");
+    if (!mkdtemp(WS) || skd_runner_new(NULL, NULL, &R, &err)) {
+        printf("FAIL test_sandbox_native: setup: %s\n", skd_err_msg(&err));
+        return 1;
+    }
+    RUN(status_line);
+    RUN(identity_and_root);
+    RUN(network_is_loopback_only);
+    RUN(workspace_round_trip);
+    RUN(tmp_is_private_and_limited);
+    RUN(memory_limit_oom);
+    RUN(pids_limit);
+    RUN(no_grandchild_survives_timeout);
+    RUN(seccomp_denials);
+    skd_runner_free(R);
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "%s/d/y", WS);
+    unlink(cmd);
+    snprintf(cmd, sizeof(cmd), "%s/d", WS);
+    rmdir(cmd);
+    snprintf(cmd, sizeof(cmd), "%s/out.txt", WS);
+    unlink(cmd);
+    rmdir(WS);
+    return TAP_END();
+}
