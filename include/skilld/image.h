@@ -72,8 +72,8 @@ int skd_image_list(const char *data_dir, json_t **out, skd_err *err);
 int skd_image_remove(const char *data_dir, const char *ref, skd_err *err);
 
 /* 1 when image ref "name[:tag]" is allowed by allow_list (a comma-separated
- * list of "name" = any tag, or "name:tag"; blanks around entries ignored),
- * else 0. "host" is always allowed. A ref without a tag means ":latest".
+ * list of "name" = any tag, "name:tag", or "*" = every image; blanks around
+ * entries ignored), else 0. "host" is always allowed. A ref without a tag means ":latest".
  * Works for any reference text, including registry names with '/'. */
 int skd_image_allowed(const char *allow_list, const char *ref);
 
@@ -83,5 +83,9 @@ int skd_image_allowed(const char *allow_list, const char *ref);
  * and imported under DATA_DIR (SKD_ENOENT); *rootfs receives a new absolute
  * path of its rootfs directory (caller frees with free()). */
 int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, skd_err *err);
+
+/* The same with DATA_DIR and the allow-list given (data_dir NULL: "."). */
+int skd_image_rootfs(const char *data_dir, const char *allow_list, const char *image, char **rootfs,
+                     skd_err *err);
 
 #endif

@@ -57,7 +57,8 @@ static int image_import(skd_cli *cli, int argc, char **argv)
             "image", "usage: image import NAME[:TAG] FILE.tar [--engine docker|podman|all|none]");
     skd_err err = {0};
     json_t *m = NULL;
-    skd_image_limits lim = {0, 0};
+    skd_image_limits lim = {skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_BYTES"),
+                            skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_ENTRIES")};
     int rc =
         skd_image_import(skd_config_str(cli->cfg, "DATA_DIR"), argv[2], argv[3], &lim, &m, &err);
     if (rc) {

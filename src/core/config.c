@@ -72,6 +72,10 @@ static const struct key keys[] = {
     {"SKILLS_SANDBOX_MEMORY_MB", K_INT, "512", 8, 1048576, 0, "default memoryLimit (MiB)"},
     {"SKILLS_SANDBOX_CPU_PERCENT", K_INT, "100", 1, 102400, 0, "default cpuLimit"},
     {"SKILLS_SANDBOX_PIDS_LIMIT", K_INT, "64", 1, 65536, 0, "default pidsLimit"},
+    {"SKILLS_IMAGE_MAX_BYTES", K_INT, "4294967296", 1, I64MAX, 0,
+     "bytes of file data an imported image may hold"},
+    {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,
+     "archive entries an image import may read"},
     /* server */
     {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
      "Host header values accepted (port ignored)"},

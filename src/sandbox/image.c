@@ -120,6 +120,8 @@ int skd_image_allowed(const char *allow_list, const char *ref)
             s++, n--;
         while (n && (s[n - 1] == ' ' || s[n - 1] == '\t'))
             n--;
+        if (n == 1 && s[0] == '*')
+            return 1; /* every image the operator imported */
         size_t en, etl;
         const char *et;
         split_ref(s, n, &en, &et, &etl);
@@ -350,6 +352,8 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
 out:
     if (made_tmp)
         remove_path(tmp);
+    if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.name) < (int)sizeof(final))
+        (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
         skd__image_plan_free(plan);
     free(plan);
@@ -452,7 +456,8 @@ int skd_image_remove(const char *data_dir, const char *ref, skd_err *err)
     return 0;
 }
 
-int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, skd_err *err)
+int skd_image_rootfs(const char *data_dir, const char *allow_list, const char *image, char **rootfs,
+                     skd_err *err)
 {
     *rootfs = NULL;
     if (!image || !*image || strcmp(image, SKD_IMAGE_HOST) == 0)
@@ -461,11 +466,12 @@ int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, s
     int rc = skd_image_parse_ref(image, &r, err);
     if (rc)
         return rc;
-    if (!skd_image_allowed(skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES"), image))
+    if (!skd_image_allowed(allow_list, image))
         return skd_err_set(err, SKD_EFORBIDDEN,
                            "image %s:%s is not in SKILLS_ALLOWED_SANDBOX_IMAGES", r.name, r.tag);
     char abs[PATH_MAX], path[PATH_MAX];
-    const char *data_dir = skd_config_str(cfg, "DATA_DIR");
+    if (!data_dir || !*data_dir)
+        data_dir = ".";
     if (!realpath(data_dir, abs))
         return skd_err_set(err, SKD_ENOENT,
                            "image %s:%s is not imported (DATA_DIR %s: %s); run skilld image "
@@ -481,4 +487,11 @@ int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, s
     if (!(*rootfs = strdup(path)))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     return 0;
+}
+
+int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, skd_err *err)
+{
+    return skd_image_rootfs(skd_config_str(cfg, "DATA_DIR"),
+                            skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES"), image, rootfs,
+                            err);
 }

@@ -41,6 +41,13 @@ fi
     pass "an invalid name is refused"
 "$SKILLD" image import nofile:1 "$TMP/missing.tar" >/dev/null 2>&1 &&
     fail "a missing file is refused" "exit 0" || pass "a missing file is refused"
+if SKILLS_IMAGE_MAX_BYTES=1000 "$SKILLD" image import big:1 "$IMG" >/dev/null 2>"$TMP/err"; then
+    fail "SKILLS_IMAGE_MAX_BYTES caps an import" "exit 0"
+else
+    grep -q "larger than 1000 bytes" "$TMP/err" && [ ! -e "$DATA_DIR/images/big/1" ] &&
+        pass "SKILLS_IMAGE_MAX_BYTES caps an import" ||
+        fail "SKILLS_IMAGE_MAX_BYTES caps an import" "$(cat "$TMP/err")"
+fi
 rc=0; "$SKILLD" image >/dev/null 2>&1 || rc=$?
 [ "$rc" = 2 ] && pass "usage error exits 2" || fail "usage error exits 2" "rc=$rc"
 

@@ -226,6 +226,8 @@ TEST(allow_list)
     CHECK(!skd_image_allowed("localhost:5000/py:3", "localhost:5000/py:4"));
     CHECK(skd_image_allowed("localhost:5000/py", "localhost:5000/py:4"));
     CHECK(!skd_image_allowed("a,b", "c"));
+    CHECK(skd_image_allowed("a, * ", "anything:1"));
+    CHECK(!skd_image_allowed("a,*x", "anything:1"));
 }
 
 TEST(norm_path)
@@ -523,6 +525,7 @@ TEST(hostile_paths)
         snprintf(tag, sizeof(tag), "%d", i);
         CHECK(!exists(rootfs("evil", tag, "")));
     }
+    CHECK(!exists(path_in(g_data, "images/evil"))); /* no empty name directory either */
     CHECK(no_leftovers());
 }
 
@@ -646,6 +649,10 @@ TEST(resolve)
     CHECK_EQ_INT(skd_image_resolve(cfg, "../etc", &root, &err), SKD_EINVAL);
     CHECK(skd_config_set(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES", "allowed:2", &err) == 0);
     CHECK_EQ_INT(skd_image_resolve(cfg, "allowed:1", &root, &err), SKD_EFORBIDDEN);
+    CHECK_EQ_INT(skd_image_rootfs(g_data, "*", "allowed:1", &root, &err), 0);
+    CHECK(root && strstr(root, "/images/allowed/1/rootfs"));
+    free(root);
+    CHECK_EQ_INT(skd_image_rootfs(g_data, NULL, "allowed:1", &root, &err), SKD_EFORBIDDEN);
     skd_config_free(cfg);
 }
 

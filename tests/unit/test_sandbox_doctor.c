@@ -1,0 +1,72 @@
+/*
+ * skd_doctor_run: the report's shape (every check named, with a status and a
+ * detail, and a fix when not ok; the overall status is the worst of the
+ * non-optional checks), and the probes that must hold on any machine that
+ * can run this test: /proc answers, so the kernel and protected_* checks
+ * read real values. Which features pass depends on the machine (and under
+ * valgrind openat2/clone3 look missing), so that is checked by
+ * tests/integration/image_cli.sh on the real binary instead.
+ */
+#include <string.h>
+
+#include "skilld/doctor.h"
+#include "skilld/json.h"
+#include "tap.h"
+
+static const json_t *find(const json_t *report, const char *name)
+{
+    size_t i;
+    json_t *c;
+    json_array_foreach (json_object_get(report, "checks"), i, c) {
+        if (strcmp(skd_json_str(c, "name", ""), name) == 0)
+            return c;
+    }
+    return NULL;
+}
+
+static int status_rank(const char *s)
+{
+    return strcmp(s, "ok") == 0 ? 0 : strcmp(s, "warn") == 0 ? 1 : strcmp(s, "fail") == 0 ? 2 : -1;
+}
+
+TEST(shape)
+{
+    json_t *r = skd_doctor_run(NULL);
+    CHECK(r != NULL);
+    static const char *const names[] = {
+        "kernel",        "userns",     "cgroup_v2",          "cgroup_v1",
+        "cgroup_limits", "seccomp",    "no_new_privs",       "openat2",
+        "clone3",        "pidfd_open", "protected_symlinks", "protected_hardlinks",
+        "docker",        "podman"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        CHECK(find(r, names[i]) != NULL);
+    int worst = 0;
+    size_t i;
+    json_t *c;
+    json_array_foreach (json_object_get(r, "checks"), i, c) {
+        const char *st = skd_json_str(c, "status", "");
+        CHECK(status_rank(st) >= 0);
+        CHECK(*skd_json_str(c, "detail", "") != '\0');
+        CHECK((strcmp(st, "ok") == 0) == (json_object_get(c, "fix") == NULL));
+        const char *name = skd_json_str(c, "name", "");
+        int optional = strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
+        int rank = status_rank(st);
+        if (optional && rank == 1)
+            rank = 0;
+        if (rank > worst)
+            worst = rank;
+    }
+    CHECK_EQ_INT(status_rank(skd_json_str(r, "status", "")), worst);
+    CHECK(*skd_json_str(r, "kernel", "") != '\0');
+    CHECK(strstr(skd_json_str(find(r, "kernel"), "detail", ""), "Linux ") != NULL);
+    CHECK(strstr(skd_json_str(find(r, "protected_hardlinks"), "detail", ""), "= -1") == NULL);
+    CHECK(json_is_integer(json_object_get(r, "uid")));
+    json_decref(r);
+}
+
+int main(void)
+{
+    TAP_BEGIN("test_sandbox_doctor");
+    RUN(shape);
+    return TAP_END();
+}
