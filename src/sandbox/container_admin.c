@@ -56,10 +56,10 @@ int skd__containers_reap_leftovers(const char *engine, int including_live)
     int removed = 0, rc = 0;
     if (!r)
         return SKD_ENOMEM;
-    const char *args[] = {"ps",       "-a",
-                          "--filter", "label=skilld=1",
-                          "--format", "{{.ID}} {{.Label \"skilld.owner\"}}",
-                          NULL};
+    /* docker's ps template has .Label "k"; podman's has a map .Labels. */
+    const char *fmt = strcmp(engine, "docker") == 0 ? "{{.ID}} {{.Label \"skilld.owner\"}}"
+                                                    : "{{.ID}} {{index .Labels \"skilld.owner\"}}";
+    const char *args[] = {"ps", "-a", "--filter", "label=skilld=1", "--format", fmt, NULL};
     if (skd__ctr_run(&e, args, ADMIN_TIMEOUT_MS, r, &err) != 0 || r->status != 0) {
         rc = SKD_ESANDBOX;
         goto out;
