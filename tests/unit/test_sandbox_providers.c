@@ -269,6 +269,27 @@ TEST(kill_all)
     CHECK_EQ_INT(leftovers(), 0);
 }
 
+/* docker/podman: what they cannot run is refused before anything runs. */
+TEST(engine_refusals)
+{
+    skd_sandbox_config c = cfg();
+    skd_sandbox_spec spec = {0};
+    skd_sandbox_result r;
+    skd_err err = {0};
+    const char *argv[] = {"true", NULL};
+    spec.runtime = runtime;
+    spec.argv = argv;
+    spec.config = &c;
+    spec.image = "host"; /* native only */
+    CHECK_EQ_INT(skd_sandbox_run(runner, &spec, &r, &err), SKD_ESANDBOX);
+    CHECK(strstr(err.msg, "needs an image") != NULL);
+    spec.image = "skilld-test:404"; /* allowed, not in the engine: never pulled */
+    skd_err_clear(&err);
+    CHECK_EQ_INT(skd_sandbox_run(runner, &spec, &r, &err), SKD_ESANDBOX);
+    CHECK(strstr(err.msg, "refused") != NULL);
+    CHECK_EQ_INT(leftovers(), 0);
+}
+
 static int sh(const char *const *argv)
 {
     pid_t pid = fork();
@@ -335,7 +356,8 @@ int main(int argc, char **argv)
             tap_failed_total++;
             continue;
         }
-        skd_runner_opts o = {.runtime = runtime, .data_dir = data_dir, .allowed_images = IMAGE};
+        skd_runner_opts o = {.runtime = runtime, .data_dir = data_dir,
+                             .allowed_images = "skilld-test"};
         if (skd_runner_new(NULL, &o, &runner, &err) != 0) {
             printf("FAIL %s: runner: %s\n", prog, skd_err_msg(&err));
             tap_failed_total++;
@@ -351,6 +373,8 @@ int main(int argc, char **argv)
         if (!light) {
             RUN(pids_limit);
             RUN(kill_all);
+            if (strcmp(runtime, "native") != 0)
+                RUN(engine_refusals);
         }
         skd_runner_free(runner);
         runner = NULL;
