@@ -148,6 +148,39 @@ out:
 static int docker_detect(skd_err *err) { return engine_detect("docker", err); }
 static int podman_detect(skd_err *err) { return engine_detect("podman", err); }
 
+/* engine_detect, remembered for DETECT_TTL_MS after a success, so that
+ * every prepare checks the engine can apply the limits without paying an
+ * `info` call per run. */
+#define DETECT_TTL_MS 60000
+static int detect_cached(const char *engine, skd_err *err)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t ok_at[2] = {-DETECT_TTL_MS - 1, -DETECT_TTL_MS - 1};
+    int i = strcmp(engine, "docker") == 0 ? 0 : 1;
+    int64_t now = skd_mono_ms();
+    pthread_mutex_lock(&mu);
+    int fresh = now - ok_at[i] <= DETECT_TTL_MS;
+    pthread_mutex_unlock(&mu);
+    if (fresh)
+        return 0;
+    int rc = engine_detect(engine, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&mu);
+        ok_at[i] = now;
+        pthread_mutex_unlock(&mu);
+    }
+    return rc;
+}
+
+/* A create that succeeded with a warning that a limit was dropped (docker
+ * does this, e.g. "Your kernel does not support swap limit capabilities
+ * ... Limitation discarded.") must not run. */
+static int limit_discarded(const char *errout)
+{
+    return strstr(errout, "discarded") || strstr(errout, "does not support") ||
+           strstr(errout, "not supported");
+}
+
 /* ---- prepare ------------------------------------------------------------- */
 
 /* chown every entry under dirfd (not following symlinks) to the sandbox
@@ -438,8 +471,14 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     s->client = s->killer = -1;
     s->client_pidfd = -1;
-    if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0)
+    if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0 ||
+        (rc = detect_cached(engine, err)) != 0)
         goto out;
+    if (req->workspace && strpbrk(req->workspace, ":,")) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "%s cannot mount a workspace path with ':' or ','",
+                         engine);
+        goto out;
+    }
     if (!req->image || !*req->image || strcmp(req->image, "host") == 0) {
         rc = skd_err_set(err, SKD_ESANDBOX,
                          "the %s runtime needs an image (the host image is native only)", engine);
@@ -481,6 +520,11 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     }
     if (r->status != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "%s refused the sandbox: %s", engine,
+                         skd__ctr_errline(r->errout));
+        goto out;
+    }
+    if (limit_discarded(r->errout)) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "%s cannot apply every limit: %s", engine,
                          skd__ctr_errline(r->errout));
         goto out;
     }
