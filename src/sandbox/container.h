@@ -33,9 +33,9 @@ int skd__engine_resolve(const char *name, skd__engine *e, skd_err *err);
 
 /* Captured result of one engine command. */
 typedef struct skd__ctr_cmd {
-    int status;          /* exit code; -1 when killed (deadline) or not run */
-    char out[8192];      /* stdout, NUL-terminated, truncated to fit */
-    char errout[1024];   /* stderr, NUL-terminated, truncated to fit */
+    int status;        /* exit code; -1 when killed (deadline) or not run */
+    char out[8192];    /* stdout, NUL-terminated, truncated to fit */
+    char errout[1024]; /* stderr, NUL-terminated, truncated to fit */
 } skd__ctr_cmd;
 
 /* Run e->bin with args (NULL-terminated, args[0] is the first argument
@@ -43,8 +43,8 @@ typedef struct skd__ctr_cmd {
  * Returns 0 when the command ran to an exit (its code in r->status), or
  * SKD_ETIMEOUT (killed at the deadline) / SKD_ESANDBOX (could not start).
  * Output beyond the buffers is read and dropped. */
-int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_ms,
-                 skd__ctr_cmd *r, skd_err *err);
+int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_ms, skd__ctr_cmd *r,
+                 skd_err *err);
 
 /* The last non-empty line of an engine's stderr, without "Error: " and
  * "Error response from daemon: " prefixes, for messages. Borrowed view

@@ -139,8 +139,8 @@ static void drain(int fd, char *buf, size_t cap, size_t *used, int *open_)
     }
 }
 
-int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_ms,
-                 skd__ctr_cmd *r, skd_err *err)
+int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_ms, skd__ctr_cmd *r,
+                 skd_err *err)
 {
     char *argv[64];
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, devnull = -1, rc = 0;

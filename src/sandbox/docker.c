@@ -75,7 +75,7 @@ typedef struct ctr_state {
     pid_t killer;            /* kill helper, or -1 */
     char *ws;                /* workspace lent to the sandbox uid, or NULL */
     char id[SKD_UUID_LEN + 1];
-    int cg_parent;           /* podman on cgroup v1: our parent cgroup holds the memory limit */
+    int cg_parent; /* podman on cgroup v1: our parent cgroup holds the memory limit */
 } ctr_state;
 
 /* ---- detect -------------------------------------------------------------- */
@@ -120,9 +120,8 @@ static int engine_detect(const char *engine, skd_err *err)
     }
     if (docker) {
         char mem[8] = "", swap[8] = "", pids[8] = "", cpu[8] = "";
-        if (sscanf(r->out, "%7s %7s %7s %7s", mem, swap, pids, cpu) != 4 ||
-            strcmp(mem, "true") || strcmp(swap, "true") || strcmp(pids, "true") ||
-            strcmp(cpu, "true")) {
+        if (sscanf(r->out, "%7s %7s %7s %7s", mem, swap, pids, cpu) != 4 || strcmp(mem, "true") ||
+            strcmp(swap, "true") || strcmp(pids, "true") || strcmp(cpu, "true")) {
             rc = skd_err_set(err, SKD_ESANDBOX,
                              "docker cannot apply every limit here (memory swap pids cpu: %.60s)",
                              r->out);
@@ -133,9 +132,10 @@ static int engine_detect(const char *engine, skd_err *err)
         static const char *const need[] = {"cpu", "memory", "pids"};
         for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
             if (!has_word(r->out, need[i])) {
-                rc = skd_err_set(err, SKD_ESANDBOX,
-                                 "podman cannot apply the %s limit here (cgroup controllers: %.80s)",
-                                 need[i], r->out);
+                rc =
+                    skd_err_set(err, SKD_ESANDBOX,
+                                "podman cannot apply the %s limit here (cgroup controllers: %.80s)",
+                                need[i], r->out);
                 goto out;
             }
         }
@@ -145,8 +145,14 @@ out:
     return rc;
 }
 
-static int docker_detect(skd_err *err) { return engine_detect("docker", err); }
-static int podman_detect(skd_err *err) { return engine_detect("podman", err); }
+static int docker_detect(skd_err *err)
+{
+    return engine_detect("docker", err);
+}
+static int podman_detect(skd_err *err)
+{
+    return engine_detect("podman", err);
+}
 
 /* engine_detect, remembered for DETECT_TTL_MS after a success, so that
  * every prepare checks the engine can apply the limits without paying an
@@ -365,8 +371,7 @@ static void argv_free(argv_b *a)
 }
 
 /* The `create` arguments for req: every limit, then image and command. */
-static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a,
-                        skd_err *err)
+static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, skd_err *err)
 {
     const skd_sandbox_config *c = req->cfg;
     if (c->memory_limit <= 0 || c->pids_limit <= 0 || c->cpu_limit <= 0 || c->tmp_size <= 0)
@@ -626,10 +631,13 @@ static void ctr_kill(void *state)
  * container exists but never started, o->setup_error says so. */
 static void read_state(ctr_state *s, skd__outcome *o, skd__ctr_cmd *r)
 {
-    const char *args[] = {"inspect", "--type=container", "--format",
+    const char *args[] = {"inspect",
+                          "--type=container",
+                          "--format",
                           "{{.State.Status}}|{{.State.ExitCode}}|{{.State.OOMKilled}}|"
                           "{{.State.Error}}",
-                          s->name, NULL};
+                          s->name,
+                          NULL};
     if (skd__ctr_run(&s->eng, args, SHORT_TIMEOUT_MS, r, NULL) != 0 || r->status != 0) {
         skd_log(SKD_LOG_WARN, "%s inspect %s failed: %s", s->eng.name, s->name,
                 skd__ctr_errline(r->errout));
@@ -649,8 +657,7 @@ static void read_state(ctr_state *s, skd__outcome *o, skd__ctr_cmd *r)
     o->oom_killed = strcmp(oom, "true") == 0;
     /* Podman on cgroup v1: a SIGKILL (137) we did not send, in a container
      * whose memory reached its limit, is the OOM killer's. */
-    if (!o->oom_killed && s->cg_parent && !o->killed && code == 137 &&
-        skd__ctr_cg_hit_limit(s->id))
+    if (!o->oom_killed && s->cg_parent && !o->killed && code == 137 && skd__ctr_cg_hit_limit(s->id))
         o->oom_killed = 1;
     if (o->killed || o->oom_killed) {
         /* The engine reports 128+9; say what happened. */
@@ -673,8 +680,7 @@ static void remove_container(ctr_state *s, skd__ctr_cmd *r)
     /* Verify: inspect must now fail. */
     const char *chk[] = {"inspect", "--type=container", "--format", "{{.Id}}", s->name, NULL};
     if (skd__ctr_run(&s->eng, chk, SHORT_TIMEOUT_MS, r, NULL) == 0 && r->status == 0)
-        skd_log(SKD_LOG_ERROR, "%s container %s is still there after rm -f", s->eng.name,
-                s->name);
+        skd_log(SKD_LOG_ERROR, "%s container %s is still there after rm -f", s->eng.name, s->name);
 }
 
 static void ctr_cleanup(void *state, skd__outcome *o)

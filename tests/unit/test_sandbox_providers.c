@@ -48,8 +48,8 @@ static skd_sandbox_config cfg(void)
     return c;
 }
 
-static int run(const char *const *argv, const skd_sandbox_config *c, const char *in,
-               const char *ws, skd_sandbox_result *res)
+static int run(const char *const *argv, const skd_sandbox_config *c, const char *in, const char *ws,
+               skd_sandbox_result *res)
 {
     skd_sandbox_spec spec = {0};
     skd_err err = {0};
@@ -174,9 +174,8 @@ TEST(pids_limit)
     skd_sandbox_config c = cfg();
     c.pids_limit = 8;
     skd_sandbox_result r;
-    const char *argv[] = {"sh", "-c",
-                          "n=0; while [ $n -lt 20 ]; do sleep 3 & n=$((n+1)); done; echo spawned",
-                          NULL};
+    const char *argv[] = {
+        "sh", "-c", "n=0; while [ $n -lt 20 ]; do sleep 3 & n=$((n+1)); done; echo spawned", NULL};
     CHECK_EQ_INT(run(argv, &c, NULL, NULL, &r), 0);
     CHECK(strstr(S(r.err), "fork") != NULL || strstr(S(r.err), "Resource") != NULL);
     skd_sandbox_result_free(&r);
@@ -356,8 +355,8 @@ int main(int argc, char **argv)
             tap_failed_total++;
             continue;
         }
-        skd_runner_opts o = {.runtime = runtime, .data_dir = data_dir,
-                             .allowed_images = "skilld-test"};
+        skd_runner_opts o = {
+            .runtime = runtime, .data_dir = data_dir, .allowed_images = "skilld-test"};
         if (skd_runner_new(NULL, &o, &runner, &err) != 0) {
             printf("FAIL %s: runner: %s\n", prog, skd_err_msg(&err));
             tap_failed_total++;
