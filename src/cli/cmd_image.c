@@ -46,7 +46,8 @@ static int load_into_engines(skd_cli *cli, const char *engine, const char *ref, 
 static int image_import(skd_cli *cli, int argc, char **argv)
 {
     const char *rt = skd_config_str(cli->cfg, "SKILLS_SANDBOX_RUNTIME");
-    const char *engine = rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0) ? rt : "none";
+    const char *engine =
+        rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0) ? rt : "none";
     if (argc == 6 && strcmp(argv[4], "--engine") == 0) {
         engine = argv[5];
         argc = 4;
@@ -66,7 +67,8 @@ static int image_import(skd_cli *cli, int argc, char **argv)
                 skd_errcode(rc));
         return CLI_FAIL;
     }
-    if (strcmp(engine, "none") != 0 && load_into_engines(cli, engine, argv[2], argv[3], m) != CLI_OK) {
+    if (strcmp(engine, "none") != 0 &&
+        load_into_engines(cli, engine, argv[2], argv[3], m) != CLI_OK) {
         json_decref(m);
         return CLI_FAIL;
     }
