@@ -94,52 +94,65 @@ static int has_word(const char *list, const char *word)
     return 0;
 }
 
-/* Ask the engine whether it can apply memory (with swap), pids and CPU
- * limits. Docker reports each; podman lists the cgroup controllers. */
+/* Podman as root drives the kernel's cgroups itself (cgroupfs), so the
+ * kernel says what it can limit; `podman info` would take over a second.
+ * v1: the cpu, pids and memory hierarchies with swap accounting; v2: the
+ * controllers at the root. */
+static int podman_cgroups(skd_err *err)
+{
+    static const char *const v1[] = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                                     "/sys/fs/cgroup/pids/cgroup.procs",
+                                     "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                     "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"};
+    if (access(v1[2], F_OK) == 0) {
+        for (size_t i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
+            if (access(v1[i], F_OK) != 0)
+                return skd_err_set(err, SKD_ESANDBOX,
+                                   "podman cannot apply every limit here: no %s%s", v1[i],
+                                   i == 3 ? " (boot with swapaccount=1)" : "");
+        return 0;
+    }
+    char buf[256] = "";
+    int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    static const char *const need[] = {"cpu", "memory", "pids"};
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (!has_word(buf, need[i]))
+            return skd_err_set(err, SKD_ESANDBOX,
+                               "podman cannot apply the %s limit here (cgroup controllers: %.80s)",
+                               need[i], buf);
+    return 0;
+}
+
+/* Can the engine apply memory (with swap), pids and CPU limits? Docker is
+ * asked (`docker info`, which also proves the daemon answers). */
 static int engine_detect(const char *engine, skd_err *err)
 {
     skd__engine e;
-    skd__ctr_cmd *r = calloc(1, sizeof(*r));
     int rc;
+    if ((rc = skd__engine_resolve(engine, &e, err)) != 0)
+        return rc;
+    if (strcmp(engine, "podman") == 0)
+        return podman_cgroups(err);
+    skd__ctr_cmd *r = calloc(1, sizeof(*r));
     if (!r)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    if ((rc = skd__engine_resolve(engine, &e, err)) != 0)
+    const char *args[] = {"info", "--format",
+                          "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}}", NULL};
+    if ((rc = skd__ctr_run(&e, args, SHORT_TIMEOUT_MS, r, err)) != 0)
         goto out;
-    int docker = strcmp(engine, "docker") == 0;
-    const char *args_docker[] = {
-        "info", "--format",
-        "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}} {{.CgroupVersion}}", NULL};
-    const char *args_podman[] = {"info", "--format",
-                                 "{{.Host.CgroupsVersion}} {{.Host.CgroupControllers}}", NULL};
-    if ((rc = skd__ctr_run(&e, docker ? args_docker : args_podman, SHORT_TIMEOUT_MS, r, err)) != 0)
-        goto out;
-    if (r->status != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "%s is not usable: %s", engine,
-                         skd__ctr_errline(r->errout));
-        goto out;
-    }
-    if (docker) {
-        char mem[8] = "", swap[8] = "", pids[8] = "", cpu[8] = "";
-        if (sscanf(r->out, "%7s %7s %7s %7s", mem, swap, pids, cpu) != 4 || strcmp(mem, "true") ||
-            strcmp(swap, "true") || strcmp(pids, "true") || strcmp(cpu, "true")) {
-            rc = skd_err_set(err, SKD_ESANDBOX,
-                             "docker cannot apply every limit here (memory swap pids cpu: %.60s)",
-                             r->out);
-            goto out;
-        }
-    } else {
-        /* "v1 [cpuset cpu cpuacct blkio memory devices freezer pids]" */
-        static const char *const need[] = {"cpu", "memory", "pids"};
-        for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++) {
-            if (!has_word(r->out, need[i])) {
-                rc =
-                    skd_err_set(err, SKD_ESANDBOX,
-                                "podman cannot apply the %s limit here (cgroup controllers: %.80s)",
-                                need[i], r->out);
-                goto out;
-            }
-        }
-    }
+    char mem[8] = "", swap[8] = "", pids[8] = "", cpu[8] = "";
+    if (r->status != 0)
+        rc =
+            skd_err_set(err, SKD_ESANDBOX, "docker is not usable: %s", skd__ctr_errline(r->errout));
+    else if (sscanf(r->out, "%7s %7s %7s %7s", mem, swap, pids, cpu) != 4 || strcmp(mem, "true") ||
+             strcmp(swap, "true") || strcmp(pids, "true") || strcmp(cpu, "true"))
+        rc = skd_err_set(err, SKD_ESANDBOX,
+                         "docker cannot apply every limit here (memory swap pids cpu: %.60s)",
+                         r->out);
 out:
     free(r);
     return rc;
