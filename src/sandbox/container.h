@@ -52,10 +52,10 @@ int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_
 const char *skd__ctr_errline(char *buf);
 
 /* Fork and exec argv (argv[0] an absolute path) with the given descriptors
- * as 0, 1, 2 and every other descriptor closed; the child gets
- * PR_SET_PDEATHSIG SIGKILL (it dies with the calling thread). Returns the
- * child's pid or -1 (errno set). */
-pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd);
+ * as 0, 1, 2 and every other descriptor closed, in directory cwd ("/" when
+ * NULL); the child gets PR_SET_PDEATHSIG SIGKILL (it dies with the calling
+ * thread). Returns the child's pid or -1 (errno set). */
+pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd, const char *cwd);
 
 /* Fork a helper that runs argv (the engine's kill command, with /dev/null
  * as its descriptors), waits for it, then waits up to grace_ms for the

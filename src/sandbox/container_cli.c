@@ -100,7 +100,7 @@ static void child_fds(int in_fd, int out_fd, int err_fd)
     }
 }
 
-pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd)
+pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd, const char *cwd)
 {
     pid_t parent = getpid();
     pid_t pid = fork();
@@ -114,6 +114,8 @@ pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd)
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
     child_fds(in_fd, out_fd, err_fd);
+    if (chdir(cwd ? cwd : "/") != 0)
+        _exit(126);
     execve(argv[0], argv, environ);
     _exit(127);
 }
@@ -162,7 +164,7 @@ int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_
         rc = skd_err_set(err, SKD_ESANDBOX, "cannot run %s: %s", e->name, strerror(errno));
         goto out;
     }
-    pid = skd__ctr_fork_exec(argv, devnull, po[1], pe[1]);
+    pid = skd__ctr_fork_exec(argv, devnull, po[1], pe[1], NULL);
     if (pid < 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "cannot fork %s: %s", e->name, strerror(errno));
         goto out;

@@ -75,8 +75,55 @@ typedef struct ctr_state {
     pid_t killer;            /* kill helper, or -1 */
     char *ws;                /* workspace lent to the sandbox uid, or NULL */
     char id[SKD_UUID_LEN + 1];
-    int cg_parent; /* podman on cgroup v1: our parent cgroup holds the memory limit */
+    int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
+    char rundir[96]; /* podman: the client's working directory, or "" */
 } ctr_state;
+
+/* Podman's conmon (4.3 / 2.1) writes its OOM marker as a file "oom" in
+ * its working directory, which it inherits from the start client. Each
+ * podman run gets a private one, RUNDIR_BASE/<id>: the marker is then
+ * evidence of an OOM kill and is removed with the directory. */
+#define RUNDIR_BASE "/run/skilld-podman"
+
+static int rundir_make(ctr_state *s, skd_err *err)
+{
+    snprintf(s->rundir, sizeof(s->rundir), "%s/%s", RUNDIR_BASE, s->id);
+    if ((mkdir(RUNDIR_BASE, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(s->rundir, 0700) != 0 && errno != EEXIST)) {
+        int e = errno;
+        s->rundir[0] = '\0';
+        return skd_err_set(err, SKD_ESANDBOX, "podman: cannot make %s/%s: %s", RUNDIR_BASE, s->id,
+                           strerror(e));
+    }
+    return 0;
+}
+
+static int rundir_has_oom(const ctr_state *s)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/oom", s->rundir);
+    return s->rundir[0] && access(path, F_OK) == 0;
+}
+
+static void rundir_remove(ctr_state *s)
+{
+    if (!s->rundir[0])
+        return;
+    int fd = open(s->rundir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        DIR *d = fdopendir(fd);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(fd, de->d_name, 0);
+        if (d)
+            closedir(d);
+        else
+            close(fd);
+    }
+    rmdir(s->rundir);
+    s->rundir[0] = '\0';
+}
 
 /* ---- detect -------------------------------------------------------------- */
 
@@ -464,6 +511,7 @@ static void state_free(ctr_state *s)
     }
     if (s->cg_parent)
         skd__ctr_cg_remove(s->id);
+    rundir_remove(s);
     free(s);
 }
 
@@ -510,6 +558,8 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
     skd_strlcpy(s->id, req->id, sizeof(s->id));
     s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
+    if (strcmp(engine, "podman") == 0 && (rc = rundir_make(s, err)) != 0)
+        goto out;
     if (fill_argvs(s) != 0) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
@@ -582,7 +632,8 @@ static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
         rc = skd_err_set(err, SKD_ESANDBOX, "pipe: %s", strerror(errno));
         goto out;
     }
-    s->client = skd__ctr_fork_exec(s->start_argv, pin[0], pout[1], perr[1]);
+    s->client = skd__ctr_fork_exec(s->start_argv, pin[0], pout[1], perr[1],
+                                   s->rundir[0] ? s->rundir : NULL);
     if (s->client < 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "cannot start %s: %s", s->eng.name, strerror(errno));
         goto out;
@@ -671,6 +722,8 @@ static void read_state(ctr_state *s, skd__outcome *o, skd__ctr_cmd *r)
     /* Podman on cgroup v1: a SIGKILL (137) we did not send, in a container
      * whose memory reached its limit, is the OOM killer's. */
     if (!o->oom_killed && s->cg_parent && !o->killed && code == 137 && skd__ctr_cg_hit_limit(s->id))
+        o->oom_killed = 1;
+    if (!o->oom_killed && rundir_has_oom(s))
         o->oom_killed = 1;
     if (o->killed || o->oom_killed) {
         /* The engine reports 128+9; say what happened. */
