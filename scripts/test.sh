@@ -27,7 +27,7 @@ run_prog() {
     local label=$1; shift
     echo "$label" | grep -Eq "$filter" || return 0
     local out="$LOG/$(echo "$label" | tr '/ ' '__').log"
-    local rc=0
+    local rc=0 t0=$SECONDS
     timeout "${TEST_TIMEOUT:-600}" "$@" >"$out" 2>&1 || rc=$?
     local p f
     p=$(grep -c '^PASS ' "$out")
@@ -40,7 +40,7 @@ run_prog() {
     fi
     passed=$((passed + p))
     failed=$((failed + f))
-    printf '%-48s %4d passed %4d failed\n' "$label" "$p" "$f"
+    printf '%-48s %4d passed %4d failed %5ds\n' "$label" "$p" "$f" $((SECONDS - t0))
 }
 
 echo "== build"

@@ -60,4 +60,17 @@ json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_e
  * key's. New ref. */
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
 
+/*
+ * A small key/value cache with expiry (src/store/cache.c), used for
+ * web_search results. Keys and values are text chosen by the caller.
+ */
+/* The live value of key at time now_ms (wall clock). *value is a new string
+ * (caller frees); SKD_ENOENT when absent or expired. */
+int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **value,
+                        skd_err *err);
+/* Store value under key until now_ms + ttl_ms, replacing an older entry;
+ * expired entries are purged on the way. */
+int skd_store_cache_put(skd_store *st, const char *key, const char *value, int64_t now_ms,
+                        int64_t ttl_ms, skd_err *err);
+
 #endif

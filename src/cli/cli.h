@@ -38,8 +38,10 @@ typedef int (*skd_cli_fn)(skd_cli *cli, int argc, char **argv);
 int skd__cli_run(skd_cli *cli, int argc, char **argv);
 int skd__cli_skills(skd_cli *cli, int argc, char **argv);
 int skd__cli_keys(skd_cli *cli, int argc, char **argv);
+int skd__cli_exec(skd_cli *cli, int argc, char **argv);
 int skd__cli_image(skd_cli *cli, int argc, char **argv);
 int skd__cli_doctor(skd_cli *cli, int argc, char **argv);
-int skd__cli_exec(skd_cli *cli, int argc, char **argv);
+int skd__cli_serve(skd_cli *cli, int argc, char **argv);
+int skd__cli_mcp(skd_cli *cli, int argc, char **argv);
 
 #endif

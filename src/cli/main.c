@@ -20,9 +20,11 @@ static const struct {
     {"run", skd__cli_run, "run SKILL [--key KEY_ID] [--input JSON|@FILE|-]  run a skill"},
     {"skills", skd__cli_skills, "skills [--json]                    list skills and schemas"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
+    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
     {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},
     {"doctor", skd__cli_doctor, "doctor [--json]                    which isolation features work here"},
-    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
+    {"serve", skd__cli_serve, "serve [--listen HOST:PORT]         HTTP server: MCP, REST, metrics"},
+    {"mcp", skd__cli_mcp, "mcp [--key KEY_ID]                MCP over stdio"},
 };
 
 static void usage(FILE *out, const char *prog)

@@ -84,6 +84,21 @@ static const struct key keys[] = {
     {"SKILLD_MAX_BODY_BYTES", K_INT, "4194304", 1024, 1073741824, 0, "request body limit"},
     {"SKILLD_MCP_EXPOSE_SKILLS", K_BOOL, "true", 0, 0, 0,
      "list every enabled skill as its own MCP tool"},
+    {"SKILLD_MCP_PAGE_SIZE", K_INT, "50", 1, 1000, 0, "tools per tools/list page"},
+    {"SKILLD_MCP_MAX_SESSIONS", K_INT, "1024", 1, 1000000, 0, "MCP HTTP sessions kept at once"},
+    {"SKILLD_MCP_SESSION_TTL_S", K_INT, "3600", 0, 604800, 0,
+     "seconds an idle MCP session lives (0: forever)"},
+    {"SKILLD_MCP_PROGRESS_INTERVAL_MS", K_INT, "1000", 50, 600000, 0,
+     "progress heartbeat while a skill that reports none runs"},
+    {"SKILLD_MCP_STDIO_MAX_CALLS", K_INT, "16", 1, 1024, 0,
+     "tools/call requests run at once over stdio"},
+    {"SKILLD_CONNECTION_TIMEOUT_S", K_INT, "30", 1, 3600, 0,
+     "seconds an idle or slow HTTP connection is kept"},
+    {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
+    {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
+     "register test-only skills (debug_sleep) for transport tests"},
+    {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
+     "how long a stop waits for cancelled calls to end"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

@@ -57,24 +57,86 @@ static struct archive *open_outer(const char *path, skd_err *err)
     return a;
 }
 
-/* Advance a to the member called name (normalised comparison). Returns 0,
- * SKD_ENOENT at the end, or SKD_EINVAL for a broken archive. */
-static int seek_member(struct archive *a, const char *name, skd_err *err)
+/* Join a link target to the directory of member and resolve "." and ".."
+ * lexically, never above the archive's root. Returns 0 or -1. */
+static int link_target(const char *member, const char *target, int relative, char *out, size_t cap)
 {
-    struct archive_entry *ae;
-    char norm[PATH_MAX];
-    for (;;) {
-        int r = archive_read_next_header(a, &ae);
-        if (r == ARCHIVE_EOF)
-            return skd_err_set(err, SKD_ENOENT, "%s is not in the archive", name);
-        if (r < ARCHIVE_WARN)
-            return skd_err_set(err, SKD_EINVAL, "the archive is not a valid tar: %s",
-                               archive_error_string(a) ? archive_error_string(a) : "?");
-        if (archive_entry_pathname(ae) &&
-            skd__image_norm_path(archive_entry_pathname(ae), norm, sizeof(norm)) == 0 &&
-            strcmp(norm, name) == 0 && archive_entry_filetype(ae) == AE_IFREG)
-            return 0;
+    char joined[PATH_MAX];
+    const char *slash = relative ? strrchr(member, '/') : NULL;
+    int dl = slash ? (int)(slash - member) : 0;
+    if (snprintf(joined, sizeof(joined), "%.*s/%s", dl, member, target) >= (int)sizeof(joined))
+        return -1;
+    size_t o = 0;
+    for (char *save = NULL, *c = strtok_r(joined, "/", &save); c; c = strtok_r(NULL, "/", &save)) {
+        if (strcmp(c, ".") == 0)
+            continue;
+        if (strcmp(c, "..") == 0) {
+            if (o == 0)
+                return -1;
+            while (o > 0 && out[o - 1] != '/')
+                o--;
+            if (o > 0)
+                o--;
+            continue;
+        }
+        size_t n = strlen(c);
+        if (o + 1 + n + 1 > cap)
+            return -1;
+        if (o)
+            out[o++] = '/';
+        memcpy(out + o, c, n);
+        o += n;
     }
+    out[o] = '\0';
+    return o ? 0 : -1;
+}
+
+/* Open the archive at tar_path positioned at the data of member name.
+ * Links are followed (legacy docker save stores a repeated layer once and
+ * links the others to it), at most 8 of them, never outside the archive.
+ * On success *out is the open reader (caller archive_read_free). Returns 0,
+ * SKD_ENOENT when there is no such member, or SKD_EINVAL. */
+static int open_member(const char *tar_path, const char *name, struct archive **out, skd_err *err)
+{
+    char want[PATH_MAX], norm[PATH_MAX];
+    skd_strlcpy(want, name, sizeof(want));
+    for (int hop = 0; hop < 8; hop++) {
+        struct archive *a = open_outer(tar_path, err);
+        if (!a)
+            return err ? err->code : SKD_EINVAL;
+        struct archive_entry *ae;
+        for (;;) {
+            int r = archive_read_next_header(a, &ae);
+            if (r == ARCHIVE_EOF || r < ARCHIVE_WARN) {
+                int rc = r == ARCHIVE_EOF
+                             ? skd_err_set(err, SKD_ENOENT, "%s is not in the archive", want)
+                             : skd_err_set(err, SKD_EINVAL, "the archive is not a valid tar: %s",
+                                           archive_error_string(a) ? archive_error_string(a) : "?");
+                archive_read_free(a);
+                return rc;
+            }
+            if (!archive_entry_pathname(ae) ||
+                skd__image_norm_path(archive_entry_pathname(ae), norm, sizeof(norm)) < 0 ||
+                strcmp(norm, want) != 0)
+                continue;
+            const char *hl = archive_entry_hardlink(ae);
+            mode_t type = archive_entry_filetype(ae);
+            if (!hl && type == AE_IFREG) {
+                *out = a;
+                return 0;
+            }
+            const char *target = hl ? hl : type == AE_IFLNK ? archive_entry_symlink(ae) : NULL;
+            int bad = !target ||
+                      link_target(want, target, !hl && target[0] != '/', norm, sizeof(norm)) < 0;
+            archive_read_free(a);
+            if (bad)
+                return skd_err_set(err, SKD_EINVAL, "%s is not a regular file in the archive",
+                                   want);
+            skd_strlcpy(want, norm, sizeof(want));
+            break;
+        }
+    }
+    return skd_err_set(err, SKD_EINVAL, "%s: too many links", name);
 }
 
 /* Read the current member (capped at META_MAX) into a new string. */
@@ -114,15 +176,14 @@ static int blob_path(const char *digest, char *path, size_t cap, char hex[65], s
 static int read_json_member(const char *tar_path, const char *name, const char *hex, json_t **out,
                             skd_err *err)
 {
-    struct archive *a = open_outer(tar_path, err);
-    if (!a)
-        return err ? err->code : SKD_EINVAL;
+    struct archive *a = NULL;
     char *data = NULL;
     size_t len = 0;
-    int rc = seek_member(a, name, err);
+    int rc = open_member(tar_path, name, &a, err);
     if (rc == 0)
         rc = read_current(a, name, &data, &len, err);
-    archive_read_free(a);
+    if (a)
+        archive_read_free(a);
     if (rc)
         return rc;
     if (hex) {
@@ -396,12 +457,7 @@ int skd__image_apply_layer(skd__layer_ctx *c, const char *tar_path, const skd__i
     int rc = 0;
     if (!n)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    n->outer = open_outer(tar_path, err);
-    if (!n->outer) {
-        rc = err ? err->code : SKD_EINVAL;
-        goto out;
-    }
-    rc = seek_member(n->outer, l->member, err);
+    rc = open_member(tar_path, l->member, &n->outer, err);
     if (rc == SKD_ENOENT)
         rc = skd_err_set(err, SKD_EINVAL, "layer %s named in the manifest is not in the archive",
                          l->member);

@@ -20,6 +20,10 @@ static const char *const migrations[] = {
     "  status TEXT NOT NULL, error_code TEXT, duration_ms INTEGER NOT NULL,"
     "  created_ms INTEGER NOT NULL, input_sha256 TEXT NOT NULL);"
     "CREATE INDEX executions_key_time ON executions(key_id, created_ms DESC);",
+    /* 2: the web_search result cache (src/store/cache.c) */
+    "CREATE TABLE cache ("
+    "  key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
+    "CREATE INDEX cache_expiry ON cache(expires_ms);",
 };
 
 int skd__store_fail(skd_store *st, skd_err *err, const char *what)

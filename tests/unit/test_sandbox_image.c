@@ -386,6 +386,26 @@ TEST(import_docker_save)
     CHECK(tar_file(tar, outer, N(outer)) == 0);
     CHECK_EQ_INT(skd_image_import(g_data, "saved:v3", tar, NULL, NULL, &err), SKD_EINVAL);
     CHECK(no_leftovers());
+    /* A repeated layer stored once and linked (symlink, then hard link) */
+    struct ent linked[] = {
+        {"aaa/layer.tar", 'f', l1.data, 0, l1.len},
+        {"bbb/layer.tar", 'f', l2.data, 0, l2.len},
+        {"ccc/layer.tar", 'l', "../aaa/layer.tar", 0, 0},
+        {"ddd/layer.tar", 'h', "ccc/layer.tar", 0, 0},
+        {"manifest.json", 'f',
+         "[{\"Layers\":[\"ddd/layer.tar\",\"bbb/layer.tar\"]}]", 0, 0},
+    };
+    CHECK(tar_file(tar, linked, N(linked)) == 0);
+    rc = skd_image_import(g_data, "saved:linked", tar, NULL, NULL, &err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc)
+        printf("# %s\n", skd_err_msg(&err));
+    check_layered(tap_case, "saved", "linked");
+    /* a link that climbs out of the archive is refused */
+    linked[2].data = "../../aaa/layer.tar";
+    CHECK(tar_file(tar, linked, N(linked)) == 0);
+    CHECK_EQ_INT(skd_image_import(g_data, "saved:v4", tar, NULL, NULL, &err), SKD_EINVAL);
+    CHECK(no_leftovers());
     skd_buf_free(&l1);
     skd_buf_free(&l2);
 }

@@ -1,0 +1,119 @@
+/*
+ * skilld serve [--listen ADDR] [--data-dir DIR]: run the HTTP server until
+ * SIGTERM or SIGINT, then stop gracefully (stop accepting, cancel running
+ * calls, wait SKILLD_SHUTDOWN_GRACE_MS, close). On the first start with no
+ * API key in the store, create an admin key and print it once, with a
+ * ready-to-paste MCP client configuration, on stdout.
+ */
+#include "cli/cli.h"
+#include "skilld/server.h"
+#include "skilld/store.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Host part for client URLs: a wildcard listen address becomes 127.0.0.1. */
+static void client_host(const char *listen, char *out, size_t cap)
+{
+    const char *colon = strrchr(listen, ':');
+    size_t n = colon ? (size_t)(colon - listen) : 0;
+    if (n == 0 || n >= cap || strncmp(listen, "0.0.0.0", n) == 0 ||
+        strncmp(listen, "[::]", n) == 0) {
+        skd_strlcpy(out, "127.0.0.1", cap);
+        return;
+    }
+    memcpy(out, listen, n);
+    out[n] = '\0';
+}
+
+static int first_key(skd_engine *e, const char *host, unsigned port)
+{
+    skd_store *st = skd_engine_store(e);
+    skd_err err = {0};
+    int64_t count = 0;
+    if (skd_store_key_count(st, &count, &err)) {
+        fprintf(stderr, "skilld serve: %s\n", skd_err_msg(&err));
+        return -1;
+    }
+    if (count > 0)
+        return 0;
+    char *secret = NULL;
+    skd_key_info info;
+    if (skd_store_key_create(st, "admin", SKD_SCOPE_ALL, &secret, &info, &err)) {
+        fprintf(stderr, "skilld serve: cannot create the first key: %s\n", skd_err_msg(&err));
+        return -1;
+    }
+    char url[300];
+    snprintf(url, sizeof(url), "http://%s:%u/mcp", host, port);
+    printf("skilld: no API key existed, so an admin key was created.\n"
+           "The secret is shown only now; store it safely.\n\n"
+           "  key id: %s\n  secret: %s\n\n"
+           "MCP client configuration (Claude Desktop, Cursor, VS Code: mcp.json):\n"
+           "{\n"
+           "  \"mcpServers\": {\n"
+           "    \"skilld\": {\n"
+           "      \"type\": \"http\",\n"
+           "      \"url\": \"%s\",\n"
+           "      \"headers\": { \"Authorization\": \"Bearer %s\" }\n"
+           "    }\n"
+           "  }\n"
+           "}\n\n"
+           "Claude Code:\n"
+           "  claude mcp add --transport http skilld %s --header \"Authorization: Bearer %s\"\n\n",
+           info.id, secret, url, secret, url, secret);
+    fflush(stdout);
+    free(secret);
+    return 0;
+}
+
+int skd__cli_serve(skd_cli *cli, int argc, char **argv)
+{
+    skd_err err = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *setting = NULL;
+        if (strcmp(argv[i], "--listen") == 0)
+            setting = "SKILLD_LISTEN";
+        else if (strcmp(argv[i], "--data-dir") == 0)
+            setting = "DATA_DIR";
+        else
+            return skd__cli_usage("serve", "unexpected argument %s", argv[i]);
+        if (i + 1 >= argc)
+            return skd__cli_usage("serve", "%s needs a value", argv[i]);
+        if (skd_config_set(cli->cfg, setting, argv[++i], &err))
+            return skd__cli_usage("serve", "%s", skd_err_msg(&err));
+    }
+    skd_engine *e = skd__cli_engine(cli);
+    if (!e)
+        return CLI_FAIL;
+    /* Block the stop signals before any thread starts, so every thread
+     * inherits the mask and only sigwait below sees them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    const char *listen = skd_config_str(cli->cfg, "SKILLD_LISTEN");
+    skd_server *srv = NULL;
+    if (skd_server_start(e, listen, &srv, &err)) {
+        fprintf(stderr, "skilld serve: %s\n", skd_err_msg(&err));
+        return CLI_FAIL;
+    }
+    char host[256];
+    client_host(listen, host, sizeof(host));
+    int code = CLI_OK;
+    if (first_key(e, host, skd_server_port(srv)) != 0) {
+        code = CLI_FAIL;
+    } else {
+        skd_info("listening on http://%s:%u (MCP at /mcp, REST at /v1)", host,
+                 skd_server_port(srv));
+        int sig = 0;
+        sigwait(&set, &sig);
+        skd_info("signal %d: stopping", sig);
+    }
+    skd_server_stop(srv, (int)skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS"));
+    skd_server_free(srv);
+    return code;
+}

@@ -1,0 +1,123 @@
+/*
+ * Authentication and DNS-rebinding protection for HTTP requests.
+ *
+ * The bearer secret is checked by the store (a SHA-256 of the secret
+ * compared in constant time); the key it belongs to becomes the request's
+ * identity. Host and Origin headers are compared against allow lists so a
+ * web page in a browser cannot reach a local skilld through a rebound DNS
+ * name. Nothing from the request is trusted before these checks pass.
+ */
+#include "server/http.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#define WWW_AUTH "Bearer realm=\"skilld\""
+
+static void unauthorized(skd_http_reply *out, const char *www, const char *msg)
+{
+    skd__http_error(out, MHD_HTTP_UNAUTHORIZED, "unauthorized", "%s", msg);
+    if (out->resp)
+        MHD_add_response_header(out->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, www);
+}
+
+int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
+{
+    const char *h = skd__http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h) {
+        unauthorized(out, WWW_AUTH, "an API key is required: Authorization: Bearer <key>");
+        return SKD_EUNAUTH;
+    }
+    if (strncasecmp(h, "Bearer ", 7) != 0) {
+        unauthorized(out, WWW_AUTH ", error=\"invalid_request\"",
+                     "the Authorization header must be Bearer <key>");
+        return SKD_EUNAUTH;
+    }
+    const char *secret = h + 7;
+    while (*secret == ' ')
+        secret++;
+    skd_err err = {0};
+    if (strlen(secret) > 256 ||
+        skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)), secret, &req->key,
+                           &err) != 0) {
+        unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
+                     "the API key is not valid or has been revoked");
+        return SKD_EUNAUTH;
+    }
+    req->authed = 1;
+    return 0;
+}
+
+/* Length of the host part of "host[:port]" or "[v6]:port". */
+static size_t host_len(const char *v)
+{
+    if (v[0] == '[') {
+        const char *end = strchr(v, ']');
+        return end ? (size_t)(end - v) + 1 : strlen(v);
+    }
+    const char *colon = strchr(v, ':');
+    return colon ? (size_t)(colon - v) : strlen(v);
+}
+
+/* 1 when host (n bytes) is one of the comma-separated names in csv ("*"
+ * matches anything). */
+static int in_list(const char *csv, const char *host, size_t n)
+{
+    const char *p = csv;
+    while (p && *p) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        while (len && *p == ' ') {
+            p++;
+            len--;
+        }
+        while (len && p[len - 1] == ' ')
+            len--;
+        if ((len == 1 && *p == '*') || (len == n && n && strncasecmp(p, host, n) == 0))
+            return 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return 0;
+}
+
+int skd__auth_host_allowed(const char *csv, const char *value)
+{
+    if (!value || !*value)
+        return 0;
+    return in_list(csv, value, host_len(value));
+}
+
+int skd__auth_origin_allowed(const char *csv, const char *origin)
+{
+    if (!origin)
+        return 1; /* not a browser request */
+    if (in_list(csv, origin, strlen(origin)))
+        return 1;
+    const char *rest = NULL;
+    if (strncasecmp(origin, "http://", 7) == 0)
+        rest = origin + 7;
+    else if (strncasecmp(origin, "https://", 8) == 0)
+        rest = origin + 8;
+    if (!rest || strchr(rest, '/'))
+        return 0;
+    return in_list("localhost,127.0.0.1,[::1]", rest, host_len(rest));
+}
+
+int skd__auth_host_origin(skd_http_req *req, skd_http_reply *out)
+{
+    const skd_config *cfg = skd_engine_config(skd__server_engine(req->srv));
+    const char *host = skd__http_header(req, MHD_HTTP_HEADER_HOST);
+    if (!skd__auth_host_allowed(skd_config_str(cfg, "SKILLD_ALLOWED_HOSTS"), host)) {
+        skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden",
+                        "Host header not allowed (SKILLD_ALLOWED_HOSTS)");
+        return SKD_EFORBIDDEN;
+    }
+    const char *origin = skd__http_header(req, "Origin");
+    if (!skd__auth_origin_allowed(skd_config_str(cfg, "SKILLD_ALLOWED_ORIGINS"), origin)) {
+        skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden",
+                        "Origin not allowed (SKILLD_ALLOWED_ORIGINS)");
+        return SKD_EFORBIDDEN;
+    }
+    return 0;
+}

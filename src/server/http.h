@@ -1,0 +1,104 @@
+/*
+ * The HTTP layer shared by every HTTP route (REST, MCP, A2A, health,
+ * metrics): the request a handler sees, how it answers, and the one route
+ * table (routes.c). To add an endpoint, write a handler and add one row.
+ *
+ * Before a handler runs, http.c has: checked Host and Origin against the
+ * allow lists (403), read the body up to SKILLD_MAX_BODY_BYTES (413),
+ * matched the route (404/405), and, for routes with auth, checked the
+ * bearer secret (401) and the route's scope (403). req->key is then the
+ * caller's identity; handlers never take an identity from the request body.
+ */
+#ifndef SKILLD_SERVER_HTTP_H
+#define SKILLD_SERVER_HTTP_H
+
+#include <microhttpd.h>
+
+#include "server/calls.h"
+#include "server/mcp.h"
+#include "skilld/server.h"
+#include "skilld/store.h"
+
+typedef struct skd_http_req {
+    skd_server *srv;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path;  /* without the query string */
+    const char *param; /* the "{}" path segment of the route (decoded), or NULL */
+    const char *body;  /* NUL-terminated; body_len bytes */
+    size_t body_len;
+    int authed;        /* 1 when key is valid */
+    skd_key_info key;
+} skd_http_req;
+
+/* What a handler produces: a status and a response (owned; http.c queues
+ * and destroys it). A handler that leaves resp NULL gets a 500. */
+typedef struct skd_http_reply {
+    unsigned status;
+    struct MHD_Response *resp;
+} skd_http_reply;
+
+typedef void (*skd_route_fn)(skd_http_req *req, skd_http_reply *out);
+
+typedef struct skd_route {
+    const char *method;  /* "GET", "POST", "DELETE", ... */
+    const char *pattern; /* "/v1/skills" or "/v1/skills/{}" ({} = one segment, last) */
+    int auth;            /* 1: a valid bearer secret is required */
+    unsigned scope;      /* SKD_SCOPE_* bits the key must have (with auth) */
+    skd_route_fn fn;
+} skd_route;
+
+/* The route table (routes.c), terminated by a row with method NULL. */
+extern const skd_route skd__routes[];
+
+/* Route handlers (rest.c, mcp_http.c, ...). */
+void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
+void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
+void skd__rest_skills(skd_http_req *req, skd_http_reply *out);
+void skd__rest_skill(skd_http_req *req, skd_http_reply *out);
+void skd__rest_execute(skd_http_req *req, skd_http_reply *out);
+void skd__rest_executions(skd_http_req *req, skd_http_reply *out);
+void skd__rest_execution(skd_http_req *req, skd_http_reply *out);
+void skd__rest_keys_list(skd_http_req *req, skd_http_reply *out);
+void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out);
+void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out);
+void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out);
+void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out);
+void skd__mcp_http_delete(skd_http_req *req, skd_http_reply *out);
+
+/* Server state handlers use (borrowed). */
+skd_engine *skd__server_engine(skd_server *s);
+skd_mcp *skd__server_mcp(skd_server *s);
+skd_calls *skd__server_calls(skd_server *s);
+/* 1 once a graceful stop began (long streams end). */
+int skd__server_stopping(skd_server *s);
+
+/* Answer with JSON (v stolen) and status. */
+void skd__http_json(skd_http_reply *out, unsigned status, json_t *v);
+/* Answer {"error":{"code","message"}} with status. */
+void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt,
+                     ...) __attribute__((format(printf, 4, 5)));
+/* Answer with a skd error: the HTTP status that fits err->code. */
+void skd__http_from_err(skd_http_reply *out, const skd_err *err);
+/* An empty body with status. */
+void skd__http_empty(skd_http_reply *out, unsigned status);
+/* Request header (case-insensitive) or NULL; query argument or NULL. */
+const char *skd__http_header(const skd_http_req *req, const char *name);
+const char *skd__http_query(const skd_http_req *req, const char *name);
+/* The HTTP status that fits an SKD_E* code. */
+unsigned skd__http_status_for(int code);
+/* Parse the request body as a JSON object; on failure answers 400 and
+ * returns NULL. New reference. */
+json_t *skd__http_body_object(skd_http_req *req, skd_http_reply *out);
+
+/* auth.c: check "Authorization: Bearer <secret>"; 0 with req->key set, or
+ * an answer already in out (401). */
+int skd__auth_bearer(skd_http_req *req, skd_http_reply *out);
+/* auth.c: Host and Origin against the allow lists; 0, or 403 in out. */
+int skd__auth_host_origin(skd_http_req *req, skd_http_reply *out);
+/* auth.c: 1 when value (host[:port]) names an allowed host in the CSV list. */
+int skd__auth_host_allowed(const char *csv, const char *value);
+/* auth.c: 1 when origin is allowed (local origins always; csv adds). */
+int skd__auth_origin_allowed(const char *csv, const char *origin);
+
+#endif

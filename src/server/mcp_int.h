@@ -1,0 +1,78 @@
+/*
+ * Internals shared by mcp.c (sessions, lifecycle, progress, cancellation)
+ * and mcp_tools.c (the tool catalogue and tools/call). Not for transports.
+ */
+#ifndef SKILLD_SERVER_MCP_INT_H
+#define SKILLD_SERVER_MCP_INT_H
+
+#include "server/mcp.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+struct skd_mcp_session {
+    atomic_int refs;
+    skd_mcp *m;
+    char id[SKD_UUID_LEN + 1];
+    char key_id[64];
+    unsigned scopes;
+    char version[16];     /* negotiated; "" before initialize */
+    atomic_int log_level; /* index into the MCP level names; -1: no messages */
+    int initialized;      /* guarded by m->mu */
+    int closed;           /* guarded by m->mu */
+    int64_t last_used_ms; /* guarded by m->mu */
+    skd_mcp_send_fn sink; /* guarded by m->mu */
+    void *sink_arg;
+    void (*sink_release)(void *);
+};
+
+/* One tools/call in flight; lives on the caller's stack. */
+struct mcp_call {
+    struct mcp_call *next;
+    skd_mcp_session *s;
+    const json_t *id;       /* borrowed from the request */
+    const json_t *progress_token; /* borrowed; NULL: no progress wanted */
+    skd_cancel *cancel;
+    skd_mcp_io *io;
+    double last_progress;
+    int handler_progress; /* the handler reports progress itself */
+    int cancelled;
+    int64_t started_ms, last_tick_ms;
+};
+
+struct skd_mcp {
+    skd_engine *e;
+    skd_calls *calls;
+    pthread_mutex_t mu; /* sessions, in-flight calls, sinks */
+    skd_mcp_session **sessions;
+    size_t nsess, capsess;
+    struct mcp_call *inflight;
+    pthread_cond_t tick_cv;
+    pthread_t ticker;
+    int ticker_running, stopping;
+    size_t page_size, max_sessions;
+    int expose_skills;
+    int64_t ttl_ms, progress_ms;
+};
+
+/* Register / unregister a call (in m->inflight and the tracker). */
+int skd__mcp_call_begin(skd_mcp *m, struct mcp_call *c);
+void skd__mcp_call_end(skd_mcp *m, struct mcp_call *c);
+/* The engine's progress callback; arg is the struct mcp_call. */
+void skd__mcp_progress_cb(void *arg, double progress, double total, const char *message);
+/* Send notifications/message at level (MCP level index) when the session
+ * asked for it, on io (may be NULL). */
+void skd__mcp_log(skd_mcp_session *s, skd_mcp_io *io, int level, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+enum { MCP_LOG_DEBUG, MCP_LOG_INFO, MCP_LOG_NOTICE, MCP_LOG_WARNING, MCP_LOG_ERROR };
+
+/* tools/list and tools/call (mcp_tools.c). Return the reply. */
+json_t *skd__mcp_tools_list(skd_mcp_session *s, const json_t *id, const json_t *params);
+json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *params,
+                            skd_mcp_io *io);
+
+/* 1 when the negotiated version has structured tool output (2025-06-18+). */
+int skd__mcp_has_structured(const skd_mcp_session *s);
+
+#endif

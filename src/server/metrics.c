@@ -1,0 +1,144 @@
+/*
+ * Metrics (see metrics.h and include/skilld/server.h). One mutex guards two
+ * small fixed tables; a full table folds new label values into an "other"
+ * row so the exposition stays bounded. Gauges owned by other parts (running
+ * sandboxes, rejected outbound connections) are read through getters those
+ * parts install.
+ */
+#include "server/metrics.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_REQ_ROWS 256
+#define MAX_EXEC_ROWS 512
+
+struct req_row {
+    const char *route;
+    unsigned status;
+    unsigned long count;
+};
+
+struct exec_row {
+    char skill[72];
+    unsigned long ok, failed;
+    double seconds_sum;
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct req_row reqs[MAX_REQ_ROWS];
+static size_t nreqs;
+static struct exec_row execs[MAX_EXEC_ROWS];
+static size_t nexecs;
+static long (*running_fn)(void);
+static unsigned long (*rejected_fn)(void);
+
+void skd_metrics_set_running_sandboxes_fn(long (*fn)(void))
+{
+    pthread_mutex_lock(&mu);
+    running_fn = fn;
+    pthread_mutex_unlock(&mu);
+}
+
+void skd_metrics_set_outbound_rejected_fn(unsigned long (*fn)(void))
+{
+    pthread_mutex_lock(&mu);
+    rejected_fn = fn;
+    pthread_mutex_unlock(&mu);
+}
+
+void skd__metrics_request(const char *route, unsigned status)
+{
+    pthread_mutex_lock(&mu);
+    size_t i;
+    for (i = 0; i < nreqs; i++)
+        if (reqs[i].status == status && strcmp(reqs[i].route, route) == 0)
+            break;
+    if (i == nreqs && nreqs < MAX_REQ_ROWS)
+        reqs[nreqs++] = (struct req_row){route, status, 0};
+    if (i < nreqs)
+        reqs[i].count++;
+    pthread_mutex_unlock(&mu);
+}
+
+void skd_metrics_execution(const char *skill, int success, int64_t duration_ms)
+{
+    char name[72];
+    /* Only names the registry accepts become labels; anything else (a typo
+     * in skills_execute) is counted under "other". */
+    if (!skill || !skd_skill_name_valid(skill) || skd_strlcpy(name, skill, sizeof(name)))
+        skd_strlcpy(name, "other", sizeof(name));
+    pthread_mutex_lock(&mu);
+    size_t i;
+    for (i = 0; i < nexecs; i++)
+        if (strcmp(execs[i].skill, name) == 0)
+            break;
+    if (i == nexecs) {
+        if (nexecs == MAX_EXEC_ROWS)
+            i = MAX_EXEC_ROWS - 1; /* the last row doubles as "other" */
+        else
+            nexecs++;
+        if (execs[i].skill[0] == '\0')
+            skd_strlcpy(execs[i].skill, i == MAX_EXEC_ROWS - 1 ? "other" : name,
+                        sizeof(execs[i].skill));
+    }
+    if (success)
+        execs[i].ok++;
+    else
+        execs[i].failed++;
+    execs[i].seconds_sum += (double)duration_ms / 1000.0;
+    pthread_mutex_unlock(&mu);
+}
+
+void skd__metrics_reset(void)
+{
+    pthread_mutex_lock(&mu);
+    nreqs = nexecs = 0;
+    memset(execs, 0, sizeof(execs));
+    pthread_mutex_unlock(&mu);
+}
+
+int skd__metrics_render(skd_buf *b, size_t in_flight)
+{
+    int rc = 0;
+    pthread_mutex_lock(&mu);
+    rc |= skd_buf_puts(b, "# HELP skilld_http_requests_total HTTP requests answered.\n"
+                          "# TYPE skilld_http_requests_total counter\n");
+    for (size_t i = 0; i < nreqs; i++)
+        rc |= skd_buf_printf(b, "skilld_http_requests_total{route=\"%s\",status=\"%u\"} %lu\n",
+                             reqs[i].route, reqs[i].status, reqs[i].count);
+    rc |= skd_buf_puts(b, "# HELP skilld_executions_total Skill executions by result.\n"
+                          "# TYPE skilld_executions_total counter\n");
+    for (size_t i = 0; i < nexecs; i++) {
+        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"success\"} %lu\n",
+                             execs[i].skill, execs[i].ok);
+        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"error\"} %lu\n",
+                             execs[i].skill, execs[i].failed);
+    }
+    rc |= skd_buf_puts(b, "# HELP skilld_execution_duration_seconds Time spent in skills.\n"
+                          "# TYPE skilld_execution_duration_seconds summary\n");
+    for (size_t i = 0; i < nexecs; i++) {
+        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_sum{skill=\"%s\"} %.6f\n",
+                             execs[i].skill, execs[i].seconds_sum);
+        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_count{skill=\"%s\"} %lu\n",
+                             execs[i].skill, execs[i].ok + execs[i].failed);
+    }
+    long running = running_fn ? running_fn() : 0;
+    unsigned long rejected = rejected_fn ? rejected_fn() : 0;
+    pthread_mutex_unlock(&mu);
+    rc |= skd_buf_printf(b,
+                         "# HELP skilld_sandboxes_running Sandboxes running now.\n"
+                         "# TYPE skilld_sandboxes_running gauge\n"
+                         "skilld_sandboxes_running %ld\n"
+                         "# HELP skilld_outbound_rejected_total Outbound connections refused "
+                         "by the guard.\n"
+                         "# TYPE skilld_outbound_rejected_total counter\n"
+                         "skilld_outbound_rejected_total %lu\n"
+                         "# HELP skilld_calls_in_flight Skill calls running now.\n"
+                         "# TYPE skilld_calls_in_flight gauge\n"
+                         "skilld_calls_in_flight %zu\n",
+                         running, rejected, in_flight);
+    return rc ? SKD_ETOOBIG : 0;
+}

@@ -1,0 +1,24 @@
+/*
+ * Server metrics in memory, rendered as Prometheus text for /metrics.
+ * Counters only grow; label values come from a bounded set (route patterns,
+ * status codes, skill names) and the tables are capped, so a client cannot
+ * make them grow without bound.
+ */
+#ifndef SKILLD_SERVER_METRICS_H
+#define SKILLD_SERVER_METRICS_H
+
+#include "skilld/buf.h"
+#include "skilld/server.h"
+
+/* Count one HTTP request answered on route (a pattern, borrowed static
+ * string; "unmatched" for none) with status. */
+void skd__metrics_request(const char *route, unsigned status);
+
+/* Append the Prometheus text exposition to b; in_flight is the number of
+ * skill calls running in this server now. */
+int skd__metrics_render(skd_buf *b, size_t in_flight);
+
+/* Forget everything (tests). */
+void skd__metrics_reset(void);
+
+#endif

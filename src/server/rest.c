@@ -1,0 +1,220 @@
+/*
+ * REST endpoints under /v1, plus /healthz and /metrics (see routes.c for
+ * paths and scopes). Handlers translate between HTTP and the library: the
+ * caller's identity is req->key (checked by http.c), never a field of the
+ * body. Executions go through skd_engine_execute like every transport;
+ * audit rows and keys come from the store, scoped to the caller's key.
+ */
+#include "server/http.h"
+#include "server/metrics.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void skd__rest_healthz(skd_http_req *req, skd_http_reply *out)
+{
+    (void)req;
+    skd__http_json(out, MHD_HTTP_OK,
+                   json_pack("{s:s, s:s}", "status", "ok", "version", SKD_VERSION));
+}
+
+void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
+{
+    (void)req;
+    skd_buf b;
+    skd_buf_init(&b, 4 * 1024 * 1024);
+    size_t len = 0;
+    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv))) == 0 ? skd_buf_steal(&b, &len) : NULL;
+    skd_buf_free(&b);
+    if (!text) {
+        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
+                        "metrics could not be rendered");
+        return;
+    }
+    out->status = MHD_HTTP_OK;
+    out->resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+    if (!out->resp) {
+        free(text);
+        return;
+    }
+    MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void skd__rest_skills(skd_http_req *req, skd_http_reply *out)
+{
+    size_t n = 0;
+    skd_engine *e = skd__server_engine(req->srv);
+    skd_skill **list = skd_registry_list(skd_engine_registry(e), req->key.id, 1, 0, &n);
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < n; i++)
+        json_array_append_new(arr, skd_skill_to_json(list[i]));
+    skd_skill_list_free(list, n);
+    skd__http_json(out, MHD_HTTP_OK, arr ? json_pack("{s:o}", "skills", arr) : NULL);
+}
+
+void skd__rest_skill(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_engine *e = skd__server_engine(req->srv);
+    skd_skill *s = skd_registry_lookup(skd_engine_registry(e), req->param, req->key.id, &err);
+    if (!s) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, skd_skill_to_json(s));
+    skd_skill_unref(s);
+}
+
+void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *body = skd__http_body_object(req, out);
+    if (!body)
+        return;
+    const json_t *skill = json_object_get(body, "skill");
+    const json_t *version = json_object_get(body, "version");
+    const json_t *input = json_object_get(body, "input");
+    if (!json_is_string(skill) || (version && !json_is_string(version)) ||
+        (input && !json_is_object(input))) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "expected {\"skill\": string, \"input\": object, \"version\"?: string}");
+        json_decref(body);
+        return;
+    }
+    skd_cancel *cancel = skd_cancel_new();
+    skd_calls *calls = skd__server_calls(req->srv);
+    if (!cancel || skd__calls_begin(calls, cancel) != 0) {
+        skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "busy", "the server is stopping");
+        skd_cancel_free(cancel);
+        json_decref(body);
+        return;
+    }
+    skd_call call = {
+        .key_id = req->key.id,
+        .scopes = req->key.scopes,
+        .skill = json_string_value(skill),
+        .version = json_string_value(version),
+        .input = input,
+        .cancel = cancel,
+    };
+    char exec_id[37] = "";
+    int64_t t0 = skd_mono_ms();
+    json_t *result = skd_engine_execute(skd__server_engine(req->srv), &call, exec_id);
+    skd__calls_end(calls, cancel);
+    skd_cancel_free(cancel);
+    int ok = skd_result_success(result);
+    skd_metrics_execution(call.skill, ok, skd_mono_ms() - t0);
+    unsigned status = MHD_HTTP_OK;
+    if (!ok) {
+        const char *code = skd_result_code(result);
+        status = skd__http_status_for(code ? skd_errcode_parse(code) : SKD_EINTERNAL);
+    }
+    if (result)
+        json_object_set_new(result, "executionId", json_string(exec_id));
+    skd__http_json(out, status, result);
+    json_decref(body);
+}
+
+void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
+{
+    int64_t limit = 50;
+    const char *q = skd__http_query(req, "limit");
+    if (q && skd_parse_i64(q, 1, 500, &limit) != 0) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "limit must be an integer from 1 to 500");
+        return;
+    }
+    skd_err err = {0};
+    json_t *rows = skd_store_audit_list(skd_engine_store(skd__server_engine(req->srv)),
+                                        req->key.id, (int)limit, &err);
+    if (!rows) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "executions", rows));
+}
+
+void skd__rest_execution(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    /* The store looks the row up for this key only: another key's id is
+     * indistinguishable from one that does not exist. */
+    json_t *row = skd_store_audit_get(skd_engine_store(skd__server_engine(req->srv)),
+                                      req->key.id, req->param, &err);
+    if (!row) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, row);
+}
+
+void skd__rest_keys_list(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    json_t *keys = skd_store_key_list(skd_engine_store(skd__server_engine(req->srv)), &err);
+    if (!keys) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "keys", keys));
+}
+
+/* Scopes from a JSON array of names or a comma-separated string. */
+static int body_scopes(const json_t *v, unsigned *scopes, skd_err *err)
+{
+    if (!v)
+        return skd_scopes_parse("skills:read,skills:execute", scopes, err);
+    if (json_is_string(v))
+        return skd_scopes_parse(json_string_value(v), scopes, err);
+    if (!json_is_array(v) || json_array_size(v) == 0)
+        return skd_err_set(err, SKD_EINVAL, "scopes must be a non-empty array of names");
+    *scopes = 0;
+    size_t i;
+    const json_t *x;
+    json_array_foreach(v, i, x) {
+        unsigned one;
+        if (!json_is_string(x))
+            return skd_err_set(err, SKD_EINVAL, "scopes must be strings");
+        int rc = skd_scopes_parse(json_string_value(x), &one, err);
+        if (rc)
+            return rc;
+        *scopes |= one;
+    }
+    return 0;
+}
+
+void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *body = skd__http_body_object(req, out);
+    if (!body)
+        return;
+    skd_err err = {0};
+    unsigned scopes = 0;
+    const char *name = skd_json_str(body, "name", NULL);
+    char *secret = NULL;
+    skd_key_info info;
+    if (!name) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input", "name (string) is required");
+    } else if (body_scopes(json_object_get(body, "scopes"), &scopes, &err) != 0 ||
+               skd_store_key_create(skd_engine_store(skd__server_engine(req->srv)), name,
+                                    scopes, &secret, &info, &err) != 0) {
+        skd__http_from_err(out, &err);
+    } else {
+        skd__http_json(out, MHD_HTTP_CREATED,
+                       json_pack("{s:s, s:s, s:s, s:o}", "id", info.id, "name", info.name,
+                                 "secret", secret, "scopes", skd_scopes_to_json(info.scopes)));
+    }
+    free(secret);
+    json_decref(body);
+}
+
+void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    if (skd_store_key_revoke(skd_engine_store(skd__server_engine(req->srv)), req->param,
+                             &err) != 0) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_empty(out, MHD_HTTP_NO_CONTENT);
+}

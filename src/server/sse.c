@@ -1,0 +1,168 @@
+/*
+ * SSE streams (see sse.h). The producer (a worker thread running a skill,
+ * the registry's change callback) appends whole frames to a capped buffer;
+ * MHD's connection thread copies them out in the reader callback, waiting
+ * on a condition variable while the buffer is empty and sending an SSE
+ * comment every 15 s so proxies and the connection timeout keep the stream
+ * open. Both sides hold a reference; the last one frees.
+ */
+#include "server/sse.h"
+
+#include "skilld/buf.h"
+#include "skilld/util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEEPALIVE_MS 15000
+
+struct skd_sse {
+    atomic_int refs;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    skd_buf q;   /* unsent bytes from pos */
+    size_t pos;
+    int closed;  /* no more messages */
+    int gone;    /* the client left or the stream ended */
+    const atomic_int *stopping;
+    int64_t last_sent_ms;
+};
+
+skd_sse *skd__sse_new(size_t max_bytes, const atomic_int *stopping)
+{
+    skd_sse *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    skd_buf_init(&s->q, max_bytes);
+    s->stopping = stopping;
+    s->last_sent_ms = skd_mono_ms();
+    return s;
+}
+
+void skd__sse_ref(skd_sse *s)
+{
+    atomic_fetch_add(&s->refs, 1);
+}
+
+void skd__sse_unref(skd_sse *s)
+{
+    if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
+        return;
+    skd_buf_free(&s->q);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+void skd__sse_send(void *arg, const json_t *msg)
+{
+    skd_sse *s = arg;
+    char *data = json_dumps(msg, JSON_COMPACT);
+    if (!data)
+        return;
+    pthread_mutex_lock(&s->mu);
+    if (!s->gone && !s->closed) {
+        /* Compact JSON has no raw newline, so one data: line is enough. */
+        if (s->pos == s->q.len) {
+            s->q.len = s->pos = 0; /* reuse the buffer once drained */
+        }
+        size_t before = s->q.len;
+        if (skd_buf_puts(&s->q, "event: message\ndata: ") || skd_buf_puts(&s->q, data) ||
+            skd_buf_puts(&s->q, "\n\n")) {
+            s->q.len = before;
+            s->gone = 1; /* too much unsent data: end the stream */
+        }
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    free(data);
+}
+
+void skd__sse_close(skd_sse *s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->closed = 1;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int skd__sse_gone(skd_sse *s)
+{
+    pthread_mutex_lock(&s->mu);
+    int g = s->gone;
+    pthread_mutex_unlock(&s->mu);
+    return g;
+}
+
+static ssize_t reader(void *cls, uint64_t offset, char *buf, size_t max)
+{
+    (void)offset;
+    skd_sse *s = cls;
+    ssize_t n = 0;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (s->pos < s->q.len) {
+            size_t avail = s->q.len - s->pos;
+            n = (ssize_t)(avail < max ? avail : max);
+            memcpy(buf, s->q.data + s->pos, (size_t)n);
+            s->pos += (size_t)n;
+            break;
+        }
+        if (s->gone || s->closed || (s->stopping && atomic_load(s->stopping))) {
+            s->gone = 1;
+            n = MHD_CONTENT_READER_END_OF_STREAM;
+            break;
+        }
+        int64_t now = skd_mono_ms();
+        if (now - s->last_sent_ms >= KEEPALIVE_MS && max >= 3) {
+            memcpy(buf, ":\n\n", 3);
+            n = 3;
+            break;
+        }
+        struct timespec dl;
+        clock_gettime(CLOCK_MONOTONIC, &dl);
+        dl.tv_nsec += 250 * 1000000L; /* wake to notice a stop */
+        if (dl.tv_nsec >= 1000000000L) {
+            dl.tv_sec++;
+            dl.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+    }
+    if (n > 0)
+        s->last_sent_ms = skd_mono_ms();
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+static void reader_free(void *cls)
+{
+    skd_sse *s = cls;
+    pthread_mutex_lock(&s->mu);
+    s->gone = 1;
+    pthread_mutex_unlock(&s->mu);
+    skd__sse_unref(s);
+}
+
+struct MHD_Response *skd__sse_response(skd_sse *s)
+{
+    skd__sse_ref(s);
+    struct MHD_Response *r =
+        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, reader, s, reader_free);
+    if (!r) {
+        skd__sse_unref(s);
+        return NULL;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-store");
+    MHD_add_response_header(r, "X-Accel-Buffering", "no");
+    return r;
+}

@@ -1,0 +1,38 @@
+/*
+ * Server-Sent Events responses: a queue one side fills with JSON messages
+ * and libmicrohttpd drains as "event: message" / "data: ..." frames. Used by
+ * MCP Streamable HTTP (and by anything else that streams, such as A2A).
+ * Only for a daemon with a thread per connection: the reader blocks on a
+ * condition variable until there is something to send.
+ */
+#ifndef SKILLD_SERVER_SSE_H
+#define SKILLD_SERVER_SSE_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdatomic.h>
+
+typedef struct skd_sse skd_sse;
+
+/* New stream holding at most max_bytes unsent. stopping (borrowed, may be
+ * NULL) ends the stream when it becomes non-zero. Returns a reference. */
+skd_sse *skd__sse_new(size_t max_bytes, const atomic_int *stopping);
+void skd__sse_ref(skd_sse *s);
+void skd__sse_unref(skd_sse *s); /* NULL ok */
+
+/* Queue one message (borrowed). Dropped when the client is gone or the
+ * stream is closed; a message that would overflow the cap ends the stream.
+ * Matches skd_mcp_send_fn (arg is the skd_sse). */
+void skd__sse_send(void *sse, const json_t *msg);
+
+/* No more messages: the response ends once the queue is drained. */
+void skd__sse_close(skd_sse *s);
+
+/* 1 once the client went away or the stream ended. */
+int skd__sse_gone(skd_sse *s);
+
+/* A response that streams s (takes its own reference). Content-Type is
+ * text/event-stream. NULL when out of memory. */
+struct MHD_Response *skd__sse_response(skd_sse *s);
+
+#endif
