@@ -68,21 +68,21 @@ json_t *skd_sandbox_config_to_json(const skd_sandbox_config *c);
  * skd_sandbox_result_free. */
 typedef struct skd_sandbox_result {
     char id[SKD_UUID_LEN + 1];
-    char runtime[16];   /* provider name: "native", "docker", ... */
-    int error;          /* 0, or SKD_E*: the command did not run (message below) */
+    char runtime[16]; /* provider name: "native", "docker", ... */
+    int error;        /* 0, or SKD_E*: the command did not run (message below) */
     char message[SKD_ERR_MSG_MAX];
-    int exited;         /* 1: the process exited and exit_code is valid */
+    int exited; /* 1: the process exited and exit_code is valid */
     int exit_code;
-    int signal;         /* terminating signal, 0 when it exited */
-    char *out;          /* kept stdout bytes (NUL-terminated), never NULL after a run */
+    int signal; /* terminating signal, 0 when it exited */
+    char *out;  /* kept stdout bytes (NUL-terminated), never NULL after a run */
     size_t out_len;
     uint64_t out_total; /* bytes the command wrote to stdout, kept or not */
     char *err;
     size_t err_len;
     uint64_t err_total;
-    int truncated;      /* some output was dropped */
+    int truncated; /* some output was dropped */
     int64_t duration_ms;
-    int killed;         /* killed by the runner: timeout, kill(), cancel, OOM */
+    int killed; /* killed by the runner: timeout, kill(), cancel, OOM */
     int timed_out;
     int oom_killed;
 } skd_sandbox_result;
@@ -103,18 +103,18 @@ typedef void (*skd_sandbox_tick_fn)(void *arg, int64_t elapsed_ms);
 /* One run. Everything is borrowed and copied by skd_sandbox_run/start, so
  * it may be freed as soon as they return. */
 typedef struct skd_sandbox_spec {
-    const char *runtime;           /* NULL: the runner's (SKILLS_SANDBOX_RUNTIME) */
-    const char *image;             /* NULL or "host": the host image */
-    const char *const *argv;       /* NULL-terminated; argv[0] is the program */
-    const char *const *env;        /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG */
-    const void *stdin_data;        /* may be NULL: stdin is empty */
+    const char *runtime;     /* NULL: the runner's (SKILLS_SANDBOX_RUNTIME) */
+    const char *image;       /* NULL or "host": the host image */
+    const char *const *argv; /* NULL-terminated; argv[0] is the program */
+    const char *const *env;  /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG */
+    const void *stdin_data;  /* may be NULL: stdin is empty */
     size_t stdin_len;
     const skd_sandbox_config *config; /* NULL: the runner's defaults */
-    const char *workspace;         /* host directory at /workspace; NULL: none */
-    const char *key_id;            /* for the per-key cap; NULL counts as "" */
-    const char *cwd;               /* NULL: /workspace when there is one, else /tmp */
-    skd_cancel *cancel;            /* skd_sandbox_run only: firing it kills the run */
-    skd_sandbox_tick_fn tick;      /* skd_sandbox_run only; may be NULL */
+    const char *workspace;            /* host directory at /workspace; NULL: none */
+    const char *key_id;               /* for the per-key cap; NULL counts as "" */
+    const char *cwd;                  /* NULL: /workspace when there is one, else /tmp */
+    skd_cancel *cancel;               /* skd_sandbox_run only: firing it kills the run */
+    skd_sandbox_tick_fn tick;         /* skd_sandbox_run only; may be NULL */
     void *tick_arg;
 } skd_sandbox_spec;
 
@@ -125,10 +125,10 @@ typedef void (*skd_sandbox_done_fn)(void *arg, skd_sandbox_result *res);
 
 /* Runner settings. Zero fields take the defaults noted. */
 typedef struct skd_runner_opts {
-    int max_concurrent;      /* 0: SKILLS_SANDBOX_MAX_CONCURRENT, or 4 x cores */
-    int max_per_key;         /* 0: SKILLS_SANDBOX_MAX_PER_KEY, or half the global cap (>= 1) */
-    const char *runtime;     /* NULL: SKILLS_SANDBOX_RUNTIME */
-    const char *data_dir;    /* NULL: DATA_DIR (images/ lives there) */
+    int max_concurrent;         /* 0: SKILLS_SANDBOX_MAX_CONCURRENT, or 4 x cores */
+    int max_per_key;            /* 0: SKILLS_SANDBOX_MAX_PER_KEY, or half the global cap (>= 1) */
+    const char *runtime;        /* NULL: SKILLS_SANDBOX_RUNTIME */
+    const char *data_dir;       /* NULL: DATA_DIR (images/ lives there) */
     const char *allowed_images; /* NULL: SKILLS_ALLOWED_SANDBOX_IMAGES */
 } skd_runner_opts;
 

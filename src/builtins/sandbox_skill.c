@@ -26,8 +26,8 @@ static int env_name_ok(const char *k)
     if (!((*k >= 'A' && *k <= 'Z') || (*k >= 'a' && *k <= 'z') || *k == '_'))
         return 0;
     for (const char *p = k; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
-              (*p >= '0' && *p <= '9') || *p == '_'))
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') ||
+              *p == '_'))
             return 0;
     return strlen(k) <= 128;
 }
@@ -60,7 +60,7 @@ static json_t *build_env(const json_t *extra, char ***out)
         if (!(env[k++] = strdup(base_env[i])))
             goto nomem;
     }
-    json_object_foreach((json_t *)extra, key, v) {
+    json_object_foreach ((json_t *)extra, key, v) {
         if (!env_name_ok(key) || !json_is_string(v)) {
             free_env(env);
             return skd_result_error(SKD_EINVAL, "env: '%.64s' must be a NAME with a string value",

@@ -13,13 +13,13 @@
 #define SKD__SKILL_MAX_TIMEOUT_MS 60000
 
 typedef struct skd__sbx_call {
-    const char *const *argv;  /* NULL-terminated */
-    const json_t *env;        /* object of strings or NULL; added to the defaults */
-    const char *image;        /* NULL: host */
-    const char *stdin_data;   /* may be NULL */
+    const char *const *argv; /* NULL-terminated */
+    const json_t *env;       /* object of strings or NULL; added to the defaults */
+    const char *image;       /* NULL: host */
+    const char *stdin_data;  /* may be NULL */
     size_t stdin_len;
-    long long timeout_ms;     /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
-    int network_enabled;      /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
+    long long timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
+    int network_enabled;  /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
 } skd__sbx_call;
 
 /* Run and return the skill result (new reference): success when the command

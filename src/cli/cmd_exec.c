@@ -22,15 +22,15 @@ struct exec_opts {
 static int int_flag(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
 {
     if (skd_parse_i64(v, lo, hi, out))
-        return skd__cli_usage("exec", "%s expects an integer in [%lld, %lld]", flag,
-                              (long long)lo, (long long)hi);
+        return skd__cli_usage("exec", "%s expects an integer in [%lld, %lld]", flag, (long long)lo,
+                              (long long)hi);
     return 0;
 }
 
 static int parse(int argc, char **argv, struct exec_opts *o)
 {
-    static const char *const valued[] = {"--runtime", "--image", "--key", "--timeout",
-                                         "--memory", "--cpu", "--pids", "--output-limit"};
+    static const char *const valued[] = {"--runtime", "--image", "--key",  "--timeout",
+                                         "--memory",  "--cpu",   "--pids", "--output-limit"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {

@@ -36,8 +36,14 @@ struct field {
     int64_t min, max;
 };
 
-#define F_INT(n, m, lo, hi) {n, offsetof(skd_sandbox_config, m), 0, lo, hi}
-#define F_BOOL(n, m) {n, offsetof(skd_sandbox_config, m), 1, 0, 1}
+#define F_INT(n, m, lo, hi)                                                                        \
+    {                                                                                              \
+        n, offsetof(skd_sandbox_config, m), 0, lo, hi                                              \
+    }
+#define F_BOOL(n, m)                                                                               \
+    {                                                                                              \
+        n, offsetof(skd_sandbox_config, m), 1, 0, 1                                                \
+    }
 
 static const struct field fields[] = {
     F_INT("cpuLimit", cpu_limit, 1, 102400),
@@ -71,7 +77,7 @@ int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_e
     skd_sandbox_config tmp = *c;
     const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach ((json_t *)obj, key, v) {
         const struct field *f = find_field(key);
         if (!f)
             return skd_err_set(err, SKD_EINVAL, "sandbox config: unknown field '%s'", key);

@@ -31,9 +31,8 @@
 #define P_PIDFD 3
 #endif
 
-#define NS_FLAGS                                                                          \
-    (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS |           \
-     CLONE_NEWNET)
+#define NS_FLAGS                                                                                   \
+    (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
 #define MAX_ENTS 128
 
 static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
@@ -123,15 +122,18 @@ static void init_once(void)
     }
     N.idmap_fd = make_idmap_userns();
     if (N.idmap_fd < 0)
-        snprintf(N.why, sizeof(N.why), "user namespaces: %s (is kernel.unprivileged_userns_clone "
-                 "or user.max_user_namespaces 0?)", strerror(errno));
+        snprintf(N.why, sizeof(N.why),
+                 "user namespaces: %s (is kernel.unprivileged_userns_clone "
+                 "or user.max_user_namespaces 0?)",
+                 strerror(errno));
 }
 
 static int native_detect(skd_err *err)
 {
     const struct sock_fprog *prog;
     if (getuid() != 0 && geteuid() != 0)
-        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: skilld must run as root to map "
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "native sandbox: skilld must run as root to map "
                            "the sandbox user and manage cgroups");
     pthread_once(&once, init_once);
     if (N.idmap_fd < 0)
@@ -144,8 +146,7 @@ static int native_detect(skd_err *err)
 
 /* ---- the entries of the new root ---- */
 
-static int add_ent(struct nstate *s, enum mnt_kind kind, const char *rel, const char *src,
-                   int dev)
+static int add_ent(struct nstate *s, enum mnt_kind kind, const char *rel, const char *src, int dev)
 {
     if (s->nents >= MAX_ENTS)
         return -1;
@@ -223,8 +224,8 @@ static int add_host_root(struct nstate *s)
 
 static int skip_image_entry(const char *n)
 {
-    static const char *const skip[] = {".", "..", "proc", "dev", "tmp", "workspace", "sys",
-                                       ".skilld-image"};
+    static const char *const skip[] = {".",   "..",        "proc", "dev",
+                                       "tmp", "workspace", "sys",  ".skilld-image"};
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
         if (strcmp(n, skip[i]) == 0)
             return 1;
@@ -306,7 +307,7 @@ static int open_mounts(struct nstate *s, skd_err *err)
     struct mount_attr a;
     if (q->workspace) {
         s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
@@ -314,12 +315,13 @@ static int open_mounts(struct nstate *s, skd_err *err)
         if (s->child.ws_fd < 0 ||
             syscall(SYS_mount_setattr, s->child.ws_fd, "", AT_EMPTY_PATH, &a, sizeof(a)) != 0)
             return skd_err_set(err, SKD_ESANDBOX,
-                               "native sandbox: idmapped workspace mount of %s: %s",
-                               q->workspace, strerror(errno));
+                               "native sandbox: idmapped workspace mount of %s: %s", q->workspace,
+                               strerror(errno));
     }
     if (q->rootfs) {
-        s->child.img_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
-                                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        s->child.img_fd =
+            (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
+                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         if (s->child.img_fd < 0 || syscall(SYS_mount_setattr, s->child.img_fd, "",
@@ -340,8 +342,8 @@ static const char *env_path(char *const *envp)
 
 static int fill_child(struct nstate *s, skd_err *err)
 {
-    static const char *const rels[] = {"proc", "dev", "tmp", "dev/shm", "workspace",
-                                       ".skilld-image"};
+    static const char *const rels[] = {"proc",    "dev",       "tmp",
+                                       "dev/shm", "workspace", ".skilld-image"};
     const skd__sandbox_req *q = s->req;
     struct skd__native_child *c = &s->child;
     int rc = q->rootfs ? add_image_root(s, q->rootfs) : add_host_root(s);
@@ -353,8 +355,7 @@ static int fill_child(struct nstate *s, skd_err *err)
     if (rc)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cannot lay out the root of %s",
                            q->image);
-    snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777",
-             (long long)q->cfg->tmp_size);
+    snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777", (long long)q->cfg->tmp_size);
     snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777",
              (long long)(q->cfg->tmp_size < (64 << 20) ? q->cfg->tmp_size : (64 << 20)));
     c->stage = N.stage;
@@ -421,7 +422,7 @@ static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
     if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
                            strerror(errno));
-    int rc = skd__cgroup_attach(s->cg, pid, err);
+    int rc = skd__cgroup_clone_fd(s->cg) >= 0 ? 0 : skd__cgroup_attach(s->cg, pid, err);
     if (rc)
         return rc;
     if (write(sync_fd, "g", 1) != 1)
@@ -450,6 +451,11 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     ca.flags = NS_FLAGS | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
+    if (skd__cgroup_clone_fd(s->cg) >= 0) {
+        /* cgroup v2: born in its cgroup, no migration (and no RCU sync). */
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)skd__cgroup_clone_fd(s->cg);
+    }
     pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
     if (pid == 0)
         skd__native_child_main(&s->child);
@@ -472,8 +478,11 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     fcntl(o[0], F_SETFL, O_NONBLOCK);
     fcntl(e[0], F_SETFL, O_NONBLOCK);
     fcntl(st[0], F_SETFL, O_NONBLOCK);
-    *out = (skd__spawned){.pidfd = pidfd, .stdin_fd = in[1], .stdout_fd = o[0],
-                          .stderr_fd = e[0], .status_fd = st[0]};
+    *out = (skd__spawned){.pidfd = pidfd,
+                          .stdin_fd = in[1],
+                          .stdout_fd = o[0],
+                          .stderr_fd = e[0],
+                          .status_fd = st[0]};
     return 0;
 fail:
     close_pair(in), close_pair(o), close_pair(e), close_pair(st), close_pair(sy);

@@ -37,6 +37,9 @@ const char *skd__cgroup_describe(void);
 /* Create the run's cgroup and write every limit of cfg. Fail closed. */
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
                        skd_err *err);
+/* cgroup v2: a directory fd of the run's cgroup for clone3's
+ * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
+int skd__cgroup_clone_fd(const skd__cgroup *cg);
 /* Move pid into the run's cgroup (every controller). */
 int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err);
 /* SIGKILL every process in the cgroup (cgroup.kill, or freeze + kill +
@@ -59,31 +62,31 @@ enum mnt_kind { MNT_BIND_DIR, MNT_BIND_FILE, MNT_SYMLINK, MNT_WRITE_FILE, MNT_DI
  * directory (the child formats nothing). */
 struct mnt_entry {
     enum mnt_kind kind;
-    char *dst;       /* path under the staging root */
-    char *src;       /* bind source, symlink target, or file content */
-    int writable;    /* bind stays writable (device nodes) */
-    int devices;     /* bind keeps device access (no nodev) */
+    char *dst;    /* path under the staging root */
+    char *src;    /* bind source, symlink target, or file content */
+    int writable; /* bind stays writable (device nodes) */
+    int devices;  /* bind keeps device access (no nodev) */
 };
 
 /* Everything the child needs, prepared by the parent before clone3. */
 struct skd__native_child {
-    const char *stage;        /* staging mount point (an empty host dir) */
-    const char *stage_opts;   /* tmpfs options of the new root */
+    const char *stage;      /* staging mount point (an empty host dir) */
+    const char *stage_opts; /* tmpfs options of the new root */
     struct mnt_entry *ents;
     size_t nents;
     const char *proc_dir, *dev_dir, *tmp_dir, *shm_dir, *ws_dir;
     const char *tmp_opts, *shm_opts;
-    int ws_fd;                /* detached idmapped workspace mount or -1 */
-    int img_fd;               /* detached read-only image root or -1 */
-    const char *img_dir;      /* where img_fd is attached while binding */
+    int ws_fd;           /* detached idmapped workspace mount or -1 */
+    int img_fd;          /* detached read-only image root or -1 */
+    const char *img_dir; /* where img_fd is attached while binding */
     const char *cwd;
     char *const *argv;
     char *const *envp;
     const char *path;         /* the PATH to search (from envp) */
     unsigned long long fsize; /* RLIMIT_FSIZE */
     const struct sock_fprog *seccomp;
-    int sync_fd;              /* read end: parent wrote the maps and cgroups */
-    int status_fd;            /* write end: failing step */
+    int sync_fd;   /* read end: parent wrote the maps and cgroups */
+    int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
 };
 

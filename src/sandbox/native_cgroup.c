@@ -28,10 +28,11 @@ enum ctl { C_MEMORY, C_PIDS, C_CPU, C_FREEZER, C_COUNT };
 static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer"};
 
 static struct {
-    int version;                 /* 0: unusable, 1, 2 */
+    int version;                    /* 0: unusable, 1, 2 */
     char parent[C_COUNT][PATH_MAX]; /* v1: per controller; v2: parent[0] */
+    int nctl;                       /* v1: controllers in use (freezer optional) */
     int has_memsw;
-    int has_kill;                /* v2 cgroup.kill */
+    int has_kill; /* v2 cgroup.kill */
     char why[SKD_ERR_MSG_MAX];
     char desc[256];
 } G;
@@ -40,6 +41,7 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 struct skd__cgroup {
     char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
     int n;
+    int fd; /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
 };
 
 static int write_file(const char *dir, const char *file, const char *val)
@@ -156,8 +158,8 @@ static int mkdir_ok(const char *p)
 static int setup_v2(void)
 {
     char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512];
-    if (find_mount(NULL, root, sizeof(root)) || read_file(root, "cgroup.controllers", ctls,
-                                                         sizeof(ctls)))
+    if (find_mount(NULL, root, sizeof(root)) ||
+        read_file(root, "cgroup.controllers", ctls, sizeof(ctls)))
         return -1;
     if (!strstr(ctls, "memory") || !strstr(ctls, "pids") || !strstr(ctls, "cpu"))
         return -1;
@@ -172,10 +174,12 @@ static int setup_v2(void)
         char leaf[PATH_MAX], pid[32];
         int busy = errno == EBUSY;
         snprintf(pid, sizeof(pid), "%d", (int)getpid());
-        if (!busy || snprintf(leaf, sizeof(leaf), "%s/skilld-server", base) >= (int)sizeof(leaf) || mkdir_ok(leaf) || write_file(leaf, "cgroup.procs", pid) ||
+        if (!busy || snprintf(leaf, sizeof(leaf), "%s/skilld-server", base) >= (int)sizeof(leaf) ||
+            mkdir_ok(leaf) || write_file(leaf, "cgroup.procs", pid) ||
             write_file(base, "cgroup.subtree_control", "+memory +pids +cpu")) {
-            snprintf(G.why, sizeof(G.why), "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s",
-                     base, strerror(errno));
+            snprintf(G.why, sizeof(G.why),
+                     "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s", base,
+                     strerror(errno));
             return -2;
         }
     }
@@ -198,8 +202,12 @@ static int setup_v1(void)
         char mnt[PATH_MAX], self[PATH_MAX];
         if (find_mount(ctl_names[c], mnt, sizeof(mnt)) ||
             self_path(ctl_names[c], self, sizeof(self))) {
-            snprintf(G.why, sizeof(G.why), "no cgroup v2 with memory, pids and cpu, and no "
-                     "cgroup v1 '%s' hierarchy", ctl_names[c]);
+            if (c == C_FREEZER)
+                break; /* optional: the pid namespace dies with its init anyway */
+            snprintf(G.why, sizeof(G.why),
+                     "no cgroup v2 with memory, pids and cpu, and no "
+                     "cgroup v1 '%s' hierarchy",
+                     ctl_names[c]);
             return -1;
         }
         if (snprintf(G.parent[c], sizeof(G.parent[c]), "%s%s/skilld", mnt, self) >=
@@ -209,11 +217,12 @@ static int setup_v1(void)
                      strerror(errno));
             return -1;
         }
+        G.nctl = c + 1;
     }
     G.has_memsw = exists(G.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
     G.version = 1;
-    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu freezer)",
-             G.has_memsw ? "+memsw" : "");
+    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu%s)", G.has_memsw ? "+memsw" : "",
+             G.nctl > C_FREEZER ? " freezer" : "");
     return 0;
 }
 
@@ -253,8 +262,8 @@ static int limits_v2(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
     snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
     if (*step = "memory.max", write_file(cg->dir[0], "memory.max", v))
         return -1;
-    if (*step = "memory.swap.max", write_file(cg->dir[0], "memory.swap.max", "0") &&
-                                       (errno != ENOENT || swap_present()))
+    if (*step = "memory.swap.max",
+        write_file(cg->dir[0], "memory.swap.max", "0") && (errno != ENOENT || swap_present()))
         return -1;
     snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
     if (*step = "pids.max", write_file(cg->dir[0], "pids.max", v))
@@ -301,7 +310,8 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
     skd__cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    int n = G.version == 2 ? 1 : C_COUNT;
+    cg->fd = -1;
+    int n = G.version == 2 ? 1 : G.nctl;
     const char *step = "mkdir";
     for (int c = 0; c < n; c++) {
         if (snprintf(cg->dir[c], sizeof(cg->dir[c]), "%s/%s", G.parent[c], id) >=
@@ -311,14 +321,22 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
         cg->n = c + 1;
     }
     if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0) {
+        if (G.version == 2 &&
+            (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+            goto fail;
         *out = cg;
         return 0;
     }
 fail:
-    rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
-                     strerror(errno), skd__cgroup_describe());
+    rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step, strerror(errno),
+                     skd__cgroup_describe());
     skd__cgroup_destroy(cg);
     return rc;
+}
+
+int skd__cgroup_clone_fd(const skd__cgroup *cg)
+{
+    return cg ? cg->fd : -1;
 }
 
 int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err)
@@ -327,8 +345,8 @@ int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err)
     snprintf(v, sizeof(v), "%d", (int)pid);
     for (int c = 0; c < cg->n; c++)
         if (write_file(cg->dir[c], "cgroup.procs", v))
-            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: join cgroup %s: %s",
-                               cg->dir[c], strerror(errno));
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: join cgroup %s: %s", cg->dir[c],
+                               strerror(errno));
     return 0;
 }
 
@@ -364,8 +382,8 @@ void skd__cgroup_kill(skd__cgroup *cg)
     }
     /* v1: freeze so nothing forks between listing and killing, then thaw so
      * the kills are delivered. */
-    int frozen = cg->n > C_FREEZER &&
-                 write_file(cg->dir[C_FREEZER], "freezer.state", "FROZEN") == 0;
+    int frozen =
+        cg->n > C_FREEZER && write_file(cg->dir[C_FREEZER], "freezer.state", "FROZEN") == 0;
     kill_procs(cg->dir[C_PIDS]);
     if (frozen)
         write_file(cg->dir[C_FREEZER], "freezer.state", "THAWED");
@@ -403,6 +421,8 @@ void skd__cgroup_destroy(skd__cgroup *cg)
 {
     if (!cg)
         return;
+    if (cg->fd >= 0)
+        close(cg->fd);
     for (int c = cg->n - 1; c >= 0; c--) {
         /* The pid namespace is gone when its init is reaped, but the
          * kernel may still be tearing tasks down: retry briefly. */

@@ -141,9 +141,13 @@ static void build_entries(const struct skd__native_child *c)
             if (symlink(m->src, m->dst) != 0)
                 die("symlink", m->dst);
             break;
-        case MNT_WRITE_FILE: write_text(m->dst, m->src); break;
+        case MNT_WRITE_FILE:
+            write_text(m->dst, m->src);
+            break;
         case MNT_BIND_DIR:
-        case MNT_BIND_FILE: bind_ro(m); break;
+        case MNT_BIND_FILE:
+            bind_ro(m);
+            break;
         }
     }
 }
@@ -168,8 +172,8 @@ static void build_root(const struct skd__native_child *c)
     if (c->img_fd >= 0) {
         if (mkdir(c->img_dir, 0700) != 0)
             die("mkdir", c->img_dir);
-        if (syscall(SYS_move_mount, c->img_fd, "", AT_FDCWD, c->img_dir,
-                    MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        if (syscall(SYS_move_mount, c->img_fd, "", AT_FDCWD, c->img_dir, MOVE_MOUNT_F_EMPTY_PATH) !=
+            0)
             die("attach the image on", c->img_dir);
     }
     /* /dev first: its device binds are entries too. */
@@ -185,8 +189,8 @@ static void build_root(const struct skd__native_child *c)
     mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
     if (mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
         die("mkdir", c->ws_dir);
-    if (c->ws_fd >= 0 && syscall(SYS_move_mount, c->ws_fd, "", AT_FDCWD, c->ws_dir,
-                                 MOVE_MOUNT_F_EMPTY_PATH) != 0)
+    if (c->ws_fd >= 0 &&
+        syscall(SYS_move_mount, c->ws_fd, "", AT_FDCWD, c->ws_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0)
         die("mount the workspace on", c->ws_dir);
     if (chdir(c->stage) != 0)
         die("chdir", c->stage);
@@ -262,8 +266,8 @@ static void drop_privileges(void)
     memset(d, 0, sizeof(d));
     if (syscall(SYS_capset, &h, d) != 0)
         die("clear capabilities", NULL);
-    if (syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted ||
-        d[0].inheritable || d[1].effective || d[1].permitted || d[1].inheritable)
+    if (syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted || d[0].inheritable ||
+        d[1].effective || d[1].permitted || d[1].inheritable)
         die("verify that no capability is left", NULL);
     if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
         die("no_new_privs", NULL);

@@ -25,27 +25,62 @@
 #include <unistd.h>
 
 static const int denied[] = {
-    SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register,
-    SYS_keyctl, SYS_add_key, SYS_request_key,
-    SYS_bpf, SYS_perf_event_open, SYS_userfaultfd,
-    SYS_ptrace, SYS_process_vm_readv, SYS_process_vm_writev, SYS_kcmp, SYS_pidfd_getfd,
-    SYS_mount, SYS_umount2, SYS_pivot_root, SYS_chroot,
-    SYS_fsopen, SYS_fsconfig, SYS_fsmount, SYS_fspick, SYS_move_mount, SYS_open_tree,
+    SYS_io_uring_setup,
+    SYS_io_uring_enter,
+    SYS_io_uring_register,
+    SYS_keyctl,
+    SYS_add_key,
+    SYS_request_key,
+    SYS_bpf,
+    SYS_perf_event_open,
+    SYS_userfaultfd,
+    SYS_ptrace,
+    SYS_process_vm_readv,
+    SYS_process_vm_writev,
+    SYS_kcmp,
+    SYS_pidfd_getfd,
+    SYS_mount,
+    SYS_umount2,
+    SYS_pivot_root,
+    SYS_chroot,
+    SYS_fsopen,
+    SYS_fsconfig,
+    SYS_fsmount,
+    SYS_fspick,
+    SYS_move_mount,
+    SYS_open_tree,
     SYS_mount_setattr,
-    SYS_unshare, SYS_setns,
-    SYS_kexec_load, SYS_kexec_file_load, SYS_init_module, SYS_finit_module, SYS_delete_module,
-    SYS_reboot, SYS_swapon, SYS_swapoff,
-    SYS_open_by_handle_at, SYS_name_to_handle_at,
-    SYS_acct, SYS_quotactl, SYS_syslog, SYS_vhangup, SYS_lookup_dcookie, SYS_uselib,
-    SYS_iopl, SYS_ioperm, SYS_settimeofday, SYS_clock_settime, SYS_clock_adjtime,
+    SYS_unshare,
+    SYS_setns,
+    SYS_kexec_load,
+    SYS_kexec_file_load,
+    SYS_init_module,
+    SYS_finit_module,
+    SYS_delete_module,
+    SYS_reboot,
+    SYS_swapon,
+    SYS_swapoff,
+    SYS_open_by_handle_at,
+    SYS_name_to_handle_at,
+    SYS_acct,
+    SYS_quotactl,
+    SYS_syslog,
+    SYS_vhangup,
+    SYS_lookup_dcookie,
+    SYS_uselib,
+    SYS_iopl,
+    SYS_ioperm,
+    SYS_settimeofday,
+    SYS_clock_settime,
+    SYS_clock_adjtime,
 #ifdef SYS_quotactl_fd
     SYS_quotactl_fd,
 #endif
 };
 
 static const unsigned long ns_flags[] = {
-    CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWNET,
-    CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP,
+    CLONE_NEWUSER, CLONE_NEWNS,  CLONE_NEWPID,    CLONE_NEWNET,
+    CLONE_NEWIPC,  CLONE_NEWUTS, CLONE_NEWCGROUP,
 #ifdef CLONE_NEWTIME
     CLONE_NEWTIME,
 #endif
@@ -85,8 +120,8 @@ static int add_rules(scmp_filter_ctx ctx, const char **what)
      * the address space (libseccomp cannot say "not 0 and not ~0" on one
      * argument, so the dangerous bits are denied one by one). */
     *what = "personality";
-    static const unsigned long pers_bits[] = {0x0040000, 0x0100000, 0x0200000, 0x0400000,
-                                              0x0800000, 0x8000000};
+    static const unsigned long pers_bits[] = {0x0040000, 0x0100000, 0x0200000,
+                                              0x0400000, 0x0800000, 0x8000000};
     if ((rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,
                                SCMP_A0(SCMP_CMP_MASKED_EQ, 0xff, 0x08))) ||
         (rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SYS_personality, 1,

@@ -35,8 +35,8 @@ const skd__provider *skd__provider_find(const char *name, skd_err *err)
     if (strcmp(name, "auto") != 0) {
         const skd__provider *p = by_name(name);
         if (!p)
-            skd_err_set(err, SKD_ESANDBOX, "unknown sandbox runtime '%s' (native, docker, podman, auto)",
-                        name);
+            skd_err_set(err, SKD_ESANDBOX,
+                        "unknown sandbox runtime '%s' (native, docker, podman, auto)", name);
         return p;
     }
     char why[SKD_ERR_MSG_MAX] = "";

@@ -33,15 +33,15 @@
 /* A validated run, owned by the runner; borrowed by the provider from
  * prepare until cleanup returns. */
 typedef struct skd__sandbox_req {
-    const char *id;                 /* the run's UUID */
-    const char *image;              /* "host" or "name:tag" */
-    const char *rootfs;             /* NULL for host; else the image's rootfs dir */
-    char *const *argv;              /* NULL-terminated, argv[0] non-empty */
-    char *const *envp;              /* NULL-terminated NAME=value */
-    const char *workspace;          /* host directory or NULL */
-    const char *cwd;                /* absolute path inside the sandbox */
-    const skd_sandbox_config *cfg;  /* validated limits */
-    const char *data_dir;           /* DATA_DIR */
+    const char *id;                /* the run's UUID */
+    const char *image;             /* "host" or "name:tag" */
+    const char *rootfs;            /* NULL for host; else the image's rootfs dir */
+    char *const *argv;             /* NULL-terminated, argv[0] non-empty */
+    char *const *envp;             /* NULL-terminated NAME=value */
+    const char *workspace;         /* host directory or NULL */
+    const char *cwd;               /* absolute path inside the sandbox */
+    const skd_sandbox_config *cfg; /* validated limits */
+    const char *data_dir;          /* DATA_DIR */
 } skd__sandbox_req;
 
 /* What spawn hands back. All descriptors O_CLOEXEC; pipe ends O_NONBLOCK. */
@@ -58,11 +58,11 @@ typedef struct skd__spawned {
 /* Filled by the runner from waitid() before cleanup; cleanup may change it
  * and sets oom_killed. */
 typedef struct skd__outcome {
-    int exited;      /* 1: exit_code valid */
+    int exited; /* 1: exit_code valid */
     int exit_code;
     int signal;
-    int killed;      /* the runner killed it (timeout, kill, cancel) */
-    int oom_killed;  /* set by cleanup */
+    int killed;     /* the runner killed it (timeout, kill, cancel) */
+    int oom_killed; /* set by cleanup */
     /* Set by cleanup when it finds that the command never ran although
      * spawn succeeded (a container engine failed to start the container):
      * the runner then reports the run as SKD_ESANDBOX with this message. */

@@ -95,9 +95,8 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
     bad |= json_object_set_new(o, "oomKilled", json_boolean(r->oom_killed));
     if (r->error)
         bad |= json_object_set_new(o, "error",
-                                   json_pack("{s:s, s:s}", "code", skd_errcode(r->error),
-                                             "message", r->message[0] ? r->message
-                                                                      : skd_strerror(r->error)));
+                                   json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message",
+                                             r->message[0] ? r->message : skd_strerror(r->error)));
     if (bad) {
         json_decref(o);
         return NULL;

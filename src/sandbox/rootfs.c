@@ -106,8 +106,8 @@ int skd_sandbox_image_rootfs(const char *data_dir, const char *allowed, const ch
         return skd_err_set(err, SKD_EFORBIDDEN,
                            "image %s:%s is not in SKILLS_ALLOWED_SANDBOX_IMAGES", name, tag);
     char path[PATH_MAX];
-    int n = snprintf(path, sizeof(path), "%s/images/%s/%s/rootfs", data_dir ? data_dir : ".",
-                     name, tag);
+    int n = snprintf(path, sizeof(path), "%s/images/%s/%s/rootfs", data_dir ? data_dir : ".", name,
+                     tag);
     if (n < 0 || (size_t)n >= sizeof(path))
         return skd_err_set(err, SKD_EINVAL, "image path is too long");
     struct stat st;

@@ -109,7 +109,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         goto fail;
     }
     if ((rc = copy_vec(spec->argv, SKD_SANDBOX_MAX_ARGS, &run->argv, err)) ||
-        (rc = copy_vec(spec->env ? spec->env : default_env, SKD_SANDBOX_MAX_ARGS, &run->envp, err)) ||
+        (rc = copy_vec(spec->env ? spec->env : default_env, SKD_SANDBOX_MAX_ARGS, &run->envp,
+                       err)) ||
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
@@ -359,18 +360,21 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
-    r->max_conc = cap_setting(opts->max_concurrent, cfg, "SKILLS_SANDBOX_MAX_CONCURRENT",
-                              (int)(4 * cores));
+    r->max_conc =
+        cap_setting(opts->max_concurrent, cfg, "SKILLS_SANDBOX_MAX_CONCURRENT", (int)(4 * cores));
     r->max_key = cap_setting(opts->max_per_key, cfg, "SKILLS_SANDBOX_MAX_PER_KEY",
                              r->max_conc / 2 > 0 ? r->max_conc / 2 : 1);
     r->runtime = dup_or_null(opts->runtime ? opts->runtime
-                             : cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME") : "native",
+                             : cfg         ? skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME")
+                                           : "native",
                              &bad);
     r->data_dir = dup_or_null(opts->data_dir ? opts->data_dir
-                              : cfg ? skd_config_str(cfg, "DATA_DIR") : "./var",
+                              : cfg          ? skd_config_str(cfg, "DATA_DIR")
+                                             : "./var",
                               &bad);
     r->allowed = dup_or_null(opts->allowed_images ? opts->allowed_images
-                             : cfg ? skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES") : "",
+                             : cfg ? skd_config_str(cfg, "SKILLS_ALLOWED_SANDBOX_IMAGES")
+                                   : "",
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
     if (bad) {

@@ -29,13 +29,14 @@ struct watch {
 };
 
 struct stream {
-    int fd;          /* read end, -1 once closed */
-    skd_buf buf;     /* kept bytes, max = outputLimit */
-    uint64_t total;  /* every byte read, kept or not */
+    int fd;         /* read end, -1 once closed */
+    skd_buf buf;    /* kept bytes, max = outputLimit */
+    uint64_t total; /* every byte read, kept or not */
 };
 
 struct run {
-    struct run *next; /* r->head list, in submission order */
+    struct run *next;      /* r->head list, in submission order */
+    struct run *kill_next; /* supervisor-local list of runs to kill */
     char id[SKD_UUID_LEN + 1];
     char *key;
     char **argv, **envp;
@@ -47,8 +48,8 @@ struct run {
     const skd__provider *prov;
     void *pstate;
     enum run_state state;
-    int kill_req;   /* under r->mu */
-    int kill_sent;  /* provider kill already called */
+    int kill_req;  /* under r->mu */
+    int kill_sent; /* provider kill already called */
     int timed_out;
     int pidfd, in_fd, status_fd, timer_fd;
     struct stream out, err;

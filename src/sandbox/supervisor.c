@@ -124,9 +124,8 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     else
         r->running--;
     pthread_mutex_unlock(&r->mu);
-    skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d",
-              run->id, res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed,
-              error);
+    skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d", run->id,
+              res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed, error);
     run->done(run->done_arg, &res);
     skd__run_free(run);
 }
@@ -148,8 +147,8 @@ static void send_kill(struct run *run)
 /* Spawn a run that left the queue (state RUN_STARTING, slot counted). */
 static void start_run(skd_runner *r, struct run *run)
 {
-    skd__spawned sp = {.pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1,
-                       .status_fd = -1};
+    skd__spawned sp = {
+        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
     skd_err e = {0};
     run->started = skd_mono_ms();
     if (run->prov->spawn(run->pstate, &sp, &e) != 0) {
@@ -304,13 +303,26 @@ static void on_event(skd_runner *r, struct watch *w, uint32_t events)
     struct run *run = w->run;
     (void)events;
     switch (w->kind) {
-    case W_PID: reap(r, run); break;
-    case W_OUT: read_stream(r, &run->out); break;
-    case W_ERR: read_stream(r, &run->err); break;
-    case W_IN: write_stdin(r, run); break;
-    case W_STATUS: read_status(r, run); break;
-    case W_TIMER: on_timer(r, run); break;
-    default: break;
+    case W_PID:
+        reap(r, run);
+        break;
+    case W_OUT:
+        read_stream(r, &run->out);
+        break;
+    case W_ERR:
+        read_stream(r, &run->err);
+        break;
+    case W_IN:
+        write_stdin(r, run);
+        break;
+    case W_STATUS:
+        read_status(r, run);
+        break;
+    case W_TIMER:
+        on_timer(r, run);
+        break;
+    default:
+        break;
     }
     maybe_complete(r, run);
 }
@@ -338,7 +350,7 @@ static struct run *next_startable_locked(skd_runner *r)
 /* Kill requests and starts; returns 1 when the supervisor should stop. */
 static int service_queue(skd_runner *r)
 {
-    struct run *cancelled = NULL, *run, *next;
+    struct run *cancelled = NULL, *to_kill = NULL, *run, *next;
     pthread_mutex_lock(&r->mu);
     for (run = r->head; run; run = next) {
         next = run->next;
@@ -348,8 +360,9 @@ static int service_queue(skd_runner *r)
             unlink_locked(r, run);
             run->next = cancelled;
             cancelled = run;
-        } else if (run->state == RUN_RUNNING) {
-            send_kill(run);
+        } else if (run->state == RUN_RUNNING && !run->kill_sent) {
+            run->kill_next = to_kill;
+            to_kill = run;
         }
     }
     while ((run = next_startable_locked(r)) != NULL) {
@@ -361,12 +374,13 @@ static int service_queue(skd_runner *r)
         pthread_mutex_lock(&r->mu);
     }
     pthread_mutex_unlock(&r->mu);
+    /* Providers' kill may be slow (docker kill): never under the lock. Runs
+     * are freed only by this thread, so the pointers stay valid. */
+    for (run = to_kill; run; run = run->kill_next)
+        send_kill(run);
     for (run = cancelled; run; run = next) {
         next = run->next;
-        /* complete() unlinks again (a no-op) and counts it out of the queue. */
-        pthread_mutex_lock(&r->mu);
-        run->next = NULL;
-        pthread_mutex_unlock(&r->mu);
+        run->next = NULL; /* already unlinked; complete() counts it out of the queue */
         run->oc.killed = 1;
         run->kill_sent = 1;
         complete(r, run, SKD_ECANCELLED, "the run was killed before it started");

@@ -39,6 +39,20 @@ exec_json --ro-workspace -- sh -c 'echo x > /workspace/f'
 if [ "$RC" = 1 ] && echo "$(jget 'j["stderr"]')" | grep -qi 'read-only'; then
     pass "read-only workspace"; else fail "read-only workspace" "$OUT"; fi
 
+# An imported image (a busybox root laid out as `skilld image import` does):
+# runs only when allowed, with its own root and the same workspace.
+img="$DATA_DIR/images/bbox/1.0/rootfs"
+mkdir -p "$img/bin" "$img/etc"
+cp /bin/busybox "$img/bin/busybox"
+for t in sh ls cat; do ln -s busybox "$img/bin/$t"; done
+echo 'root:x:0:0::/:/bin/sh' >"$img/etc/passwd"
+exec_json --image bbox:1.0 -- true
+if [ "$RC" = 1 ] && [ "$(jget 'j["error"]["code"]')" = forbidden ]; then pass "image not allowed"; else
+    fail "image not allowed" "$OUT"; fi
+OUT=$(SKILLS_ALLOWED_SANDBOX_IMAGES=bbox "$SKILLD" exec --image bbox:1.0 -- sh -c 'ls /bin; cat /etc/passwd'); RC=$?
+if [ "$RC" = 0 ] && [ "$(jget 'j["stdout"]')" = $'busybox\ncat\nls\nsh\nroot:x:0:0::/:/bin/sh' ]; then
+    pass "imported image"; else fail "imported image" "$OUT"; fi
+
 "$SKILLD" exec --bogus -- true >/dev/null 2>&1
 check "usage error" test $? = 2
 

@@ -35,7 +35,7 @@ static void sbt_maybe_reexec(int argc, char **argv)
 
 /* Run argv (NULL-terminated) with cfg (NULL: defaults) and optional stdin;
  * returns the skd_sandbox_run code; res must be freed by the caller. */
-static int sbt_run(skd_runner *r, const char *const *argv, const skd_sandbox_config *cfg,
+__attribute__((unused)) static int sbt_run(skd_runner *r, const char *const *argv, const skd_sandbox_config *cfg,
                    const char *in, const char *ws, skd_sandbox_result *res)
 {
     skd_sandbox_spec spec = {0};
@@ -54,7 +54,7 @@ static int sbt_run(skd_runner *r, const char *const *argv, const skd_sandbox_con
     return rc;
 }
 
-static skd_sandbox_config sbt_cfg(void)
+__attribute__((unused)) static skd_sandbox_config sbt_cfg(void)
 {
     skd_sandbox_config c;
     skd_sandbox_config_defaults(&c, NULL);
