@@ -83,4 +83,10 @@ int skd__ctr_cg_make(const char *id, int64_t mem_bytes, char *parent, size_t cap
 int skd__ctr_cg_hit_limit(const char *id);
 void skd__ctr_cg_remove(const char *id);
 
+/* Podman's per-run working directory SKD__CTR_RUNDIR/<id> (conmon writes
+ * its "oom" marker there). skd__ctr_rundir_remove deletes its files and
+ * the directory; missing is fine. */
+#define SKD__CTR_RUNDIR "/run/skilld-podman"
+void skd__ctr_rundir_remove(const char *id);
+
 #endif

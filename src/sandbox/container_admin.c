@@ -15,6 +15,7 @@
 #include "sandbox/container.h"
 #include "sandbox/provider.h"
 #include "skilld/log.h"
+#include "skilld/util.h"
 
 #define ADMIN_TIMEOUT_MS 30000
 #define LOAD_TIMEOUT_MS 600000
@@ -43,6 +44,21 @@ static int remove_ids(const skd__engine *e, char **ids, int n, skd__ctr_cmd *r)
     return n;
 }
 
+/* Remove a batch of containers, then what podman runs leave outside the
+ * engine (the per-run cgroup parent and working directory). */
+static int remove_batch(const skd__engine *e, char **ids, char **runs, int n, skd__ctr_cmd *r)
+{
+    int removed = remove_ids(e, ids, n, r);
+    if (removed > 0 && strcmp(e->name, "podman") == 0)
+        for (int i = 0; i < n; i++)
+            if (strlen(runs[i]) == SKD_UUID_LEN &&
+                strspn(runs[i], "0123456789abcdef-") == SKD_UUID_LEN) {
+                skd__ctr_cg_remove(runs[i]);
+                skd__ctr_rundir_remove(runs[i]);
+            }
+    return removed;
+}
+
 int skd__containers_reap_leftovers(const char *engine, int including_live)
 {
     skd__engine e;
@@ -57,8 +73,10 @@ int skd__containers_reap_leftovers(const char *engine, int including_live)
     if (!r)
         return SKD_ENOMEM;
     /* docker's ps template has .Label "k"; podman's has a map .Labels. */
-    const char *fmt = strcmp(engine, "docker") == 0 ? "{{.ID}} {{.Label \"skilld.owner\"}}"
-                                                    : "{{.ID}} {{index .Labels \"skilld.owner\"}}";
+    const char *fmt = strcmp(engine, "docker") == 0
+                          ? "{{.ID}} {{.Label \"skilld.run\"}} {{.Label \"skilld.owner\"}}"
+                          : "{{.ID}} {{index .Labels \"skilld.run\"}} "
+                            "{{index .Labels \"skilld.owner\"}}";
     const char *args[] = {"ps", "-a", "--filter", "label=skilld=1", "--format", fmt, NULL};
     if (skd__ctr_run(&e, args, ADMIN_TIMEOUT_MS, r, &err) != 0 || r->status != 0) {
         rc = SKD_ESANDBOX;
@@ -69,26 +87,31 @@ int skd__containers_reap_leftovers(const char *engine, int including_live)
         rc = SKD_ENOMEM;
         goto out;
     }
-    char *ids[REAP_BATCH];
+    char *ids[REAP_BATCH], *runs[REAP_BATCH];
     int n = 0;
     char *save = NULL;
     for (char *line = strtok_r(list, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char *sp = strchr(line, ' ');
-        const char *owner = sp ? sp + 1 : "";
-        if (sp)
+        char *fields[3] = {line, "", ""};
+        for (int f = 1; f < 3; f++) {
+            char *sp = strchr(fields[f - 1], ' ');
+            if (!sp)
+                break;
             *sp = '\0';
+            fields[f] = sp + 1;
+        }
         if (!*line || strspn(line, "0123456789abcdef") != strlen(line))
             continue;
-        if (!including_live && *owner && skd__ctr_owner_alive(owner))
+        if (!including_live && *fields[2] && skd__ctr_owner_alive(fields[2]))
             continue;
-        ids[n++] = line;
+        ids[n] = line;
+        runs[n++] = fields[1];
         if (n == REAP_BATCH) {
-            removed += remove_ids(&e, ids, n, r);
+            removed += remove_batch(&e, ids, runs, n, r);
             n = 0;
         }
     }
     if (n > 0)
-        removed += remove_ids(&e, ids, n, r);
+        removed += remove_batch(&e, ids, runs, n, r);
     if (removed > 0)
         skd_log(SKD_LOG_INFO, "%s: removed %d leftover skilld container(s)", engine, removed);
 out:

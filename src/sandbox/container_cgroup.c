@@ -15,6 +15,9 @@
  * The parent directories that podman made under every v1 controller are
  * removed once the container is gone.
  *
+ * skd__ctr_rundir_remove cleans podman's per-run working directory (see
+ * docker.c) here too, so that leftovers of a crash can be removed with it.
+ *
  * On cgroup v2 nothing here is used: podman's own OOMKilled is reliable
  * there (memory.events) and --memory is passed as usual.
  *
@@ -129,4 +132,23 @@ void skd__ctr_cg_remove(const char *id)
         rmdir(dir);
     }
     closedir(d);
+}
+
+void skd__ctr_rundir_remove(const char *id)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s/%s", SKD__CTR_RUNDIR, id);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        DIR *d = fdopendir(fd);
+        struct dirent *de;
+        while (d && (de = readdir(d)) != NULL)
+            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+                unlinkat(fd, de->d_name, 0);
+        if (d)
+            closedir(d);
+        else
+            close(fd);
+    }
+    rmdir(dir);
 }

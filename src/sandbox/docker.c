@@ -81,19 +81,18 @@ typedef struct ctr_state {
 
 /* Podman's conmon (4.3 / 2.1) writes its OOM marker as a file "oom" in
  * its working directory, which it inherits from the start client. Each
- * podman run gets a private one, RUNDIR_BASE/<id>: the marker is then
+ * podman run gets a private one, SKD__CTR_RUNDIR/<id>: the marker is then
  * evidence of an OOM kill and is removed with the directory. */
-#define RUNDIR_BASE "/run/skilld-podman"
 
 static int rundir_make(ctr_state *s, skd_err *err)
 {
-    snprintf(s->rundir, sizeof(s->rundir), "%s/%s", RUNDIR_BASE, s->id);
-    if ((mkdir(RUNDIR_BASE, 0700) != 0 && errno != EEXIST) ||
+    snprintf(s->rundir, sizeof(s->rundir), "%s/%s", SKD__CTR_RUNDIR, s->id);
+    if ((mkdir(SKD__CTR_RUNDIR, 0700) != 0 && errno != EEXIST) ||
         (mkdir(s->rundir, 0700) != 0 && errno != EEXIST)) {
         int e = errno;
         s->rundir[0] = '\0';
-        return skd_err_set(err, SKD_ESANDBOX, "podman: cannot make %s/%s: %s", RUNDIR_BASE, s->id,
-                           strerror(e));
+        return skd_err_set(err, SKD_ESANDBOX, "podman: cannot make %s/%s: %s", SKD__CTR_RUNDIR,
+                           s->id, strerror(e));
     }
     return 0;
 }
@@ -107,21 +106,8 @@ static int rundir_has_oom(const ctr_state *s)
 
 static void rundir_remove(ctr_state *s)
 {
-    if (!s->rundir[0])
-        return;
-    int fd = open(s->rundir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0) {
-        DIR *d = fdopendir(fd);
-        struct dirent *de;
-        while (d && (de = readdir(d)) != NULL)
-            if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
-                unlinkat(fd, de->d_name, 0);
-        if (d)
-            closedir(d);
-        else
-            close(fd);
-    }
-    rmdir(s->rundir);
+    if (s->rundir[0])
+        skd__ctr_rundir_remove(s->id);
     s->rundir[0] = '\0';
 }
 
@@ -455,6 +441,9 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
         if (skd__ctr_cg_make(s->id, c->memory_limit << 20, parent, sizeof(parent), err) != 0)
             return SKD_ESANDBOX;
         argv_addf(a, "--cgroup-parent=%s", parent);
+        /* conmon stays in skilld's cgroup: not charged to the sandbox's
+         * memory, and not holding the run's cgroup after the run. */
+        argv_add(a, "--cgroups=no-conmon");
     } else {
         argv_addf(a, "--memory=%lldm", (long long)c->memory_limit);
         argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);

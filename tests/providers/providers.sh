@@ -89,6 +89,9 @@ for R in docker podman; do
     if [ "$RC" = 0 ] && [ -z "$left" ]; then pass "$R: leftovers of a killed skilld removed";
     else fail "$R: leftovers of a killed skilld removed" "rc=$RC left=$left"; fi
 done
+# ... including podman's per-run cgroup parents and working directories.
+stray=$(find /run/skilld-podman /sys/fs/cgroup/*/skilld-podman -mindepth 1 -maxdepth 1 -type d 2>/dev/null)
+if [ -z "$stray" ]; then pass "podman: no per-run directory left"; else fail "podman: no per-run directory left" "$stray"; fi
 
 # One tarball for every provider: a docker save archive imported with
 # --engine all runs under native, docker and podman.
