@@ -515,6 +515,36 @@ static int fill_argvs(ctr_state *s)
     return 0;
 }
 
+/* What the engines cannot take: the host image, odd image names, and
+ * workspace paths the -v syntax cannot carry. */
+static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *err)
+{
+    if (req->workspace && strpbrk(req->workspace, ":,"))
+        return skd_err_set(err, SKD_ESANDBOX, "%s cannot mount a workspace path with ':' or ','",
+                           engine);
+    if (!req->image || !*req->image || strcmp(req->image, "host") == 0)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "the %s runtime needs an image (the host image is native only)", engine);
+    if (!image_ok(req->image))
+        return skd_err_set(err, SKD_EINVAL, "bad image name");
+    return 0;
+}
+
+/* Run the create command a; r receives its output. */
+static int run_create(ctr_state *s, const argv_b *a, skd__ctr_cmd *r, skd_err *err)
+{
+    int rc = skd__ctr_run(&s->eng, (const char *const *)a->v, CREATE_TIMEOUT_MS, r, err);
+    if (rc != 0)
+        return rc == SKD_ETIMEOUT ? SKD_ESANDBOX : rc;
+    if (r->status != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s refused the sandbox: %s", s->eng.name,
+                           skd__ctr_errline(r->errout));
+    if (limit_discarded(r->errout))
+        return skd_err_set(err, SKD_ESANDBOX, "%s cannot apply every limit: %s", s->eng.name,
+                           skd__ctr_errline(r->errout));
+    return 0;
+}
+
 static int engine_prepare(const char *engine, const skd__sandbox_req *req, void **state,
                           skd_err *err)
 {
@@ -529,20 +559,8 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0 ||
         (rc = detect_cached(engine, err)) != 0)
         goto out;
-    if (req->workspace && strpbrk(req->workspace, ":,")) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "%s cannot mount a workspace path with ':' or ','",
-                         engine);
+    if ((rc = check_req(engine, req, err)) != 0)
         goto out;
-    }
-    if (!req->image || !*req->image || strcmp(req->image, "host") == 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX,
-                         "the %s runtime needs an image (the host image is native only)", engine);
-        goto out;
-    }
-    if (!image_ok(req->image)) {
-        rc = skd_err_set(err, SKD_EINVAL, "bad image name");
-        goto out;
-    }
     skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
     skd_strlcpy(s->id, req->id, sizeof(s->id));
@@ -570,21 +588,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = skd__ctr_run(&s->eng, (const char *const *)a.v, CREATE_TIMEOUT_MS, r, err)) != 0) {
-        if (rc == SKD_ETIMEOUT)
-            rc = SKD_ESANDBOX;
-        goto out;
-    }
-    if (r->status != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "%s refused the sandbox: %s", engine,
-                         skd__ctr_errline(r->errout));
-        goto out;
-    }
-    if (limit_discarded(r->errout)) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "%s cannot apply every limit: %s", engine,
-                         skd__ctr_errline(r->errout));
-        goto out;
-    }
+    rc = run_create(s, &a, r, err);
 out:
     if (rc != 0 && s && s->name[0] && r) {
         /* A create that timed out may still have made the container. */
