@@ -140,8 +140,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
     /* docker and podman run the image from their own store (skilld image
      * import loads it there too); the allow-list still applies. */
-    if (rc == SKD_ENOENT && is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime
-                                                                             : r->runtime)) {
+    if (rc == SKD_ENOENT &&
+        is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime : r->runtime)) {
         skd_err_clear(err);
         rc = 0;
     }
