@@ -195,10 +195,21 @@ int skd__ctr_run(const skd__engine *e, const char *const *args, int64_t timeout_
         if (pf[1].revents)
             drain(pe[0], r->errout, sizeof(r->errout), &err_used, &err_open);
     }
-    /* Output closed: the client is exiting (or was killed above). */
+    /* Output closed: the client is exiting (or was killed above). One that
+     * closed its output but lingers is killed at the deadline. */
     int st = 0;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR))
+            break;
+        if (w == 0 && skd_mono_ms() >= deadline && rc == 0) {
+            kill(pid, SIGKILL);
+            rc = skd_err_set(err, SKD_ETIMEOUT, "%s %s did not exit within %lld ms", e->name,
+                             args[0], (long long)timeout_ms);
+        }
+        if (w == 0)
+            usleep(2000);
+    }
     if (rc == 0)
         r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (rc == 0 && r->status == 127 && !r->out[0] && !r->errout[0])
