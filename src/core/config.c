@@ -95,6 +95,8 @@ static const struct key keys[] = {
     {"SKILLD_CONNECTION_TIMEOUT_S", K_INT, "30", 1, 3600, 0,
      "seconds an idle or slow HTTP connection is kept"},
     {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
+    {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
+     "key id that requests without Authorization act as (empty: they get 401)"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,

@@ -31,6 +31,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "skilld/sandbox.h"
 #include "skilld/util.h"
 
 enum { OK, WARN, FAIL };
@@ -362,9 +363,46 @@ static void check_engines(json_t *checks)
         add(checks, "podman", OK, NULL, "%s", bin);
 }
 
+/* The end-to-end check: run `true` in a native sandbox with the default
+ * limits (memory, pids, CPU, timeout, seccomp, namespaces) through a real
+ * runner. Whatever step fails is named by the provider. */
+static void check_native(json_t *checks, const skd_config *cfg)
+{
+    skd_config *own = NULL;
+    skd_runner *r = NULL;
+    skd_sandbox_result res;
+    skd_err err = {0};
+    memset(&res, 0, sizeof(res));
+    if (!cfg && !(cfg = own = skd_config_new()))
+        return;
+    skd_runner_opts opts = {.runtime = "native"};
+    int rc = skd_sandbox_provider_detect("native", &err);
+    if (rc == 0)
+        rc = skd_runner_new(cfg, &opts, &r, &err);
+    const char *const argv[] = {"true", NULL};
+    skd_sandbox_spec spec = {.runtime = "native", .argv = argv};
+    if (rc == 0)
+        rc = skd_sandbox_run(r, &spec, &res, &err);
+    if (rc == 0 && res.error)
+        rc = skd_err_set(&err, res.error, "%s", res.message);
+    if (rc == 0 && !(res.exited && res.exit_code == 0))
+        rc = skd_err_set(&err, SKD_ESANDBOX, "`true` did not exit 0 (signal %d)", res.signal);
+    if (rc)
+        add(checks, "native_sandbox", FAIL,
+            "fix the failing checks above; run as root or with user namespaces and a writable "
+            "cgroup",
+            "a sandboxed `true` did not run: %s", skd_err_msg(&err));
+    else
+        add(checks, "native_sandbox", OK, NULL,
+            "`true` ran in a native sandbox with the default limits in %lld ms",
+            (long long)res.duration_ms);
+    skd_sandbox_result_free(&res);
+    skd_runner_free(r);
+    skd_config_free(own);
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
-    (void)cfg;
     /* Fork before anything is allocated: the child owns no heap of ours,
      * so leak checkers see nothing lost when it exits. */
     int unshare_errno = probe_unshare();
@@ -383,6 +421,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
+    check_native(checks, cfg);
     int worst = OK;
     size_t i;
     json_t *c;

@@ -9,7 +9,8 @@
  * directory images/.import-XXXXXX and renames it into place with
  * RENAME_NOREPLACE, so a reader never sees half an image and two imports of
  * one name cannot both win. Removal renames the image away first, then
- * deletes it.
+ * deletes it. Each import sweeps what a crash left behind (.remove-*, and
+ * .import-* a day old).
  */
 #include "skilld/image.h"
 
@@ -31,6 +32,7 @@
 
 #define MANIFEST "manifest.json"
 #define MANIFEST_MAX (1 << 20)
+#define STALE_IMPORT_S (24 * 3600)
 
 /* ---- names -------------------------------------------------------------- */
 
@@ -298,6 +300,33 @@ static void remove_path(const char *path)
     close(fd);
 }
 
+/* Delete what a crash left in images/: .remove-* at once (already renamed
+ * away from readers), .import-* when a day old (younger ones may belong to
+ * an import still running). Best effort. */
+static void sweep_stale(const char *img)
+{
+    int fd = open(img, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    time_t now = time(NULL);
+    struct dirent *de;
+    struct stat st;
+    while ((de = readdir(d))) {
+        int rm = strncmp(de->d_name, ".remove-", 8) == 0;
+        if (!rm && strncmp(de->d_name, ".import-", 8) == 0 &&
+            fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            now - st.st_mtime > STALE_IMPORT_S)
+            rm = 1;
+        if (rm)
+            (void)skd__rm_tree_at(dirfd(d), de->d_name);
+    }
+    closedir(d);
+}
+
 int skd_image_import(const char *data_dir, const char *ref, const char *tar_path,
                      const skd_image_limits *lim, json_t **manifest, skd_err *err)
 {
@@ -321,6 +350,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
     if (access(final, F_OK) == 0)
         return skd_err_set(err, SKD_EEXISTS, "image %s:%s already exists; remove it first", r.name,
                            r.tag);
+    sweep_stale(img);
     if (!(plan = calloc(1, sizeof(*plan))))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     if (!mkdtemp(tmp)) {

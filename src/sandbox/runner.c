@@ -118,7 +118,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
         goto fail;
     }
-    if (spec->stdin_len) {
+    if (spec->stdin_len && spec->stdin_data) {
         if (!(run->in = malloc(spec->stdin_len)))
             bad = 1;
         else

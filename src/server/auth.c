@@ -22,9 +22,26 @@ static void unauthorized(skd_http_reply *out, const char *www, const char *msg)
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, www);
 }
 
+/* Requests without credentials act as SKILLD_ANONYMOUS_KEY when the
+ * operator set one (a local single-user set-up, protocol test suites that
+ * cannot send headers). The key must exist and not be revoked, checked on
+ * every request, so revoking it ends anonymous access at once. */
+static int anonymous(skd_http_req *req)
+{
+    skd_engine *e = skd__server_engine(req->srv);
+    const char *id = skd_config_str(skd_engine_config(e), "SKILLD_ANONYMOUS_KEY");
+    if (!*id || skd_store_key_get(skd_engine_store(e), id, &req->key, NULL) != 0 ||
+        req->key.revoked)
+        return -1;
+    req->authed = 1;
+    return 0;
+}
+
 int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
 {
     const char *h = skd__http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h && anonymous(req) == 0)
+        return 0;
     if (!h) {
         unauthorized(out, WWW_AUTH, "an API key is required: Authorization: Bearer <key>");
         return SKD_EUNAUTH;
@@ -38,9 +55,8 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     while (*secret == ' ')
         secret++;
     skd_err err = {0};
-    if (strlen(secret) > 256 ||
-        skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)), secret, &req->key,
-                           &err) != 0) {
+    if (strlen(secret) > 256 || skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)),
+                                                   secret, &req->key, &err) != 0) {
         unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
                      "the API key is not valid or has been revoked");
         return SKD_EUNAUTH;

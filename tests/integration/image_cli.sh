@@ -112,6 +112,26 @@ done
 [ "$(cat "$OUTSIDE/secret")" = original ] && pass "outside file untouched" ||
     fail "outside file untouched" "changed"
 
+# --- running in the imported image (native provider) and the allow-list
+OUT=$(SKILLS_ALLOWED_SANDBOX_IMAGES=test "$SKILLD" exec --image test:1 -- sh -c \
+    'cat /etc/hostname; readlink /bin/ls; test -e /usr/lib/x86_64-linux-gnu && echo host-lib' 2>"$TMP/err")
+if [ "$(json_get "$OUT" 'j["stdout"]' 2>/dev/null)" = $'skilld-test\n/bin/busybox' ]; then
+    pass "exec --image runs in the imported rootfs, not the host's"
+else
+    fail "exec --image runs in the imported rootfs, not the host's" "$OUT $(cat "$TMP/err")"
+fi
+OUT=$(SKILLS_ALLOWED_SANDBOX_IMAGES=test:2 "$SKILLD" exec --image test:2 -- cat /etc/hostname 2>/dev/null)
+[ "$(json_get "$OUT" 'j["stdout"]' 2>/dev/null)" = layer2 ] &&
+    pass "exec --image runs the layered image" || fail "exec --image runs the layered image" "$OUT"
+rc=0; OUT=$(SKILLS_ALLOWED_SANDBOX_IMAGES=other,test:2 "$SKILLD" exec --image test:1 -- true 2>/dev/null) || rc=$?
+[ "$rc" != 0 ] && [ "$(json_get "$OUT" 'j["error"]["code"]' 2>/dev/null)" = forbidden ] &&
+    pass "an image not in SKILLS_ALLOWED_SANDBOX_IMAGES is refused" ||
+    fail "an image not in SKILLS_ALLOWED_SANDBOX_IMAGES is refused" "rc=$rc $OUT"
+rc=0; OUT=$(SKILLS_ALLOWED_SANDBOX_IMAGES=test "$SKILLD" exec --image test:9 -- true 2>/dev/null) || rc=$?
+[ "$rc" != 0 ] && [ "$(json_get "$OUT" 'j["error"]["code"]' 2>/dev/null)" = not_found ] &&
+    pass "an allowed image that is not imported is not_found" ||
+    fail "an allowed image that is not imported is not_found" "rc=$rc $OUT"
+
 # --- list and rm
 out=$("$SKILLD" image list --json 2>&1)
 if [ "$(json_get "$out" '" ".join(m["name"]+":"+m["tag"] for m in j)' 2>/dev/null)" = "test:1 test:2" ]; then
@@ -133,7 +153,7 @@ out=$("$SKILLD" image list --json 2>&1)
 out=$("$SKILLD" doctor --json 2>"$TMP/err")
 st=$(json_get "$out" '{c["name"]: c["status"] for c in j["checks"]}' 2>/dev/null)
 if [ -n "$st" ]; then pass "doctor --json parses"; else fail "doctor --json parses" "$out $(cat "$TMP/err")"; fi
-for c in userns seccomp openat2 clone3 pidfd_open; do
+for c in userns seccomp openat2 clone3 pidfd_open native_sandbox; do
     [ "$(json_get "$out" "{c['name']: c['status'] for c in j['checks']}['$c']" 2>/dev/null)" = ok ] &&
         pass "doctor reports $c ok" || fail "doctor reports $c ok" "$st"
 done

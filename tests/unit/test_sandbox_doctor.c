@@ -37,7 +37,7 @@ TEST(shape)
         "kernel",        "userns",     "cgroup_v2",          "cgroup_v1",
         "cgroup_limits", "seccomp",    "no_new_privs",       "openat2",
         "clone3",        "pidfd_open", "protected_symlinks", "protected_hardlinks",
-        "docker",        "podman"};
+        "docker",        "podman",     "native_sandbox"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         CHECK(find(r, names[i]) != NULL);
     int worst = 0;

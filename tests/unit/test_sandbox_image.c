@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sandbox/image_internal.h"
@@ -392,8 +393,7 @@ TEST(import_docker_save)
         {"bbb/layer.tar", 'f', l2.data, 0, l2.len},
         {"ccc/layer.tar", 'l', "../aaa/layer.tar", 0, 0},
         {"ddd/layer.tar", 'h', "ccc/layer.tar", 0, 0},
-        {"manifest.json", 'f',
-         "[{\"Layers\":[\"ddd/layer.tar\",\"bbb/layer.tar\"]}]", 0, 0},
+        {"manifest.json", 'f', "[{\"Layers\":[\"ddd/layer.tar\",\"bbb/layer.tar\"]}]", 0, 0},
     };
     CHECK(tar_file(tar, linked, N(linked)) == 0);
     rc = skd_image_import(g_data, "saved:linked", tar, NULL, NULL, &err);
@@ -408,6 +408,59 @@ TEST(import_docker_save)
     CHECK(no_leftovers());
     skd_buf_free(&l1);
     skd_buf_free(&l2);
+}
+
+/* A docker-save archive of the given layers (applied in order). */
+static int save_tar(const char *path, skd_buf *layers_buf, int n)
+{
+    struct ent e[9];
+    char names[8][32], manifest[512] = "[{\"Layers\":[";
+    for (int i = 0; i < n && i < 8; i++) {
+        snprintf(names[i], sizeof(names[i]), "l%d/layer.tar", i);
+        e[i] = (struct ent){names[i], 'f', layers_buf[i].data, 0, layers_buf[i].len};
+        size_t m = strlen(manifest);
+        snprintf(manifest + m, sizeof(manifest) - m, "%s\"%s\"", i ? "," : "", names[i]);
+    }
+    size_t m = strlen(manifest);
+    snprintf(manifest + m, sizeof(manifest) - m, "]}]");
+    e[n] = (struct ent){"manifest.json", 'f', manifest, 0, 0};
+    return tar_file(path, e, (size_t)n + 1);
+}
+
+TEST(layer_replacements)
+{
+    const struct ent one[] = {
+        {"a/", 'd', NULL, 0, 0},          {"a/inner", 'f', "in a", 0, 0},
+        {"b", 'f', "b was a file", 0, 0}, {"shared", 'f', "v1", 0, 0},
+        {"alias", 'h', "shared", 0, 0},   {"link", 'l', "shared", 0, 0},
+    };
+    const struct ent two[] = {
+        {"a", 'f', "a is a file now", 0, 0}, /* directory replaced by a file */
+        {"b/", 'd', NULL, 0, 0},             /* file replaced by a directory */
+        {"b/x", 'f', "in b", 0, 0},
+        {"shared", 'f', "v2", 0, 0},         /* the hard link keeps v1 */
+        {"link", 'f', "not a link", 0, 0},   /* symlink replaced, target kept */
+        {"new/.wh..wh..opq", 'f', "", 0, 0}, /* opaque marker for a new dir */
+        {"new/file", 'f', "fresh", 0, 0},
+    };
+    skd_buf l[2];
+    tar_mem(one, N(one), 0, &l[0]);
+    tar_mem(two, N(two), 0, &l[1]);
+    char *tar = path_in(g_tmp, "repl.tar");
+    CHECK(save_tar(tar, l, 2) == 0);
+    skd_err err = {0};
+    int rc = skd_image_import(g_data, "repl:1", tar, NULL, NULL, &err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc)
+        printf("# %s\n", skd_err_msg(&err));
+    CHECK_STR(slurp(rootfs("repl", "1", "a")), "a is a file now");
+    CHECK_STR(slurp(rootfs("repl", "1", "b/x")), "in b");
+    CHECK_STR(slurp(rootfs("repl", "1", "shared")), "v2");
+    CHECK_STR(slurp(rootfs("repl", "1", "alias")), "v1");
+    CHECK_STR(slurp(rootfs("repl", "1", "link")), "not a link");
+    CHECK_STR(slurp(rootfs("repl", "1", "new/file")), "fresh");
+    skd_buf_free(&l[0]);
+    skd_buf_free(&l[1]);
 }
 
 /* "sha256:<hex>" of data into d, and "blobs/sha256/<hex>" into p. */
@@ -633,6 +686,20 @@ TEST(list_and_remove)
     CHECK_EQ_INT(skd_image_remove(g_data, "zeta:b", &err), 0);
     CHECK(!exists(path_in(g_data, "images/zeta")));
     CHECK_EQ_INT(skd_image_remove(g_data, "../x", &err), SKD_EINVAL);
+    /* leftovers of a crash: an interrupted removal and a day-old import go
+     * with the next import; a fresh import directory stays */
+    char dead[600], old_imp[600], young[600];
+    snprintf(dead, sizeof(dead), "%s/images/.remove-dead", g_data);
+    snprintf(old_imp, sizeof(old_imp), "%s/images/.import-old", g_data);
+    snprintf(young, sizeof(young), "%s/images/.import-young", g_data);
+    CHECK(mkdir(dead, 0755) == 0 && mkdir(old_imp, 0755) == 0 && mkdir(young, 0755) == 0);
+    CHECK(write_file(path_in(dead, "f"), "x", 1) == 0);
+    struct timespec two_days[2] = {{time(NULL) - 172800, 0}, {time(NULL) - 172800, 0}};
+    CHECK(utimensat(AT_FDCWD, old_imp, two_days, 0) == 0);
+    CHECK_EQ_INT(import_ents("zeta:c", e, N(e), &err), 0);
+    CHECK(!exists(dead) && !exists(old_imp) && exists(young));
+    rmdir(young);
+    CHECK_EQ_INT(skd_image_remove(g_data, "zeta:c", &err), 0);
     CHECK(no_leftovers());
     /* an empty DATA_DIR lists nothing */
     CHECK_EQ_INT(skd_image_list(path_in(g_tmp, "empty"), &arr, &err), 0);
@@ -702,6 +769,7 @@ int main(void)
     RUN(import_export_tar);
     RUN(import_docker_save);
     RUN(import_oci);
+    RUN(layer_replacements);
     RUN(hostile_paths);
     RUN(hostile_links);
     RUN(limits);

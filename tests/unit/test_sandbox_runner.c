@@ -84,6 +84,18 @@ TEST(timeout_keeps_partial_output)
     skd_sandbox_result_free(&res);
 }
 
+TEST(non_utf8_output_is_replaced)
+{
+    skd_sandbox_result res;
+    const char *argv[] = {"printf", "a\\377b", NULL};
+    CHECK_EQ_INT(sbt_run(R, argv, NULL, NULL, NULL, &res), 0);
+    CHECK_EQ_INT(res.out_len, 3);
+    json_t *j = skd_sandbox_result_to_json(&res);
+    CHECK_STR(json_string_value(json_object_get(j, "stdout")), "a\xef\xbf\xbd" "b");
+    json_decref(j);
+    skd_sandbox_result_free(&res);
+}
+
 TEST(output_is_capped_and_counted)
 {
     skd_sandbox_result res;
@@ -310,6 +322,7 @@ int main(int argc, char **argv)
     RUN(stdin_and_env);
     RUN(timeout_keeps_partial_output);
     RUN(output_is_capped_and_counted);
+    RUN(non_utf8_output_is_replaced);
     RUN(kill_one_and_all);
     RUN(global_cap_queues_in_order);
     RUN(per_key_cap);

@@ -1,0 +1,223 @@
+#!/usr/bin/env bash
+# The escape and abuse battery (issue 3): each case runs an attack inside the
+# native sandbox through the real binary (`skilld exec`) and asserts that it
+# failed — and, where the attack would leave a trace on the host, that no
+# trace is there.
+source "$(dirname "$0")/../lib.sh"
+export DATA_DIR="$TMP/var"
+MARK="skilld-escape-$$-$RANDOM"
+
+# x CASE-ARGS...: run `skilld exec` with the given flags/command, JSON to $TMP/out.json
+x() { "$SKILLD" exec "$@" >"$TMP/out.json" 2>"$TMP/err.txt"; echo $? >"$TMP/rc"; }
+field() { python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); v=j.get(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$TMP/out.json" "$1"; }
+ran() { [ "$(field exitCode)" != "null" ] || [ "$(field signal)" != "null" ]; }
+py() { x --key attacker -- python3 -c "$1"; }
+
+# -- filesystem ---------------------------------------------------------------
+x --key attacker -- cat /etc/shadow
+if [ "$(field exitCode)" != "0" ] && ! grep -q 'root:' "$TMP/out.json"; then pass "read /etc/shadow"; else fail "read /etc/shadow" "$(cat "$TMP/out.json")"; fi
+
+export SKILLD_TEST_SECRET="$MARK-env"
+x --key attacker -- sh -c 'env; cat /proc/*/environ 2>/dev/null | tr "\0" "\n"'
+if ran && ! grep -q "$MARK-env" "$TMP/out.json"; then pass "server environment invisible"; else fail "server environment invisible" "secret leaked or did not run"; fi
+unset SKILLD_TEST_SECRET
+
+for target in /usr/$MARK /etc/$MARK /$MARK /proc/sys/kernel/$MARK; do
+    x --key attacker -- sh -c "echo x > $target && echo WROTE"
+    if ran && [ "$(field stdout)" != "WROTE" ] && [ ! -e "$target" ]; then pass "write $target refused"; else fail "write $target refused" "$(cat "$TMP/out.json")"; fi
+done
+x --key attacker -- sh -c 'echo pwned > /workspace/../../../../tmp/'"$MARK"'; ls /tmp'
+if [ ! -e "/tmp/$MARK" ]; then pass "workspace dot-dot write stays inside"; else fail "workspace dot-dot write stays inside" "host /tmp/$MARK exists"; rm -f "/tmp/$MARK"; fi
+
+x --key attacker -- mknod /tmp/null2 c 1 3
+if ran && [ "$(field exitCode)" != "0" ]; then pass "mknod refused"; else fail "mknod refused" "$(cat "$TMP/out.json")"; fi
+x --key attacker -- mount -o remount,rw /
+if ran && [ "$(field exitCode)" != "0" ]; then pass "remount refused"; else fail "remount refused" "$(cat "$TMP/out.json")"; fi
+x --key attacker -- mount -t tmpfs none /mnt
+if ran && [ "$(field exitCode)" != "0" ]; then pass "mount tmpfs refused"; else fail "mount tmpfs refused" "$(cat "$TMP/out.json")"; fi
+
+# -- processes ----------------------------------------------------------------
+sleep 300 & HOSTPID=$!
+exec -a "$MARK-host" sleep 301 & HOSTPID2=$!
+x --key attacker -- sh -c 'cat /proc/[0-9]*/cmdline | tr "\0" " "; echo; ls /proc | grep -c "^[0-9]"'
+if ran && ! grep -q "$MARK-host" "$TMP/out.json" && [ "$(field stdout | grep -v '^$' | tail -n1)" -lt 10 ]; then pass "host processes invisible"; else fail "host processes invisible" "$(head -c 300 "$TMP/out.json")"; fi
+x --key attacker -- kill -9 "$HOSTPID"
+if kill -0 "$HOSTPID" 2>/dev/null; then pass "cannot signal host process"; else fail "cannot signal host process" "pid $HOSTPID gone"; fi
+kill "$HOSTPID" "$HOSTPID2" 2>/dev/null; wait 2>/dev/null
+
+"$SKILLD" exec --key victim --timeout 8000 -- sh -c 'sleep 2; echo alive' >"$TMP/victim.json" 2>/dev/null &
+VPID=$!
+sleep 0.5
+x --key attacker -- sh -c 'kill -9 -1; pkill -9 sleep; python3 -c "import ctypes; print(ctypes.CDLL(None).ptrace(16, 2, 0, 0))"; true'
+wait "$VPID"
+if grep -q '"stdout": "alive' "$TMP/victim.json"; then pass "cannot signal or ptrace another sandbox"; else fail "cannot signal or ptrace another sandbox" "$(cat "$TMP/victim.json")"; fi
+
+x --key attacker -- unshare -Ur id
+if ran && [ "$(field exitCode)" != "0" ]; then pass "nested user namespace refused"; else fail "nested user namespace refused" "$(cat "$TMP/out.json")"; fi
+x --key attacker -- unshare -n true
+if ran && [ "$(field exitCode)" != "0" ]; then pass "nested net namespace refused"; else fail "nested net namespace refused" "$(cat "$TMP/out.json")"; fi
+
+x --key attacker -- cat /proc/self/status
+st=$(field stdout)
+if echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' && echo "$st" | grep -q '^CapEff:[[:space:]]*0000000000000000' && echo "$st" | grep -q '^Seccomp:[[:space:]]*2'; then
+    pass "status NoNewPrivs 1, CapEff 0, Seccomp 2"
+else
+    fail "status NoNewPrivs 1, CapEff 0, Seccomp 2" "$(echo "$st" | grep -E 'NoNewPrivs|CapEff|Seccomp')"
+fi
+x --key attacker -- id -u
+if ran && [ "$(field stdout)" != "0" ]; then pass "runs as an unprivileged uid"; else fail "runs as an unprivileged uid" "uid $(field stdout)"; fi
+
+# -- dangerous system calls (python ctypes; each must fail) -----------------------
+SYSCALLS='
+import ctypes, errno, socket, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def sc(nr, *a):
+    r = libc.syscall(nr, *[ctypes.c_long(x) for x in a])
+    return r, ctypes.get_errno()
+name = sys.argv[1]
+if name == "io_uring":   r = sc(425, 8, ctypes.addressof(ctypes.create_string_buffer(120)))
+elif name == "keyctl":   r = sc(250, 0, 0, 0, 0)
+elif name == "add_key":  r = sc(248, ctypes.addressof(ctypes.create_string_buffer(b"user")), 0, 0, 0, -2)
+elif name == "bpf":      r = sc(321, 0, 0, 0)
+elif name == "perf":     r = sc(298, ctypes.addressof(ctypes.create_string_buffer(128)), 0, -1, -1, 0)
+elif name == "userfaultfd": r = sc(323, 0)
+elif name == "ptrace":   r = sc(101, 16, 1, 0, 0)
+elif name == "kexec":    r = sc(246, 0, 0, 0, 0)
+elif name == "init_module": r = sc(175, 0, 0, 0)
+elif name == "reboot":   r = sc(169, 0xfee1dead, 672274793, 0x4321fedc, 0)
+elif name == "swapon":   r = sc(167, 0, 0)
+elif name == "personality": r = sc(135, 0x0008)
+elif name == "open_by_handle_at": r = sc(304, -100, 0, 0)
+elif name == "setns":    r = sc(308, 0, 0)
+elif name == "unshare":  r = sc(272, 0x10000000)
+elif name == "clone3":   r = sc(435, 0, 0)
+elif name == "clone_ns": r = sc(56, 0x20000000 | 17, 0, 0, 0, 0)
+elif name == "pivot_root": r = sc(155, 0, 0)
+elif name == "fsopen":   r = sc(430, 0, 0)
+elif name == "vsock":
+    try: socket.socket(40, socket.SOCK_STREAM); r = (0, 0)
+    except OSError as e: r = (-1, e.errno)
+elif name == "netlink":
+    try: socket.socket(16, socket.SOCK_RAW, 0); r = (0, 0)
+    except OSError as e: r = (-1, e.errno)
+elif name == "packet":
+    try: socket.socket(17, socket.SOCK_RAW, 0); r = (0, 0)
+    except OSError as e: r = (-1, e.errno)
+print("OK" if r[0] == -1 and r[1] != 0 else "ALLOWED", r)
+'
+printf '%s' "$SYSCALLS" > "$TMP/sc.py"
+for s in io_uring keyctl add_key bpf perf userfaultfd ptrace kexec init_module reboot swapon personality open_by_handle_at setns unshare clone3 clone_ns pivot_root fsopen vsock netlink packet; do
+    x --key attacker -- python3 -c "$SYSCALLS" "$s"
+    out=$(field stdout)
+    sig=$(field signal)
+    if [ "${out#OK}" != "$out" ] || [ "$sig" = "SIGSYS" ]; then pass "syscall $s denied"; else fail "syscall $s denied" "$out $(field stderr | tail -c 200)"; fi
+done
+
+# -- 32-bit ABI and setuid ------------------------------------------------------
+WS_ATT="$DATA_DIR/workspaces/$(printf %s attacker | sha256sum | cut -d' ' -f1)"
+mkdir -p "$WS_ATT"
+cat > "$TMP/int80.c" <<'C'
+#include <stdio.h>
+int main(void)
+{
+    long ret;
+    /* getpid through the 32-bit entry point */
+    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
+    printf("int80 returned %ld\n", ret);
+    return 0;
+}
+C
+cat > "$TMP/euid.c" <<'C'
+#include <stdio.h>
+#include <unistd.h>
+int main(void)
+{
+    printf("%d\n", (int)geteuid());
+    return 0;
+}
+C
+gcc -static -O0 -o "$WS_ATT/int80" "$TMP/int80.c" && gcc -O0 -o "$WS_ATT/euid" "$TMP/euid.c"
+chmod 4755 "$WS_ATT/euid"
+x --key attacker -- /workspace/int80
+if [ "$(field signal)" = "SIGSYS" ] || { ran && ! grep -q 'int80 returned [0-9]' "$TMP/out.json"; }; then pass "32-bit syscall ABI killed"; else fail "32-bit syscall ABI killed" "$(cat "$TMP/out.json")"; fi
+x --key attacker -- /workspace/euid
+if ran && [ "$(field stdout)" != "0" ]; then pass "setuid binary gains nothing"; else fail "setuid binary gains nothing" "$(cat "$TMP/out.json")"; fi
+
+# -- resource abuse -------------------------------------------------------------
+x --key attacker --timeout 4000 --pids 32 -- sh -c 'bomb() { bomb | bomb & }; bomb'
+if [ "$(field killed)" = "true" ] || [ "$(field exitCode)" != "null" ]; then pass "fork bomb contained"; else fail "fork bomb contained" "$(cat "$TMP/out.json")"; fi
+sleep 0.5
+if ! pgrep -f 'bomb' >/dev/null; then pass "fork bomb leaves nothing"; else fail "fork bomb leaves nothing" "$(pgrep -af bomb | head -3)"; fi
+
+x --key attacker --memory 64 --timeout 20000 -- python3 -c 'b = []
+while True: b.append(bytearray(8 << 20))'
+if [ "$(field oomKilled)" = "true" ]; then pass "memory bomb oomKilled"; else fail "memory bomb oomKilled" "$(cat "$TMP/out.json" | head -c 400)"; fi
+
+/usr/bin/time -f '%M' -o "$TMP/rss" "$SKILLD" exec --key attacker --timeout 3000 --output-limit 100000 -- yes >"$TMP/out.json" 2>/dev/null
+len=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["stdout"]))' "$TMP/out.json")
+if [ "$(field truncated)" = "true" ] && [ "$len" -le 100000 ]; then pass "yes flood capped"; else fail "yes flood capped" "truncated=$(field truncated) len=$len"; fi
+rss=$(tail -n1 "$TMP/rss")
+if [ "$rss" -lt 65536 ]; then pass "yes flood keeps skilld memory flat (${rss} KiB)"; else fail "yes flood keeps skilld memory flat" "max RSS ${rss} KiB"; fi
+
+x --key attacker --timeout 1000 -- sh -c 'echo partial; sleep 1000'
+if [ "$(field timedOut)" = "true" ] && [ "$(field killed)" = "true" ] && [ "$(field stdout)" = "partial" ]; then pass "sleep 1000 killed at timeout with partial output"; else fail "sleep 1000 killed at timeout" "$(cat "$TMP/out.json")"; fi
+
+x --key attacker --timeout 1500 -- sh -c "setsid sh -c 'exec -a $MARK-daemon sleep 600' </dev/null >/dev/null 2>&1 & echo started"
+sleep 0.3
+if ! pgrep -f "$MARK-daemon" >/dev/null; then pass "daemonised grandchild gone after run"; else fail "daemonised grandchild gone after run" "$(pgrep -af "$MARK-daemon")"; pkill -9 -f "$MARK-daemon"; fi
+
+x --key attacker --timeout 1000 -- sh -c 'trap "" TERM INT HUP; while :; do sleep 1; done'
+if [ "$(field timedOut)" = "true" ] && [ "$(field signal)" = "SIGKILL" ]; then pass "SIGTERM-ignoring process killed"; else fail "SIGTERM-ignoring process killed" "$(cat "$TMP/out.json")"; fi
+
+x --key attacker -- sh -c "echo a > /tmp/$MARK; echo b > /dev/shm/$MARK 2>/dev/null; ls /tmp /dev/shm"
+x --key attacker -- sh -c "ls /tmp/$MARK /dev/shm/$MARK 2>&1; true"
+if ! field stdout | grep -q "^/tmp/$MARK\$" && ! field stdout | grep -q "^/dev/shm/$MARK\$"; then pass "no /tmp or /dev/shm leftovers between runs"; else fail "no /tmp or /dev/shm leftovers between runs" "$(field stdout)"; fi
+
+# -- network ------------------------------------------------------------------------
+python3 -m http.server 0 --bind 127.0.0.1 >"$TMP/http.log" 2>&1 & HTTPPID=$!
+sleep 0.5
+PORT=$(python3 - "$HTTPPID" <<'P'
+import os, sys, re
+pid = sys.argv[1]
+inodes = set()
+for fd in os.listdir(f"/proc/{pid}/fd"):
+    try:
+        t = os.readlink(f"/proc/{pid}/fd/{fd}")
+    except OSError:
+        continue
+    m = re.match(r"socket:\[(\d+)\]", t)
+    if m: inodes.add(m.group(1))
+for line in open("/proc/net/tcp").readlines()[1:]:
+    f = line.split()
+    if f[9] in inodes and f[3] == "0A":
+        print(int(f[1].split(":")[1], 16)); break
+P
+)
+NETPY='import socket,sys
+s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
+s.settimeout(3)
+try:
+    s.connect((sys.argv[1], int(sys.argv[2]))); print("CONNECTED")
+except OSError as e:
+    print("refused", e)'
+x --key attacker -- python3 -c "$NETPY" 127.0.0.1 "$PORT"
+if ran && ! field stdout | grep -q CONNECTED && ! grep -q 'GET\|"' "$TMP/http.log"; then pass "host 127.0.0.1 service unreachable"; else fail "host 127.0.0.1 service unreachable" "$(field stdout)"; fi
+for addr in 1.1.1.1 10.0.0.1 169.254.169.254; do
+    x --key attacker -- python3 -c "$NETPY" "$addr" 80
+    if ran && ! field stdout | grep -q CONNECTED; then pass "outside address $addr unreachable"; else fail "outside address $addr unreachable" "$(field stdout)"; fi
+done
+kill "$HTTPPID" 2>/dev/null
+"$SKILLD" run execute_command --key attacker --input '{"command":"true","networkEnabled":true}' >"$TMP/out.json" 2>/dev/null
+if [ "$(field success)" = "false" ] && grep -qi 'network' "$TMP/out.json"; then pass "networkEnabled refused by native"; else fail "networkEnabled refused by native" "$(cat "$TMP/out.json")"; fi
+
+# -- two keys at once -------------------------------------------------------------------
+WS_A="$DATA_DIR/workspaces/$(printf %s key-a | sha256sum | cut -d' ' -f1)"
+mkdir -p "$WS_A" && echo "$MARK-secret-a" > "$WS_A/secret.txt"
+"$SKILLD" exec --key key-a --timeout 5000 -- sh -c 'sleep 2; cat /workspace/secret.txt' >"$TMP/a.json" 2>/dev/null &
+APID=$!
+sleep 0.5
+x --key key-b -- sh -c "cat /proc/*/root/workspace/secret.txt /workspace/secret.txt /tmp/*/secret.txt 2>/dev/null; ls -a /workspace; ls /proc | grep -c '^[0-9]'"
+wait "$APID"
+if ran && ! field stdout | grep -q "secret-a" && grep -q "$MARK-secret-a" "$TMP/a.json"; then pass "two keys cannot see each other's workspaces"; else fail "two keys cannot see each other's workspaces" "$(field stdout | head -c 300)"; fi
+
+finish
