@@ -194,11 +194,15 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
     if (id_out)
         memcpy(id_out, run->id, sizeof(run->id));
     pthread_mutex_lock(&r->mu);
-    if (r->stopping) {
+    if (r->stopping || r->queued >= r->max_queued) {
+        int stopping = r->stopping;
         pthread_mutex_unlock(&r->mu);
         run->prov->cleanup(run->pstate, &run->oc);
         skd__run_free(run);
-        return skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        if (stopping)
+            return skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        return skd_err_set(err, SKD_EBUSY, "too many sandbox runs are waiting (%d); try later",
+                           r->max_queued);
     }
     if (r->tail)
         r->tail->next = run;
@@ -364,6 +368,9 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
         cap_setting(opts->max_concurrent, cfg, "SKILLS_SANDBOX_MAX_CONCURRENT", (int)(4 * cores));
     r->max_key = cap_setting(opts->max_per_key, cfg, "SKILLS_SANDBOX_MAX_PER_KEY",
                              r->max_conc / 2 > 0 ? r->max_conc / 2 : 1);
+    r->max_queued = opts->max_queued > 0    ? opts->max_queued
+                    : 16 * r->max_conc > 64 ? 16 * r->max_conc
+                                            : 64;
     r->runtime = dup_or_null(opts->runtime ? opts->runtime
                              : cfg         ? skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME")
                                            : "native",
