@@ -13,6 +13,7 @@
  * Host/Origin, route, body size, bearer secret, scope; only then does a
  * handler see the request.
  */
+#include "server/custom_http.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/test_skills.h"
@@ -34,6 +35,7 @@ struct skd_server {
     struct MHD_Daemon *d;
     skd_calls *calls;
     skd_mcp *mcp;
+    skd_a2a *a2a; /* A2A tasks (a2a.c) */
     unsigned port;
     size_t max_body;
     atomic_int stopping;
@@ -51,6 +53,11 @@ struct conn_req {
 skd_engine *skd__server_engine(skd_server *s)
 {
     return s->e;
+}
+
+skd_a2a *skd__server_a2a(skd_server *s)
+{
+    return s->a2a;
 }
 
 skd_mcp *skd__server_mcp(skd_server *s)
@@ -428,7 +435,8 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     s->max_body = (size_t)skd_config_int(cfg, "SKILLD_MAX_BODY_BYTES");
     s->calls = skd__calls_new();
     s->mcp = s->calls ? skd__mcp_new(e, s->calls) : NULL;
-    if (!s->mcp) {
+    s->a2a = skd__a2a_new(e);
+    if (!s->mcp || !s->a2a) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
@@ -467,6 +475,7 @@ void skd_server_stop(skd_server *s, int grace_ms)
             close(fd);
     }
     skd__mcp_close_all(s->mcp); /* ends GET streams */
+    skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
     int64_t deadline = skd_mono_ms() + grace_ms;
     if (skd__calls_stop(s->calls, grace_ms) != 0)
         skd_warn("server stop: calls still running after %d ms", grace_ms);
@@ -487,6 +496,7 @@ void skd_server_free(skd_server *s)
     while (s->calls && skd__calls_drain(s->calls, 1000) != 0)
         skd_warn("server: waiting for stream workers to end");
     skd__mcp_free(s->mcp);
+    skd__a2a_free(s->a2a);
     skd__calls_free(s->calls);
     free(s);
 }

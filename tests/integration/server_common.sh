@@ -17,12 +17,15 @@ start_server() {
     env SKILLD_TEST_SKILLS=true "$@" "$SKILLD" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" \
         >"$TMP/serve.out" 2>"$TMP/serve.err" &
     SRV_PID=$!
-    for _ in $(seq 1 100); do
-        curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
+    # Ready when /healthz answers and the first-start admin secret (printed
+    # once the port is known, so after listening begins) is on stdout.
+    ADMIN=""
+    for _ in $(seq 1 200); do
+        if [ -z "$ADMIN" ]; then ADMIN=$(awk '/^  secret: /{print $2}' "$TMP/serve.out"); fi
+        [ -n "$ADMIN" ] && curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
         kill -0 "$SRV_PID" 2>/dev/null || break
         sleep 0.05
     done
-    ADMIN=$(awk '/^  secret: /{print $2}' "$TMP/serve.out")
 }
 
 stop_server() {
