@@ -132,6 +132,7 @@ typedef struct skd_runner_opts {
     const char *runtime;        /* NULL: SKILLS_SANDBOX_RUNTIME */
     const char *data_dir;       /* NULL: DATA_DIR (images/ lives there) */
     const char *allowed_images; /* NULL: SKILLS_ALLOWED_SANDBOX_IMAGES */
+    int max_queued;             /* 0: 16 x the global cap (at least 64) */
 } skd_runner_opts;
 
 /* Start a runner and its supervisor thread. cfg is borrowed and must outlive
@@ -151,7 +152,8 @@ int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_res
                     skd_err *err);
 
 /* Queue a run and return at once; id_out (may be NULL) receives its id.
- * done is called exactly once when 0 is returned. */
+ * done is called exactly once when 0 is returned. SKD_EBUSY when the queue
+ * of waiting runs is full (skd_runner_opts.max_queued). */
 int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_done_fn done,
                       void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err);
 

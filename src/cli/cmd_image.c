@@ -3,7 +3,14 @@
  * $DATA_DIR/images. A thin client of skd_image_* (include/skilld/image.h);
  * it trusts nothing more than the library does.
  *
- *   skilld image import NAME[:TAG] FILE.tar   prints the new manifest
+ *   skilld image import NAME[:TAG] FILE.tar [--engine docker|podman|all|none]
+ *                                             prints the new manifest; the
+ *                                             image is also loaded into the
+ *                                             container engine(s) named, by
+ *                                             default the one chosen by
+ *                                             SKILLS_SANDBOX_RUNTIME (docker
+ *                                             or podman), so that one tarball
+ *                                             serves every provider
  *   skilld image list [--json]                a table, or the JSON array
  *   skilld image rm NAME[:TAG]
  */
@@ -11,12 +18,44 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sandbox/provider.h"
 #include "skilld/image.h"
+
+/* Load the imported tarball into the container engines that engine names
+ * ("docker", "podman", "all", "none"). Returns CLI_OK or CLI_FAIL. */
+static int load_into_engines(skd_cli *cli, const char *engine, const char *ref, const char *tar,
+                             const json_t *manifest)
+{
+    const char *source = skd_json_str(manifest, "source", "docker-export");
+    int archive = strcmp(source, "docker-export") != 0;
+    int all = strcmp(engine, "all") == 0;
+    static const char *const engines[] = {"docker", "podman"};
+    for (size_t i = 0; i < 2; i++) {
+        if (!all && strcmp(engine, engines[i]) != 0)
+            continue;
+        skd_err err = {0};
+        if (skd__containers_image_load(engines[i], tar, ref, archive, &err) != 0) {
+            fprintf(stderr, "%s: image import: loading into %s: %s\n", cli->prog, engines[i],
+                    skd_err_msg(&err));
+            return CLI_FAIL;
+        }
+    }
+    return CLI_OK;
+}
 
 static int image_import(skd_cli *cli, int argc, char **argv)
 {
-    if (argc != 4)
-        return skd__cli_usage("image", "usage: image import NAME[:TAG] FILE.tar");
+    const char *rt = skd_config_str(cli->cfg, "SKILLS_SANDBOX_RUNTIME");
+    const char *engine =
+        rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0) ? rt : "none";
+    if (argc == 6 && strcmp(argv[4], "--engine") == 0) {
+        engine = argv[5];
+        argc = 4;
+    }
+    if (argc != 4 || (strcmp(engine, "docker") && strcmp(engine, "podman") &&
+                      strcmp(engine, "all") && strcmp(engine, "none")))
+        return skd__cli_usage(
+            "image", "usage: image import NAME[:TAG] FILE.tar [--engine docker|podman|all|none]");
     skd_err err = {0};
     json_t *m = NULL;
     skd_image_limits lim = {skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_BYTES"),
@@ -26,6 +65,11 @@ static int image_import(skd_cli *cli, int argc, char **argv)
     if (rc) {
         fprintf(stderr, "%s: image import: %s (%s)\n", cli->prog, skd_err_msg(&err),
                 skd_errcode(rc));
+        return CLI_FAIL;
+    }
+    if (strcmp(engine, "none") != 0 &&
+        load_into_engines(cli, engine, argv[2], argv[3], m) != CLI_OK) {
+        json_decref(m);
         return CLI_FAIL;
     }
     skd__cli_print_json(m);

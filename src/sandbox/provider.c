@@ -12,6 +12,8 @@
 
 static const skd__provider *const providers[] = {
     &skd__provider_native,
+    &skd__provider_docker,
+    &skd__provider_podman,
 };
 
 static const char *const auto_order[] = {"native", "podman", "docker"};

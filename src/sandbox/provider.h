@@ -64,6 +64,10 @@ typedef struct skd__outcome {
     int signal;
     int killed;     /* the runner killed it (timeout, kill, cancel) */
     int oom_killed; /* set by cleanup */
+    /* Set by cleanup when it finds that the command never ran although
+     * spawn succeeded (a container engine failed to start the container):
+     * the runner then reports the run as SKD_ESANDBOX with this message. */
+    char setup_error[SKD_ERR_MSG_MAX];
 } skd__outcome;
 
 typedef struct skd__provider {
@@ -77,6 +81,27 @@ typedef struct skd__provider {
 
 /* The providers compiled in. */
 extern const skd__provider skd__provider_native;
+extern const skd__provider skd__provider_docker; /* src/sandbox/docker.c */
+extern const skd__provider skd__provider_podman; /* src/sandbox/docker.c */
+
+/* Remove every container labelled skilld=1 in engine ("docker" or
+ * "podman") whose owning skilld process is gone (all of them when
+ * including_live is 1, e.g. none of ours may survive a shutdown). Called
+ * by the runner when it starts. Blocks for the engine calls (bounded).
+ * Returns how many were removed, or a negative SKD_E* when the engine
+ * could not be asked (not installed, daemon down: nothing to reap). */
+int skd__containers_reap_leftovers(const char *engine, int including_live);
+
+/* skd__containers_reap_leftovers(engine, 0) the first time it is called
+ * for engine in this process; later calls do nothing. Thread-safe. */
+void skd__containers_reap_once(const char *engine);
+
+/* Load an image tarball into engine ("docker" or "podman") as ref
+ * ("name:tag"): `import` for a plain root filesystem tarball (is_archive
+ * 0), `load` then `tag` for a `docker save` / OCI archive (is_archive 1).
+ * Returns 0 or SKD_ESANDBOX with the engine's message. */
+int skd__containers_image_load(const char *engine, const char *tar_path, const char *ref,
+                               int is_archive, skd_err *err);
 
 /* Find a provider by name ("native", "docker", "podman"; "auto" picks the
  * first whose detect succeeds: native, podman, docker). NULL with err set

@@ -91,6 +91,11 @@ static int check_env(char **envp, skd_err *err)
     return 0;
 }
 
+static int is_container_runtime(const char *rt)
+{
+    return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
+}
+
 /* Build a run from spec: copies, validation, image resolution. */
 static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
 {
@@ -134,7 +139,15 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");
         goto fail;
     }
-    if ((rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err)))
+    rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
+    /* docker and podman run the image from their own store (skilld image
+     * import loads it there too); the allow-list still applies. */
+    if (rc == SKD_ENOENT &&
+        is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime : r->runtime)) {
+        skd_err_clear(err);
+        rc = 0;
+    }
+    if (rc)
         goto fail;
     if (skd_uuid(run->id)) {
         rc = skd_err_set(err, SKD_EINTERNAL, "no randomness for a run id");
@@ -184,11 +197,15 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
     if (id_out)
         memcpy(id_out, run->id, sizeof(run->id));
     pthread_mutex_lock(&r->mu);
-    if (r->stopping) {
+    if (r->stopping || r->queued >= r->max_queued) {
+        int stopping = r->stopping;
         pthread_mutex_unlock(&r->mu);
         run->prov->cleanup(run->pstate, &run->oc);
         skd__run_free(run);
-        return skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        if (stopping)
+            return skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        return skd_err_set(err, SKD_EBUSY, "too many sandbox runs are waiting (%d); try later",
+                           r->max_queued);
     }
     if (r->tail)
         r->tail->next = run;
@@ -354,6 +371,9 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
         cap_setting(opts->max_concurrent, cfg, "SKILLS_SANDBOX_MAX_CONCURRENT", (int)(4 * cores));
     r->max_key = cap_setting(opts->max_per_key, cfg, "SKILLS_SANDBOX_MAX_PER_KEY",
                              r->max_conc / 2 > 0 ? r->max_conc / 2 : 1);
+    r->max_queued = opts->max_queued > 0    ? opts->max_queued
+                    : 16 * r->max_conc > 64 ? 16 * r->max_conc
+                                            : 64;
     r->runtime = dup_or_null(opts->runtime ? opts->runtime
                              : cfg         ? skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME")
                                            : "native",
@@ -373,6 +393,9 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     }
     if ((rc = skd__supervisor_start(r, err)) != 0)
         goto fail;
+    /* Containers left by a skilld that crashed (none of a live one). */
+    if (is_container_runtime(r->runtime))
+        skd__containers_reap_once(r->runtime);
     *out = r;
     return 0;
 fail:

@@ -72,7 +72,7 @@ struct skd_runner {
     int stopping;
     struct run *head, *tail;
     int running, queued;
-    int max_conc, max_key;
+    int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
 };

@@ -98,6 +98,10 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
         error = SKD_ESANDBOX;
         msg = run->status_msg;
     }
+    if (!error && run->oc.setup_error[0]) { /* a container engine never started it */
+        error = SKD_ESANDBOX;
+        msg = run->oc.setup_error;
+    }
     res.error = error;
     if (msg)
         skd_strlcpy(res.message, msg, sizeof(res.message));

@@ -248,6 +248,24 @@ TEST(per_key_cap)
     box_free(&b);
 }
 
+TEST(queue_is_bounded)
+{
+    skd_runner *r = NULL;
+    skd_err err = {0};
+    skd_runner_opts o = {.max_concurrent = 1, .max_per_key = 1, .max_queued = 1};
+    CHECK_EQ_INT(skd_runner_new(NULL, &o, &r, &err), 0);
+    struct done_box b = {.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER};
+    char ids[3][37];
+    CHECK_EQ_INT(start_sleep(r, "k", &b, ids[0]), 0);
+    CHECK(wait_for(r, skd_runner_running_count, 1));
+    CHECK_EQ_INT(start_sleep(r, "k", &b, ids[1]), 0);
+    CHECK_EQ_INT(start_sleep(r, "k", &b, ids[2]), SKD_EBUSY);
+    CHECK_EQ_INT(skd_runner_queued_count(r), 1);
+    skd_runner_free(r);
+    CHECK_EQ_INT(b.n, 2);
+    box_free(&b);
+}
+
 TEST(refusals)
 {
     skd_sandbox_result res;
@@ -326,6 +344,7 @@ int main(int argc, char **argv)
     RUN(kill_one_and_all);
     RUN(global_cap_queues_in_order);
     RUN(per_key_cap);
+    RUN(queue_is_bounded);
     RUN(refusals);
     skd_runner_free(R);
     return TAP_END();

@@ -1,0 +1,781 @@
+/*
+ * The docker and podman providers: one implementation driving the engine's
+ * command-line client, parameterised by the engine's name. OmniRoute's
+ * container flags, plus what it lacks (workspace mount, unprivileged
+ * --user, --memory-swap = --memory, ulimits, --init, --pull never, labels,
+ * and a kill that is verified).
+ *
+ * Life of one run:
+ *   prepare  `create -i` the container skilld-<id> with every limit. The
+ *            engine validates the limits here, so a limit it cannot apply
+ *            fails the run before anything ran (SKD_ESANDBOX with the
+ *            engine's message). The workspace is handed to the sandbox uid.
+ *   spawn    fork `start -a -i skilld-<id>`: its stdin/stdout/stderr are
+ *            the container's; its exit code is the command's.
+ *   kill     a forked helper runs `kill --signal KILL skilld-<id>` and, if
+ *            the client has not exited after a grace period, SIGKILLs the
+ *            client too. Nothing blocks the supervisor.
+ *   cleanup  `inspect` for the exit code, OOMKilled and whether the
+ *            container ever started, then `rm -f`, then a check that the
+ *            container is gone. (Three short engine calls.)
+ * The container is created without --rm so that its state can be read
+ * before it is removed; cleanup always removes it, and containers of a
+ * skilld that died are removed by skd__containers_reap_leftovers.
+ *
+ * The sandbox user is SKD__CTR_UID:SKD__CTR_UID (65534, nobody). The
+ * workspace directory is created root-owned 0700 by the workspace layer,
+ * which the sandbox user could not enter; prepare therefore lends the
+ * workspace tree to the sandbox uid (chown, walking it by directory
+ * descriptors with O_NOFOLLOW, never following a symlink) and cleanup of
+ * the last run using it hands it back to its owner (see ws_acquire). The
+ * parent directories stay root 0700, so no other host user reaches it.
+ * (Docker 20.10 has no idmapped mounts, which native uses instead.)
+ *
+ * Trust: the engine and its client are trusted (root-equivalent); the
+ * command and its output are not. Environment values are passed with -e
+ * and are therefore visible in the host's process list for the lifetime of
+ * the `create` call.
+ */
+#include <dirent.h>
+#include <pthread.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/container.h"
+#include "sandbox/provider.h"
+#include "skilld/log.h"
+#include "skilld/util.h"
+
+#define SKD__CTR_UID 65534
+#define CTR_NAME_MAX 80
+#define CREATE_TIMEOUT_MS 60000
+#define SHORT_TIMEOUT_MS 20000
+#define KILL_GRACE_MS 5000
+#define NOFILE_LIMIT 1024
+#define NPROC_LIMIT 16384 /* RLIMIT_NPROC is per host uid; pids-limit is the real cap */
+#define MAX_WALK_DEPTH 128
+
+typedef struct ctr_state {
+    skd__engine eng;
+    char name[CTR_NAME_MAX]; /* skilld-<id> */
+    char *start_argv[6];     /* bin start -a -i name NULL */
+    char *kill_argv[7];      /* bin kill --signal KILL name NULL */
+    pid_t client;            /* the start -a -i client, or -1 */
+    int client_pidfd;        /* our copy for the kill helper, or -1 */
+    pid_t killer;            /* kill helper, or -1 */
+    char *ws;                /* workspace lent to the sandbox uid, or NULL */
+    char id[SKD_UUID_LEN + 1];
+    int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
+    char rundir[96]; /* podman: the client's working directory, or "" */
+} ctr_state;
+
+/* Podman's conmon (4.3 / 2.1) writes its OOM marker as a file "oom" in
+ * its working directory, which it inherits from the start client. Each
+ * podman run gets a private one, SKD__CTR_RUNDIR/<id>: the marker is then
+ * evidence of an OOM kill and is removed with the directory. */
+
+static int rundir_make(ctr_state *s, skd_err *err)
+{
+    snprintf(s->rundir, sizeof(s->rundir), "%s/%s", SKD__CTR_RUNDIR, s->id);
+    if ((mkdir(SKD__CTR_RUNDIR, 0700) != 0 && errno != EEXIST) ||
+        (mkdir(s->rundir, 0700) != 0 && errno != EEXIST)) {
+        int e = errno;
+        s->rundir[0] = '\0';
+        return skd_err_set(err, SKD_ESANDBOX, "podman: cannot make %s/%s: %s", SKD__CTR_RUNDIR,
+                           s->id, strerror(e));
+    }
+    return 0;
+}
+
+static int rundir_has_oom(const ctr_state *s)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/oom", s->rundir);
+    return s->rundir[0] && access(path, F_OK) == 0;
+}
+
+static void rundir_remove(ctr_state *s)
+{
+    if (s->rundir[0])
+        skd__ctr_rundir_remove(s->id);
+    s->rundir[0] = '\0';
+}
+
+/* ---- detect -------------------------------------------------------------- */
+
+/* 1 when word appears in list as a whole word (separated by blanks or
+ * brackets). */
+static int has_word(const char *list, const char *word)
+{
+    size_t wl = strlen(word);
+    for (const char *p = strstr(list, word); p; p = strstr(p + 1, word)) {
+        int before = p == list || strchr(" [", p[-1]);
+        int after = p[wl] == '\0' || strchr(" ]\n", p[wl]);
+        if (before && after)
+            return 1;
+    }
+    return 0;
+}
+
+/* Podman as root drives the kernel's cgroups itself (cgroupfs), so the
+ * kernel says what it can limit; `podman info` would take over a second.
+ * v1: the cpu, pids and memory hierarchies with swap accounting; v2: the
+ * controllers at the root. */
+static int podman_cgroups(skd_err *err)
+{
+    static const char *const v1[] = {"/sys/fs/cgroup/cpu/cpu.cfs_quota_us",
+                                     "/sys/fs/cgroup/pids/cgroup.procs",
+                                     "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+                                     "/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes"};
+    if (access(v1[2], F_OK) == 0) {
+        for (size_t i = 0; i < sizeof(v1) / sizeof(v1[0]); i++)
+            if (access(v1[i], F_OK) != 0)
+                return skd_err_set(err, SKD_ESANDBOX,
+                                   "podman cannot apply every limit here: no %s%s", v1[i],
+                                   i == 3 ? " (boot with swapaccount=1)" : "");
+        return 0;
+    }
+    char buf[256] = "";
+    int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    static const char *const need[] = {"cpu", "memory", "pids"};
+    for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+        if (!has_word(buf, need[i]))
+            return skd_err_set(err, SKD_ESANDBOX,
+                               "podman cannot apply the %s limit here (cgroup controllers: %.80s)",
+                               need[i], buf);
+    return 0;
+}
+
+/* Can the engine apply memory (with swap), pids and CPU limits? Docker is
+ * asked (`docker info`, which also proves the daemon answers). */
+static int engine_detect(const char *engine, skd_err *err)
+{
+    skd__engine e;
+    int rc;
+    if ((rc = skd__engine_resolve(engine, &e, err)) != 0)
+        return rc;
+    if (strcmp(engine, "podman") == 0)
+        return podman_cgroups(err);
+    skd__ctr_cmd *r = calloc(1, sizeof(*r));
+    if (!r)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    const char *args[] = {"info", "--format",
+                          "{{.MemoryLimit}} {{.SwapLimit}} {{.PidsLimit}} {{.CPUCfsQuota}}", NULL};
+    if ((rc = skd__ctr_run(&e, args, SHORT_TIMEOUT_MS, r, err)) != 0)
+        goto out;
+    char mem[8] = "", swap[8] = "", pids[8] = "", cpu[8] = "";
+    if (r->status != 0)
+        rc =
+            skd_err_set(err, SKD_ESANDBOX, "docker is not usable: %s", skd__ctr_errline(r->errout));
+    else if (sscanf(r->out, "%7s %7s %7s %7s", mem, swap, pids, cpu) != 4 || strcmp(mem, "true") ||
+             strcmp(swap, "true") || strcmp(pids, "true") || strcmp(cpu, "true"))
+        rc = skd_err_set(err, SKD_ESANDBOX,
+                         "docker cannot apply every limit here (memory swap pids cpu: %.60s)",
+                         r->out);
+out:
+    free(r);
+    return rc;
+}
+
+static int docker_detect(skd_err *err)
+{
+    return engine_detect("docker", err);
+}
+static int podman_detect(skd_err *err)
+{
+    return engine_detect("podman", err);
+}
+
+/* engine_detect, remembered for DETECT_TTL_MS after a success, so that
+ * every prepare checks the engine can apply the limits without paying an
+ * `info` call per run. */
+#define DETECT_TTL_MS 60000
+static int detect_cached(const char *engine, skd_err *err)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t ok_at[2] = {-DETECT_TTL_MS - 1, -DETECT_TTL_MS - 1};
+    int i = strcmp(engine, "docker") == 0 ? 0 : 1;
+    int64_t now = skd_mono_ms();
+    pthread_mutex_lock(&mu);
+    int fresh = now - ok_at[i] <= DETECT_TTL_MS;
+    pthread_mutex_unlock(&mu);
+    if (fresh)
+        return 0;
+    int rc = engine_detect(engine, err);
+    if (rc == 0) {
+        pthread_mutex_lock(&mu);
+        ok_at[i] = now;
+        pthread_mutex_unlock(&mu);
+    }
+    return rc;
+}
+
+/* A create that succeeded with a warning that a limit was dropped (docker
+ * does this, e.g. "Your kernel does not support swap limit capabilities
+ * ... Limitation discarded.") must not run. */
+static int limit_discarded(const char *errout)
+{
+    return strstr(errout, "discarded") || strstr(errout, "does not support") ||
+           strstr(errout, "not supported");
+}
+
+/* ---- prepare ------------------------------------------------------------- */
+
+/* chown every entry under dirfd (not following symlinks) to the sandbox
+ * user. Entries are opened one name at a time relative to their parent's
+ * descriptor, so a concurrent rename or symlink swap cannot lead outside. */
+static int chown_tree(int dirfd, uid_t uid, int depth)
+{
+    if (depth > MAX_WALK_DEPTH)
+        return -1;
+    int rc = 0, dup_fd = dup(dirfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        if (dup_fd >= 0)
+            close(dup_fd);
+        return -1;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (fchownat(dirfd, de->d_name, uid, (gid_t)uid, AT_SYMLINK_NOFOLLOW) != 0 &&
+            errno != ENOENT)
+            rc = -1;
+        if (de->d_type == DT_DIR || de->d_type == DT_UNKNOWN) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                if (chown_tree(sub, uid, depth + 1) != 0)
+                    rc = -1;
+                close(sub);
+            }
+        }
+    }
+    closedir(d);
+    return rc;
+}
+
+/* chown the workspace and everything in it to uid:uid. When old is not
+ * NULL it receives the directory's owner before the change. */
+static int own_workspace(const char *ws, uid_t uid, uid_t *old, skd_err *err)
+{
+    int fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "cannot open the workspace: %s", strerror(errno));
+    int rc = 0;
+    struct stat st;
+    if (old)
+        *old = fstat(fd, &st) == 0 && st.st_uid != SKD__CTR_UID ? st.st_uid : 0;
+    if (fchown(fd, uid, (gid_t)uid) != 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand the workspace to uid %u: %s",
+                         (unsigned)uid, strerror(errno));
+    else if (chown_tree(fd, uid, 0) != 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "cannot hand every workspace file to uid %u",
+                         (unsigned)uid);
+    close(fd);
+    return rc;
+}
+
+/* Workspaces lent to the sandbox uid, counted per path: the first run
+ * that uses a workspace hands it to SKD__CTR_UID, the last one to end
+ * hands it back to root, so that between container runs the workspace is
+ * root-owned as the workspace layer and the native provider (whose
+ * idmapped mount shows host root as the sandbox user) expect. */
+typedef struct ws_lend {
+    struct ws_lend *next;
+    int refs;
+    uid_t owner; /* to hand it back to */
+    char path[];
+} ws_lend;
+
+static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
+static ws_lend *ws_lent;
+
+static int ws_acquire(const char *ws, skd_err *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&ws_mu);
+    ws_lend *l;
+    for (l = ws_lent; l && strcmp(l->path, ws) != 0; l = l->next)
+        ;
+    if (l) {
+        l->refs++;
+        goto out;
+    }
+    if (!(l = calloc(1, sizeof(*l) + strlen(ws) + 1))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
+    memcpy(l->path, ws, strlen(ws) + 1);
+    if ((rc = own_workspace(ws, SKD__CTR_UID, &l->owner, err)) != 0) {
+        own_workspace(ws, l->owner, NULL, NULL);
+        free(l);
+        goto out;
+    }
+    l->refs = 1;
+    l->next = ws_lent;
+    ws_lent = l;
+out:
+    pthread_mutex_unlock(&ws_mu);
+    return rc;
+}
+
+static void ws_release(const char *ws)
+{
+    pthread_mutex_lock(&ws_mu);
+    for (ws_lend **pp = &ws_lent; *pp; pp = &(*pp)->next) {
+        ws_lend *l = *pp;
+        if (strcmp(l->path, ws) != 0)
+            continue;
+        if (--l->refs == 0) {
+            *pp = l->next;
+            if (own_workspace(ws, l->owner, NULL, NULL) != 0)
+                skd_log(SKD_LOG_WARN, "could not hand workspace %s back to its owner", ws);
+            free(l);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&ws_mu);
+}
+
+/* An image reference the engine may be given: no option-like or odd text. */
+static int image_ok(const char *image)
+{
+    if (!image || !*image || image[0] == '-' || strlen(image) > 255)
+        return 0;
+    for (const char *p = image; *p; p++)
+        if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
+            !strchr("._-:/@", *p))
+            return 0;
+    return 1;
+}
+
+/* A growable argv with strings owned by it (freed by argv_free). */
+typedef struct argv_b {
+    char **v;
+    size_t n, cap;
+    int oom;
+} argv_b;
+
+static void argv_add(argv_b *a, const char *s)
+{
+    if (a->oom)
+        return;
+    if (a->n + 2 > a->cap) {
+        size_t cap = a->cap ? a->cap * 2 : 64;
+        char **v = realloc(a->v, cap * sizeof(*v));
+        if (!v) {
+            a->oom = 1;
+            return;
+        }
+        a->v = v;
+        a->cap = cap;
+    }
+    if (!(a->v[a->n] = strdup(s))) {
+        a->oom = 1;
+        return;
+    }
+    a->v[++a->n] = NULL;
+}
+
+static void argv_addf(argv_b *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void argv_addf(argv_b *a, const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= sizeof(buf)) {
+        a->oom = 1;
+        return;
+    }
+    argv_add(a, buf);
+}
+
+static void argv_free(argv_b *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    free(a->v);
+    a->v = NULL;
+    a->n = a->cap = 0;
+}
+
+/* The `create` arguments for req: every limit, then image and command. */
+static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, skd_err *err)
+{
+    const skd_sandbox_config *c = req->cfg;
+    if (c->memory_limit <= 0 || c->pids_limit <= 0 || c->cpu_limit <= 0 || c->tmp_size <= 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s needs positive memory, pids, cpu and tmp limits",
+                           s->eng.name);
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    double cpus = (double)c->cpu_limit / 100.0;
+    if (ncpu > 0 && cpus > (double)ncpu)
+        cpus = (double)ncpu; /* the same effective limit; engines refuse more than exist */
+    int podman = strcmp(s->eng.name, "podman") == 0;
+
+    argv_add(a, "create");
+    argv_add(a, "-i");
+    argv_addf(a, "--name=%s", s->name);
+    argv_add(a, "--label=skilld=1");
+    argv_addf(a, "--label=skilld.run=%s", req->id);
+    argv_addf(a, "--label=skilld.owner=%s", skd__ctr_owner());
+    argv_addf(a, "--cpus=%.2f", cpus);
+    if (s->cg_parent) {
+        char parent[128];
+        if (skd__ctr_cg_make(s->id, c->memory_limit << 20, parent, sizeof(parent), err) != 0)
+            return SKD_ESANDBOX;
+        argv_addf(a, "--cgroup-parent=%s", parent);
+        /* conmon stays in skilld's cgroup: not charged to the sandbox's
+         * memory, and not holding the run's cgroup after the run. */
+        argv_add(a, "--cgroups=no-conmon");
+    } else {
+        argv_addf(a, "--memory=%lldm", (long long)c->memory_limit);
+        argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);
+    }
+    argv_addf(a, "--pids-limit=%lld", (long long)c->pids_limit);
+    argv_addf(a, "--network=%s", c->network_enabled ? "bridge" : "none");
+    argv_add(a, "--cap-drop=ALL");
+    argv_add(a, "--security-opt=no-new-privileges");
+    if (c->read_only)
+        argv_add(a, "--read-only");
+    argv_addf(a, "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=%lld", (long long)c->tmp_size);
+    argv_addf(a, "--user=%d:%d", SKD__CTR_UID, SKD__CTR_UID);
+    argv_addf(a, "--ulimit=nofile=%d:%d", NOFILE_LIMIT, NOFILE_LIMIT);
+    argv_addf(a, "--ulimit=nproc=%d:%d", NPROC_LIMIT, NPROC_LIMIT);
+    if (c->file_size_limit > 0)
+        argv_addf(a, "--ulimit=fsize=%lld:%lld", (long long)c->file_size_limit,
+                  (long long)c->file_size_limit);
+    argv_add(a, "--init");
+    argv_add(a, "--pull=never");
+    argv_add(a, "--log-driver=none"); /* output goes to the attached client only */
+    if (req->workspace)
+        argv_addf(a, "--volume=%s:/workspace:%s", req->workspace,
+                  c->workspace_read_only ? "ro" : "rw");
+    argv_addf(a, "--workdir=%s", req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
+    for (size_t i = 0; req->envp && req->envp[i]; i++) {
+        if (!strchr(req->envp[i], '=') || req->envp[i][0] == '=')
+            return skd_err_set(err, SKD_EINVAL, "bad environment entry");
+        argv_addf(a, "--env=%s", req->envp[i]);
+    }
+    /* Podman stores imported images as localhost/<name>; say so, so that
+     * no registry search is ever attempted. */
+    if (podman && !strchr(req->image, '/'))
+        argv_addf(a, "localhost/%s", req->image);
+    else
+        argv_add(a, req->image);
+    for (size_t i = 0; req->argv[i]; i++)
+        argv_add(a, req->argv[i]);
+    return a->oom ? skd_err_set(err, SKD_ENOMEM, "out of memory") : 0;
+}
+
+static void state_free(ctr_state *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; s->start_argv[i]; i++)
+        free(s->start_argv[i]);
+    for (size_t i = 0; s->kill_argv[i]; i++)
+        free(s->kill_argv[i]);
+    if (s->client_pidfd >= 0)
+        close(s->client_pidfd);
+    if (s->ws) {
+        ws_release(s->ws);
+        free(s->ws);
+    }
+    if (s->cg_parent)
+        skd__ctr_cg_remove(s->id);
+    rundir_remove(s);
+    free(s);
+}
+
+static int fill_argvs(ctr_state *s)
+{
+    const char *st[] = {s->eng.bin, "start", "-a", "-i", s->name};
+    const char *kl[] = {s->eng.bin, "kill", "--signal", "KILL", s->name};
+    for (size_t i = 0; i < 5; i++) {
+        if (!(s->start_argv[i] = strdup(st[i])) || !(s->kill_argv[i] = strdup(kl[i])))
+            return -1;
+    }
+    return 0;
+}
+
+/* What the engines cannot take: the host image, odd image names, and
+ * workspace paths the -v syntax cannot carry. */
+static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *err)
+{
+    if (req->workspace && strpbrk(req->workspace, ":,"))
+        return skd_err_set(err, SKD_ESANDBOX, "%s cannot mount a workspace path with ':' or ','",
+                           engine);
+    if (!req->image || !*req->image || strcmp(req->image, "host") == 0)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "the %s runtime needs an image (the host image is native only)", engine);
+    if (!image_ok(req->image))
+        return skd_err_set(err, SKD_EINVAL, "bad image name");
+    return 0;
+}
+
+/* Run the create command a; r receives its output. */
+static int run_create(ctr_state *s, const argv_b *a, skd__ctr_cmd *r, skd_err *err)
+{
+    int rc = skd__ctr_run(&s->eng, (const char *const *)a->v, CREATE_TIMEOUT_MS, r, err);
+    if (rc != 0)
+        return rc == SKD_ETIMEOUT ? SKD_ESANDBOX : rc;
+    if (r->status != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s refused the sandbox: %s", s->eng.name,
+                           skd__ctr_errline(r->errout));
+    if (limit_discarded(r->errout))
+        return skd_err_set(err, SKD_ESANDBOX, "%s cannot apply every limit: %s", s->eng.name,
+                           skd__ctr_errline(r->errout));
+    return 0;
+}
+
+static int engine_prepare(const char *engine, const skd__sandbox_req *req, void **state,
+                          skd_err *err)
+{
+    ctr_state *s = calloc(1, sizeof(*s));
+    argv_b a = {0};
+    skd__ctr_cmd *r = NULL;
+    int rc;
+    if (!s)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    s->client = s->killer = -1;
+    s->client_pidfd = -1;
+    if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0 ||
+        (rc = detect_cached(engine, err)) != 0)
+        goto out;
+    if ((rc = check_req(engine, req, err)) != 0)
+        goto out;
+    skd__containers_reap_once(engine);
+    snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
+    skd_strlcpy(s->id, req->id, sizeof(s->id));
+    s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
+    if (strcmp(engine, "podman") == 0 && (rc = rundir_make(s, err)) != 0)
+        goto out;
+    if (fill_argvs(s) != 0) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (req->workspace) {
+        if (!(s->ws = strdup(req->workspace))) {
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = ws_acquire(s->ws, err)) != 0) {
+            free(s->ws);
+            s->ws = NULL;
+            goto out;
+        }
+    }
+    if ((rc = build_create(s, req, &a, err)) != 0)
+        goto out;
+    if (!(r = calloc(1, sizeof(*r)))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = run_create(s, &a, r, err);
+out:
+    if (rc != 0 && s && s->name[0] && r) {
+        /* A create that timed out may still have made the container. */
+        const char *rm[] = {"rm", "-f", s->name, NULL};
+        skd__ctr_run(&s->eng, rm, SHORT_TIMEOUT_MS, r, NULL);
+    }
+    free(r);
+    argv_free(&a);
+    if (rc != 0)
+        state_free(s);
+    else
+        *state = s;
+    return rc;
+}
+
+static int docker_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
+{
+    return engine_prepare("docker", req, state, err);
+}
+
+static int podman_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
+{
+    return engine_prepare("podman", req, state, err);
+}
+
+/* ---- spawn / kill -------------------------------------------------------- */
+
+static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    ctr_state *s = state;
+    int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, rc = 0;
+    out->pidfd = out->stdin_fd = out->stdout_fd = out->stderr_fd = out->status_fd = -1;
+    if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 || pipe2(perr, O_CLOEXEC) != 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "pipe: %s", strerror(errno));
+        goto out;
+    }
+    s->client = skd__ctr_fork_exec(s->start_argv, pin[0], pout[1], perr[1],
+                                   s->rundir[0] ? s->rundir : NULL);
+    if (s->client < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "cannot start %s: %s", s->eng.name, strerror(errno));
+        goto out;
+    }
+    int pidfd = (int)syscall(SYS_pidfd_open, s->client, 0);
+    s->client_pidfd = pidfd >= 0 ? (int)syscall(SYS_pidfd_open, s->client, 0) : -1;
+    if (pidfd < 0 || s->client_pidfd < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "pidfd_open: %s", strerror(errno));
+        kill(s->client, SIGKILL);
+        while (waitpid(s->client, NULL, 0) < 0 && errno == EINTR)
+            ;
+        s->client = -1;
+        if (pidfd >= 0)
+            close(pidfd);
+        goto out;
+    }
+    fcntl(pidfd, F_SETFD, FD_CLOEXEC);
+    fcntl(s->client_pidfd, F_SETFD, FD_CLOEXEC);
+    fcntl(pin[1], F_SETFL, O_NONBLOCK);
+    fcntl(pout[0], F_SETFL, O_NONBLOCK);
+    fcntl(perr[0], F_SETFL, O_NONBLOCK);
+    out->pidfd = pidfd;
+    out->stdin_fd = pin[1];
+    out->stdout_fd = pout[0];
+    out->stderr_fd = perr[0];
+    pin[1] = pout[0] = perr[0] = -1;
+out:
+    for (int i = 0; i < 2; i++) {
+        if (pin[i] >= 0)
+            close(pin[i]);
+        if (pout[i] >= 0)
+            close(pout[i]);
+        if (perr[i] >= 0)
+            close(perr[i]);
+    }
+    return rc;
+}
+
+static void ctr_kill(void *state)
+{
+    ctr_state *s = state;
+    if (s->killer > 0) {
+        /* Asked again: if the first helper is done, the client must go. */
+        if (waitpid(s->killer, NULL, WNOHANG) == s->killer) {
+            s->killer = -1;
+            if (s->client_pidfd >= 0)
+                syscall(SYS_pidfd_send_signal, s->client_pidfd, SIGKILL, NULL, 0);
+        }
+        return;
+    }
+    s->killer = skd__ctr_kill_helper(s->kill_argv, s->client_pidfd, KILL_GRACE_MS);
+    if (s->killer < 0 && s->client_pidfd >= 0) /* no helper: at least stop the client */
+        syscall(SYS_pidfd_send_signal, s->client_pidfd, SIGKILL, NULL, 0);
+}
+
+/* ---- cleanup ------------------------------------------------------------- */
+
+/* Read status, exit code, OOMKilled of the container into o. When the
+ * container exists but never started, o->setup_error says so. */
+static void read_state(ctr_state *s, skd__outcome *o, skd__ctr_cmd *r)
+{
+    const char *args[] = {"inspect",
+                          "--type=container",
+                          "--format",
+                          "{{.State.Status}}|{{.State.ExitCode}}|{{.State.OOMKilled}}|"
+                          "{{.State.Error}}",
+                          s->name,
+                          NULL};
+    if (skd__ctr_run(&s->eng, args, SHORT_TIMEOUT_MS, r, NULL) != 0 || r->status != 0) {
+        skd_log(SKD_LOG_WARN, "%s inspect %s failed: %s", s->eng.name, s->name,
+                skd__ctr_errline(r->errout));
+        return;
+    }
+    char status[32] = "", oom[8] = "";
+    int code = 0, used = 0;
+    if (sscanf(r->out, "%31[^|]|%d|%7[^|]|%n", status, &code, oom, &used) < 3)
+        return;
+    if (strcmp(status, "created") == 0) {
+        const char *why = used > 0 ? r->out + used : "";
+        size_t wl = strcspn(why, "\n");
+        snprintf(o->setup_error, sizeof(o->setup_error), "%s could not start the sandbox%s%.*s",
+                 s->eng.name, wl ? ": " : "", (int)(wl > 300 ? 300 : wl), why);
+        return;
+    }
+    o->oom_killed = strcmp(oom, "true") == 0;
+    /* Podman on cgroup v1: a SIGKILL (137) we did not send, in a container
+     * whose memory reached its limit, is the OOM killer's. */
+    if (!o->oom_killed && s->cg_parent && !o->killed && code == 137 && skd__ctr_cg_hit_limit(s->id))
+        o->oom_killed = 1;
+    if (!o->oom_killed && rundir_has_oom(s))
+        o->oom_killed = 1;
+    if (o->killed || o->oom_killed) {
+        /* The engine reports 128+9; say what happened. */
+        o->exited = 0;
+        o->exit_code = 0;
+        o->signal = SIGKILL;
+    } else if (code >= 0 && code <= 255) {
+        o->exited = 1;
+        o->exit_code = code;
+        o->signal = 0;
+    }
+}
+
+static void remove_container(ctr_state *s, skd__ctr_cmd *r)
+{
+    const char *rm[] = {"rm", "-f", s->name, NULL};
+    if (skd__ctr_run(&s->eng, rm, SHORT_TIMEOUT_MS, r, NULL) != 0 || r->status != 0)
+        skd_log(SKD_LOG_WARN, "%s rm -f %s failed: %s", s->eng.name, s->name,
+                skd__ctr_errline(r->errout));
+    /* Verify: inspect must now fail. */
+    const char *chk[] = {"inspect", "--type=container", "--format", "{{.Id}}", s->name, NULL};
+    if (skd__ctr_run(&s->eng, chk, SHORT_TIMEOUT_MS, r, NULL) == 0 && r->status == 0)
+        skd_log(SKD_LOG_ERROR, "%s container %s is still there after rm -f", s->eng.name, s->name);
+}
+
+static void ctr_cleanup(void *state, skd__outcome *o)
+{
+    ctr_state *s = state;
+    skd__ctr_cmd *r = calloc(1, sizeof(*r));
+    if (s->killer > 0) {
+        /* The client has exited (cleanup follows its exit), so the helper
+         * ends as soon as its kill command returns. */
+        while (waitpid(s->killer, NULL, 0) < 0 && errno == EINTR)
+            ;
+        s->killer = -1;
+    }
+    if (r) {
+        if (s->client > 0)
+            read_state(s, o, r);
+        remove_container(s, r);
+    }
+    free(r);
+    state_free(s);
+}
+
+const skd__provider skd__provider_docker = {
+    .name = "docker",
+    .detect = docker_detect,
+    .prepare = docker_prepare,
+    .spawn = ctr_spawn,
+    .kill = ctr_kill,
+    .cleanup = ctr_cleanup,
+};
+
+const skd__provider skd__provider_podman = {
+    .name = "podman",
+    .detect = podman_detect,
+    .prepare = podman_prepare,
+    .spawn = ctr_spawn,
+    .kill = ctr_kill,
+    .cleanup = ctr_cleanup,
+};

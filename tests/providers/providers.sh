@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# The same provider test set through the real binary (`skilld exec --runtime
+# R --image skilld-test:1`) against native, docker and podman: echo, exit
+# codes, workspace visible at /workspace and read-only with --ro-workspace,
+# network off, timeout with partial output, memory limit reported as
+# oomKilled, pids limit, output cap; for the engines also no leftover
+# container after any of them, leftovers of a killed skilld removed by the
+# next one, and `skilld image import --engine all` serving every provider
+# from one tarball (a `docker save` archive). stdin, environment, kill and
+# kill_all through the runner API are in tests/unit/test_sandbox_providers.c.
+# scripts/setup-containers.sh starts dockerd and imports the test image.
+source "$(dirname "$0")/../lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+"$ROOT/scripts/setup-containers.sh" >"$TMP/setup.log" 2>&1 || {
+    fail setup "$(tail -5 "$TMP/setup.log")"; finish; }
+export DATA_DIR="$TMP/data"
+export SKILLS_ALLOWED_SANDBOX_IMAGES="skilld-test,skilld-saved"
+IMG=skilld-test:1
+"$SKILLD" image import "$IMG" "$ROOT/build/test-image.tar" >/dev/null 2>"$TMP/err" ||
+    fail "native image import" "$(cat "$TMP/err")"
+PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
+jget() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$OUT" "$1" 2>/dev/null; }
+# ex R ARGS...: skilld exec with runtime R and the test image; $OUT, $RC.
+ex() { local r=$1; shift; OUT=$("$SKILLD" exec --runtime "$r" --image "$IMG" "$@" 2>"$TMP/err"); RC=$?; }
+# no_leftover R CASE: the engine holds no skilld container.
+no_leftover() {
+    [ "$1" = native ] && return 0
+    local left; left=$("$1" ps -a -q --filter label=skilld=1 2>&1)
+    [ -z "$left" ] || fail "$1: $2: no leftover container" "$left"
+}
+
+for R in native docker podman; do
+    ex "$R" -- sh -c 'echo hello; echo oops >&2; exit 3'
+    if [ "$RC" = 1 ] && [ "$(jget 'j["stdout"]')" = hello ] && [ "$(jget 'j["stderr"]')" = oops ] &&
+       [ "$(jget 'j["exitCode"]')" = 3 ] && [ "$(jget 'j["runtime"]')" = "$R" ]; then
+        pass "$R: echo and exit code"; else fail "$R: echo and exit code" "rc=$RC $OUT $(cat "$TMP/err")"; fi
+    no_leftover "$R" echo
+
+    ex "$R" -- sh -c 'echo "r=$1" > /workspace/from-$1 && cat /workspace/from-$1 && pwd' x "$R"
+    if [ "$RC" = 0 ] && [ "$(jget 'j["stdout"]')" = "r=$R
+/workspace" ]; then pass "$R: workspace read-write"; else fail "$R: workspace read-write" "$OUT"; fi
+    ex "$R" --ro-workspace -- sh -c "cat /workspace/from-$R; echo x > /workspace/ro-$R"
+    if [ "$RC" = 1 ] && [ "$(jget 'j["stdout"]')" = "r=$R" ] &&
+       echo "$(jget 'j["stderr"]')" | grep -qi 'read-only'; then
+        pass "$R: workspace read-only"; else fail "$R: workspace read-only" "$OUT"; fi
+    no_leftover "$R" workspace
+
+    ex "$R" -- sh -c 'cat /proc/net/dev; wget -q -T 2 -O- http://127.0.0.1:9/ 2>&1; echo done'
+    s=$(jget 'j["stdout"]')
+    if echo "$s" | grep -q 'lo:' && ! echo "$s" | grep -Eq 'eth|ens|docker|veth'; then
+        pass "$R: network off"; else fail "$R: network off" "$s"; fi
+
+    ex "$R" --timeout 1500 -- sh -c 'echo partial; sleep 30; echo never'
+    if [ "$RC" = 1 ] && [ "$(jget 'j["timedOut"]')" = true ] && [ "$(jget 'j["killed"]')" = true ] &&
+       [ "$(jget 'j["stdout"]')" = partial ] && [ "$(jget 'j["exitCode"]')" = null ]; then
+        pass "$R: timeout with partial output"; else fail "$R: timeout with partial output" "$OUT"; fi
+    no_leftover "$R" timeout
+
+    ex "$R" --memory 16 -- sh -c 'echo before; x=aaaaaaaa; while :; do x=$x$x; done'
+    if [ "$(jget 'j["oomKilled"]')" = true ] && [ "$(jget 'j["stdout"]')" = before ] &&
+       [ "$(jget 'j["exitCode"]')" = null ]; then
+        pass "$R: memory limit is oomKilled"; else fail "$R: memory limit is oomKilled" "$OUT"; fi
+    no_leftover "$R" oom
+
+    ex "$R" --pids 8 -- sh -c 'n=0; while [ $n -lt 20 ]; do sleep 2 & n=$((n+1)); done; echo spawned'
+    if echo "$(jget 'j["stderr"]')" | grep -Eqi 'fork|resource'; then
+        pass "$R: pids limit"; else fail "$R: pids limit" "$OUT"; fi
+    no_leftover "$R" pids
+
+    ex "$R" --output-limit 100 -- sh -c 'yes | head -c 200000'
+    if [ "$(jget 'j["truncated"]')" = true ] && [ "$(jget 'len(j["stdout"])')" = 100 ]; then
+        pass "$R: output cap"; else fail "$R: output cap" "$(echo "$OUT" | head -c 300)"; fi
+    no_leftover "$R" output
+done
+
+# A skilld killed with SIGKILL leaves its container running; the next
+# skilld that uses the engine removes it (its owner is dead).
+for R in docker podman; do
+    "$SKILLD" exec --runtime "$R" --image "$IMG" -- sleep 60 >/dev/null 2>&1 &
+    pid=$!
+    for _ in $(seq 1 100); do
+        [ -n "$("$R" ps -q --filter label=skilld=1)" ] && break; sleep 0.1
+    done
+    [ -n "$("$R" ps -q --filter label=skilld=1)" ] || fail "$R: crash leftover" "container did not start"
+    kill -9 "$pid"; wait "$pid" 2>/dev/null
+    [ -n "$("$R" ps -a -q --filter label=skilld=1)" ] || fail "$R: crash leftover" "container gone with skilld (expected it to survive a SIGKILL)"
+    ex "$R" -- true
+    left=$("$R" ps -a -q --filter label=skilld=1)
+    if [ "$RC" = 0 ] && [ -z "$left" ]; then pass "$R: leftovers of a killed skilld removed";
+    else fail "$R: leftovers of a killed skilld removed" "rc=$RC left=$left"; fi
+done
+# ... including podman's per-run cgroup parents and working directories.
+stray=$(find /run/skilld-podman /sys/fs/cgroup/*/skilld-podman -mindepth 1 -maxdepth 1 -type d 2>/dev/null)
+if [ -z "$stray" ]; then pass "podman: no per-run directory left"; else fail "podman: no per-run directory left" "$stray"; fi
+
+# One tarball for every provider: a docker save archive imported with
+# --engine all runs under native, docker and podman.
+docker save -o "$TMP/saved.tar" "$IMG"
+if "$SKILLD" image import skilld-saved:1 "$TMP/saved.tar" --engine all >/dev/null 2>"$TMP/err"; then
+    ok=1
+    for R in native docker podman; do
+        OUT=$("$SKILLD" exec --runtime "$R" --image skilld-saved:1 -- echo saved 2>"$TMP/err")
+        [ "$(jget 'j["stdout"]')" = saved ] || { ok=0; fail "image import --engine all: $R" "$OUT"; }
+    done
+    [ $ok = 1 ] && pass "image import --engine all serves native, docker, podman"
+else
+    fail "image import --engine all" "$(cat "$TMP/err")"
+fi
+docker image rm -f skilld-saved:1 >/dev/null 2>&1
+podman image rm -f localhost/skilld-saved:1 >/dev/null 2>&1
+finish
