@@ -192,8 +192,10 @@ TEST(no_grandchild_survives_timeout)
     skd_sandbox_result_free(&res);
     CHECK_EQ_INT(procs_with_token(token), 0);
     /* The run's cgroup is gone too. */
-    char dir[128];
-    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%s", res.id);
+    char dir[160];
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)getpid());
+    CHECK(access(dir, F_OK) == 0);
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d/%s", (int)getpid(), res.id);
     CHECK(access(dir, F_OK) != 0);
 }
 
@@ -257,6 +259,18 @@ TEST(dies_with_server)
         left = procs_with_token(token);
     }
     CHECK_EQ_INT(left, 0);
+    /* What the dead server left in the cgroup tree goes with the next
+     * process that sets cgroups up (here: the next helper run). */
+    char dir[160];
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)pid);
+    CHECK(access(dir, F_OK) == 0);
+    pid_t again = fork();
+    if (again == 0) {
+        execl(SELF, SELF, "--orphan-helper", "0", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(again, NULL, 0);
+    CHECK(access(dir, F_OK) != 0);
 }
 
 int main(int argc, char **argv)
