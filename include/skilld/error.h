@@ -38,7 +38,8 @@
     X(SPECIAL, "special_file", "the path is not a regular file or directory") \
     X(CONFIG, "invalid_config", "the configuration is not valid")             \
     X(NETWORK, "network_error", "the network request failed")                 \
-    X(UNSUPPORTED_MEDIA, "unsupported_content", "the content type is not supported")
+    X(UNSUPPORTED_MEDIA, "unsupported_content", "the content type is not supported") \
+    X(COMMAND, "command_failed", "the command exited with an error")
 
 enum skd_errno {
     SKD_OK = 0,

@@ -71,7 +71,7 @@ int skd_net_url_check(const char *url, int code, skd_err *err);
 #define SKD_HTTP_MAX_REDIRECTS 5
 
 /* One outbound request. Everything is borrowed. */
-typedef struct skd_http_req {
+typedef struct skd_fetch_req {
     const char *url;
     const char *method;         /* GET (default), HEAD, POST, PUT, PATCH, DELETE */
     const char *const *headers; /* "Name: value" lines; NULL or nheaders entries */
@@ -82,10 +82,10 @@ typedef struct skd_http_req {
     size_t max_bytes;     /* body bytes kept, counted after decompression */
     int follow_redirects; /* follow up to SKD_HTTP_MAX_REDIRECTS, each checked */
     skd_cancel *cancel;   /* optional */
-} skd_http_req;
+} skd_fetch_req;
 
-/* The answer. Every pointer is owned by the response (skd_http_resp_free). */
-typedef struct skd_http_resp {
+/* The answer. Every pointer is owned by the response (skd_fetch_resp_free). */
+typedef struct skd_fetch_resp {
     long status;
     char *status_text;  /* reason phrase ("" for HTTP/2 without a table entry) */
     char *final_url;    /* the URL of the last hop */
@@ -97,7 +97,7 @@ typedef struct skd_http_resp {
     int truncated; /* the body was cut at max_bytes */
     int redirects; /* hops followed */
     int64_t duration_ms;
-} skd_http_resp;
+} skd_fetch_resp;
 
 /*
  * Make the request through the guard. Returns 0 with *resp filled (any HTTP
@@ -105,11 +105,11 @@ typedef struct skd_http_resp {
  * URL or method), SKD_EBLOCKED (guard refusal, redirect to a forbidden URL),
  * SKD_ETIMEOUT (the deadline passed), SKD_ENETWORK (DNS, connect, TLS, more
  * than SKD_HTTP_MAX_REDIRECTS redirects), SKD_ECANCELLED, SKD_ENOMEM.
- * cfg is borrowed. resp must be released with skd_http_resp_free whatever
+ * cfg is borrowed. resp must be released with skd_fetch_resp_free whatever
  * the result.
  */
-int skd_http_fetch(const skd_config *cfg, const skd_http_req *req, skd_http_resp *resp,
+int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_resp *resp,
                    skd_err *err);
-void skd_http_resp_free(skd_http_resp *resp); /* NULL ok; safe twice */
+void skd_fetch_resp_free(skd_fetch_resp *resp); /* NULL ok; safe twice */
 
 #endif

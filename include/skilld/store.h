@@ -73,4 +73,34 @@ int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **v
 int skd_store_cache_put(skd_store *st, const char *key, const char *value, int64_t now_ms,
                         int64_t ttl_ms, skd_err *err);
 
+/* Custom skills (src/store/skills.c). owner NULL is a global skill. */
+/* Insert or replace owner's name@version (taken from manifest, borrowed). */
+int skd_store_skill_put(skd_store *st, const char *owner, const json_t *manifest,
+                        const char *skill_dir, int enabled, skd_err *err);
+/* Delete name@version (version NULL: every version) of owner; SKD_ENOENT
+ * when nothing matched. */
+int skd_store_skill_delete(skd_store *st, const char *name, const char *version,
+                           const char *owner, skd_err *err);
+int skd_store_skill_set_enabled(skd_store *st, const char *name, const char *version,
+                                const char *owner, int enabled, skd_err *err);
+/* Every stored skill: [{owner (null: global), manifest, skillDir (or
+ * null), enabled}], oldest first. New ref. */
+json_t *skd_store_skill_list(skd_store *st, skd_err *err);
+
+/* A2A tasks (src/store/tasks.c), always read through their key. */
+/* Insert or update task (borrowed, the internal task object). */
+int skd_store_task_put(skd_store *st, const char *id, const char *key_id,
+                       const char *context_id, const char *state, const json_t *task,
+                       skd_err *err);
+/* The key's task id; NULL with SKD_ENOENT when absent or another key's. */
+json_t *skd_store_task_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* The key's tasks, newest update first, filtered by context_id and state
+ * when not NULL; offset/limit page them; *total receives the filtered
+ * count. New ref (array of task objects). */
+json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *context_id,
+                            const char *state, int offset, int limit, int64_t *total,
+                            skd_err *err);
+/* Delete tasks last updated before before_ms; *removed may be NULL. */
+int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err);
+
 #endif

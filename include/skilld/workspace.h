@@ -22,8 +22,7 @@ typedef struct skd_workspace skd_workspace;
 
 /* Open (creating when missing) the workspace of key_id under data_dir.
  * Caller closes with skd_workspace_close. */
-int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out,
-                       skd_err *err);
+int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out, skd_err *err);
 void skd_workspace_close(skd_workspace *ws); /* NULL ok */
 
 /* The directory fd (borrowed) and absolute path (borrowed). */
@@ -52,8 +51,7 @@ int skd_workspace_path_is_root(const char *path);
  * with more than one hard link is refused too, because another name of it
  * may lie outside the workspace. O_NONBLOCK is used for the open and
  * cleared afterwards unless the caller asked for it. */
-int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
-                         skd_err *err);
+int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode, skd_err *err);
 
 /* Longest single name (one path component), in bytes. */
 #define SKD_WS_NAME_MAX 255
@@ -70,8 +68,8 @@ int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
 /* skd_workspace_openat, resolved beneath dirfd instead of the workspace
  * root; dirfd must be a directory of this workspace (from
  * skd_workspace_open_parent or skd_workspace_openat). Same checks. */
-int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int flags,
-                            mode_t mode, skd_err *err);
+int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int flags, mode_t mode,
+                            skd_err *err);
 
 /* Bytes currently used by the workspace (sum of regular file sizes). */
 int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);

@@ -48,8 +48,7 @@ struct listing {
     size_t skipped;
 };
 
-static int add(struct listing *l, const char *path, const char *type, uint64_t size,
-               skd_err *err)
+static int add(struct listing *l, const char *path, const char *type, uint64_t size, skd_err *err)
 {
     if (l->n == LIST_MAX) {
         l->truncated = 1;
@@ -114,8 +113,7 @@ static int list_dir(struct listing *l, int dirfd, const char *prefix, int recurs
             break;
         }
         skd_err e2 = {0};
-        int sub = skd_workspace_openat_in(l->ws, dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0,
-                                          &e2);
+        int sub = skd_workspace_openat_in(l->ws, dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0, &e2);
         if (sub < 0) {
             l->skipped++; /* replaced meanwhile, or a name we refuse */
             continue;
@@ -161,8 +159,8 @@ static json_t *to_json(struct listing *l, const char *path)
         return NULL;
     qsort(l->v, l->n, sizeof(*l->v), by_path);
     for (size_t i = 0; i < l->n; i++) {
-        json_t *e = json_pack("{s:s, s:s, s:I}", "path", l->v[i].path, "type", l->v[i].type,
-                              "size", (json_int_t)l->v[i].size);
+        json_t *e = json_pack("{s:s, s:s, s:I}", "path", l->v[i].path, "type", l->v[i].type, "size",
+                              (json_int_t)l->v[i].size);
         if (!e || json_array_append_new(arr, e)) {
             json_decref(arr);
             return NULL;

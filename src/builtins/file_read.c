@@ -62,8 +62,8 @@ static size_t utf8_cut(const char *s, size_t n)
     return n;
 }
 
-static json_t *make_result(const char *path, const char *data, size_t n, int base64,
-                           uint64_t size, int truncated)
+static json_t *make_result(const char *path, const char *data, size_t n, int base64, uint64_t size,
+                           int truncated)
 {
     json_t *content;
     if (base64) {

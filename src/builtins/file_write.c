@@ -108,8 +108,7 @@ static int write_temp(skd_workspace *ws, const struct wjob *j, char tmp[64], skd
         snprintf(tmp, 64, ".skd-tmp-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1], rnd[2],
                  rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
         skd_err e2 = {0};
-        int fd = skd_workspace_openat_in(ws, j->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600,
-                                         &e2);
+        int fd = skd_workspace_openat_in(ws, j->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL, 0600, &e2);
         if (fd == SKD_EEXISTS)
             continue;
         if (fd < 0) {
@@ -154,8 +153,8 @@ static int publish(skd_workspace *ws, const struct wjob *j, skd_err *err)
 
 static int append(skd_workspace *ws, const struct wjob *j, skd_err *err)
 {
-    int fd = skd_workspace_openat_in(ws, j->dirfd, j->name, O_WRONLY | O_APPEND | O_CREAT, 0600,
-                                     err);
+    int fd =
+        skd_workspace_openat_in(ws, j->dirfd, j->name, O_WRONLY | O_APPEND | O_CREAT, 0600, err);
     if (fd < 0)
         return fd;
     int rc = 0;
@@ -220,13 +219,13 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         j.data = json_string_value(content);
         j.len = json_string_length(content);
         if (j.len > max) {
-            rc = skd_err_set(&err, SKD_ETOOBIG, "content is %zu bytes; the limit is %llu",
-                             j.len, (unsigned long long)max);
+            rc = skd_err_set(&err, SKD_ETOOBIG, "content is %zu bytes; the limit is %llu", j.len,
+                             (unsigned long long)max);
             goto out;
         }
     }
-    j.dirfd = skd_workspace_open_parent(ctx->ws, j.path, skd_json_bool(input, "mkdirs", 0),
-                                        j.name, &err);
+    j.dirfd =
+        skd_workspace_open_parent(ctx->ws, j.path, skd_json_bool(input, "mkdirs", 0), j.name, &err);
     if (j.dirfd < 0) {
         rc = j.dirfd;
         goto out;
@@ -241,8 +240,7 @@ out:
         close(j.dirfd);
     if (rc)
         return skd_result_from_err(&err);
-    return json_pack("{s:b, s:s, s:I}", "success", 1, "path", j.path, "bytes",
-                     (json_int_t)j.len);
+    return json_pack("{s:b, s:s, s:I}", "success", 1, "path", j.path, "bytes", (json_int_t)j.len);
 }
 
 void skd__builtin_file_write_def(skd_skill_def *d)

@@ -25,8 +25,8 @@ int skd__file_path(const json_t *input, int allow_root, const char **path, skd_e
     }
     if (!json_is_string(p))
         return skd_err_set(err, SKD_EPATH, "the path must be a string");
-    int rc = skd_workspace_check_pathn(json_string_value(p), json_string_length(p), allow_root,
-                                       err);
+    int rc =
+        skd_workspace_check_pathn(json_string_value(p), json_string_length(p), allow_root, err);
     if (rc)
         return rc;
     *path = json_string_value(p);
@@ -42,8 +42,7 @@ uint64_t skd__file_max_bytes(const skd_ctx *ctx)
 
 uint64_t skd__file_quota_bytes(const skd_ctx *ctx)
 {
-    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine),
-                                    "SKILLS_WORKSPACE_QUOTA_BYTES");
+    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_QUOTA_BYTES");
 }
 
 uint64_t skd__file_uint(const json_t *input, const char *key, uint64_t def)
@@ -78,12 +77,12 @@ char *skd__base64_encode(const unsigned char *in, size_t n, size_t *outlen)
 
 static int b64_char(unsigned char c)
 {
-    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-           c == '+' || c == '/';
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/';
 }
 
-int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out,
-                       size_t *outlen, skd_err *err)
+int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out, size_t *outlen,
+                       skd_err *err)
 {
     *out = NULL;
     *outlen = 0;
@@ -100,8 +99,8 @@ int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out
                                "content is not base64: bad character at offset %zu", i);
     size_t len = n / 4 * 3 - pad;
     if (len > max)
-        return skd_err_set(err, SKD_ETOOBIG, "content decodes to %zu bytes; the limit is %zu",
-                           len, max);
+        return skd_err_set(err, SKD_ETOOBIG, "content decodes to %zu bytes; the limit is %zu", len,
+                           max);
     unsigned char *buf = malloc(n / 4 * 3 + 1);
     if (!buf)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");

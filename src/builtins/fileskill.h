@@ -33,8 +33,8 @@ char *skd__base64_encode(const unsigned char *in, size_t n, size_t *outlen);
 /* Decode strict base64 (no whitespace; padding required). The decoded size
  * may not exceed max (SKD_ETOOBIG). Returns 0 with *out malloc'd (caller
  * frees), or SKD_EINVAL / SKD_ETOOBIG / SKD_ENOMEM. */
-int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out,
-                       size_t *outlen, skd_err *err);
+int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out, size_t *outlen,
+                       skd_err *err);
 
 /* Parse a schema literal compiled into the library. Returns a new
  * reference; a literal that does not parse is a programmer error (abort). */

@@ -147,7 +147,7 @@ static size_t utf8_cut(const char *s, size_t n)
     return n;
 }
 
-static json_t *make_result(const skd_http_resp *r, const char *method, json_t *dropped)
+static json_t *make_result(const skd_fetch_resp *r, const char *method, json_t *dropped)
 {
     json_t *res = skd_result_ok();
     json_object_set_new(res, "url", json_string(r->final_url));
@@ -186,7 +186,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     size_t nlines = 0;
     unsigned char *raw = NULL;
     size_t raw_len = 0;
-    skd_http_resp resp = {0};
+    skd_fetch_resp resp = {0};
     skd_err err = {0};
     json_t *res = NULL, *dropped = json_array();
     if (!dropped)
@@ -205,7 +205,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     }
     if ((res = build_headers(cfg, json_object_get(input, "headers"), lines, &nlines, dropped)))
         goto out;
-    skd_http_req req = {
+    skd_fetch_req req = {
         .url = skd_json_str(input, "url", ""),
         .method = method,
         .headers = (const char *const *)lines,
@@ -226,7 +226,7 @@ out:
         free(lines[i]);
     free(raw);
     json_decref(dropped);
-    skd_http_resp_free(&resp);
+    skd_fetch_resp_free(&resp);
     return res;
 }
 

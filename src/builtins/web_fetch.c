@@ -44,7 +44,7 @@ static int ends_with(const char *s, const char *suffix)
 }
 
 /* What the body is, by media type, and by sniffing when there is none. */
-static enum kind classify(const skd_http_resp *r)
+static enum kind classify(const skd_fetch_resp *r)
 {
     const char *ct = r->content_type;
     if (strcmp(ct, "text/html") == 0 || strcmp(ct, "application/xhtml+xml") == 0)
@@ -139,7 +139,7 @@ static void set_page(json_t *res, const char *text, size_t len, size_t start, si
     json_object_set_new(res, "truncated", json_boolean(more || cut));
 }
 
-static json_t *convert(const skd_http_resp *r, const json_t *input, json_t *res)
+static json_t *convert(const skd_fetch_resp *r, const json_t *input, json_t *res)
 {
     const char *format = skd_json_str(input, "format", "markdown");
     size_t start = (size_t)skd_json_int(input, "start_index", 0);
@@ -178,10 +178,10 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
     const skd_config *cfg = skd_engine_config(ctx->engine);
-    skd_http_resp r = {0};
+    skd_fetch_resp r = {0};
     skd_err err = {0};
     json_t *res = NULL;
-    skd_http_req req = {
+    skd_fetch_req req = {
         .url = skd_json_str(input, "url", ""),
         .method = "GET",
         .timeout_ms =
@@ -228,7 +228,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         free(text);
     }
 out:
-    skd_http_resp_free(&r);
+    skd_fetch_resp_free(&r);
     return res;
 }
 

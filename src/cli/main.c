@@ -18,7 +18,8 @@ static const struct {
     const char *help;
 } commands[] = {
     {"run", skd__cli_run, "run SKILL [--key KEY_ID] [--input JSON|@FILE|-]  run a skill"},
-    {"skills", skd__cli_skills, "skills [--json]                    list skills and schemas"},
+    {"skills", skd__cli_skills,
+     "skills [list] [--json] | add FILE|DIR | rm|enable|disable NAME[@V]  [--key KEY_ID]"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
     {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
     {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},

@@ -95,12 +95,16 @@ static const struct key keys[] = {
     {"SKILLD_CONNECTION_TIMEOUT_S", K_INT, "30", 1, 3600, 0,
      "seconds an idle or slow HTTP connection is kept"},
     {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
+    {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
+     "key id that requests without Authorization act as (empty: they get 401)"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
-    {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
-     "key id used for HTTP requests without Authorization (off when empty; development)"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
+    {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,
+     "base URL clients use to reach this server (agent card); default from Host"},
+    {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
+     "seconds a finished A2A task is kept"},
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -141,8 +145,23 @@ static int set_index(skd_config *cfg, int i, const char *value, skd_err *err)
     return 0;
 }
 
+/* 1 when two rows of the table share a name: a merge mistake that would
+ * make the second row dead. skd_config_new refuses such a table. */
+static int table_has_duplicates(void)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        for (size_t j = i + 1; j < NKEYS; j++)
+            if (strcmp(keys[i].name, keys[j].name) == 0)
+                return 1;
+    return 0;
+}
+
 skd_config *skd_config_new(void)
 {
+    if (table_has_duplicates()) {
+        assert(!"duplicate name in the configuration table");
+        return NULL;
+    }
     skd_config *cfg = calloc(1, sizeof(*cfg));
     if (!cfg)
         return NULL;

@@ -84,17 +84,90 @@ static int schema_equal(const json_t *a, const json_t *b, int depth)
     return json_equal(a, b);
 }
 
-/* 1 when an extended regex uses a back-reference (\1..\9): glibc matches
- * those by backtracking, which a hostile pattern turns into a hang. */
-static int has_backref(const char *re)
+#define PATTERN_MAX 256        /* bytes of one "pattern" */
+#define PATTERN_MAX_QUANT 16   /* repetition operators in one "pattern" */
+#define PATTERN_MAX_INTERVAL 2 /* {m,n} repetitions in one "pattern" */
+#define PATTERN_MAX_BOUND 255  /* largest m or n in {m,n} */
+
+/* Skip a bracket expression starting at p ('['); returns the pointer to its
+ * closing ']', or NULL when it does not close. "[]a]", "[^]a]" and
+ * "[[:alpha:]]" keep their ']' inside. */
+static const char *skip_bracket(const char *p)
 {
-    for (const char *p = re; *p; p++) {
-        if (*p != '\\')
+    p++;
+    if (*p == '^')
+        p++;
+    if (*p == ']')
+        p++;
+    for (; *p; p++) {
+        if (p[0] == '[' && (p[1] == ':' || p[1] == '.' || p[1] == '=')) {
+            const char *end = strchr(p + 2, p[1]);
+            while (end && end[1] != ']')
+                end = strchr(end + 1, p[1]);
+            if (!end)
+                return NULL;
+            p = end + 1;
+        } else if (*p == ']') {
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Parse "{m}", "{m,}" or "{m,n}" at p; returns the pointer to '}' or NULL
+ * when malformed or a bound exceeds PATTERN_MAX_BOUND. */
+static const char *skip_interval(const char *p)
+{
+    int bound = 0, digits = 0;
+    for (p++; *p && *p != '}'; p++) {
+        if (*p == ',') {
+            bound = 0;
             continue;
-        if (p[1] >= '1' && p[1] <= '9')
+        }
+        if (*p < '0' || *p > '9')
+            return NULL;
+        bound = bound * 10 + (*p - '0');
+        if (++digits > 3 || bound > PATTERN_MAX_BOUND)
+            return NULL;
+        if (p[1] == ',' || p[1] == '}')
+            digits = 0;
+    }
+    return *p == '}' ? p : NULL;
+}
+
+/* 1 when an extended regex is outside what the validator accepts: a
+ * back-reference (\1..\9, matched by backtracking), a repetition applied to
+ * a repetition ("a+*", "a{2}+": undefined in POSIX; glibc compiles stacks of
+ * them into automata that grow exponentially), more than PATTERN_MAX_QUANT
+ * repetitions, more than PATTERN_MAX_INTERVAL counted ones or a count above
+ * PATTERN_MAX_BOUND (glibc copies the repeated part that often), or more
+ * than PATTERN_MAX bytes. Patterns come from skill manifests; this keeps a
+ * hostile one from hanging every call. */
+static int pattern_refused(const char *re)
+{
+    int quant = 0, intervals = 0, prev_quant = 0;
+    if (strlen(re) > PATTERN_MAX)
+        return 1;
+    for (const char *p = re; *p; p++) {
+        int q = 0;
+        if (*p == '\\') {
+            if (p[1] >= '1' && p[1] <= '9')
+                return 1;
+            if (p[1])
+                p++;
+        } else if (*p == '[') {
+            if (!(p = skip_bracket(p)))
+                return 1;
+        } else if (*p == '*' || *p == '+' || *p == '?') {
+            q = 1;
+        } else if (*p == '{') {
+            q = 1;
+            if (++intervals > PATTERN_MAX_INTERVAL || !(p = skip_interval(p)))
+                return 1;
+        }
+        if (q && (prev_quant || ++quant > PATTERN_MAX_QUANT))
             return 1;
-        if (p[1])
-            p++;
+        prev_quant = q;
     }
     return 0;
 }
@@ -165,7 +238,7 @@ static int check_string(const json_t *s, const json_t *v, const char *path, skd_
     }
     if ((k = json_object_get(s, "pattern")) && json_is_string(k)) {
         regex_t re;
-        if (has_backref(json_string_value(k)) ||
+        if (pattern_refused(json_string_value(k)) ||
             regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB) != 0)
             return fail(err, path, "schema pattern %s does not compile%s", json_string_value(k),
                         "");
@@ -402,11 +475,12 @@ static int check_schema(const json_t *s, char *path, size_t plen, int depth, skd
     k = json_object_get(s, "pattern");
     if (k) {
         regex_t re;
-        if (!json_is_string(k) || has_backref(json_string_value(k)) ||
+        if (!json_is_string(k) || pattern_refused(json_string_value(k)) ||
             regcomp(&re, json_string_value(k), REG_EXTENDED | REG_NOSUB))
             return bad(err, path,
-                       "\"pattern\" must be a valid extended regular expression without "
-                       "back-references");
+                       "\"pattern\" must be a valid extended regular expression of at "
+                       "most 256 bytes, 16 repetitions and 2 counted ones up to 255, "
+                       "without back-references or repeated repetitions");
         regfree(&re);
     }
     k = json_object_get(s, "properties");

@@ -5,6 +5,7 @@
  * skill's schema, open the caller's workspace, run the handler, write the
  * audit row. Transports only translate to and from skd_call.
  */
+#include "skilld/custom.h"
 #include "skilld/sandbox.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
@@ -67,6 +68,8 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err)
     if ((rc = skd_store_open(dbpath, &e->store, err)) != 0)
         goto out;
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
+        goto out;
+    if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
         goto out;
     *out = e;
     return 0;

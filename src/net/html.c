@@ -128,6 +128,7 @@ static const xmlNode *content_root(const xmlNode *top, int *in_section)
 typedef struct meta_found {
     const char *title, *og_title, *desc, *og_desc, *author, *art_author, *published,
         *item_published, *time_dt, *canonical, *site_name, *base;
+    const xmlNode *author_link; /* <a rel=author> */
 } meta_found;
 
 static void meta_tag(meta_found *f, const xmlNode *n)
@@ -176,6 +177,11 @@ static void find_meta(const xmlNode *top, meta_found *f)
             f->base = skd__html_attr(n, "href");
         else if (skd__html_is(n, "time") && !f->time_dt)
             f->time_dt = skd__html_attr(n, "datetime");
+        else if (skd__html_is(n, "a") && !f->author_link) {
+            const char *rel = skd__html_attr(n, "rel");
+            if (rel && strcasecmp(rel, "author") == 0)
+                f->author_link = n;
+        }
     }
 }
 
@@ -189,34 +195,50 @@ static int field(char **dst, const char *a, const char *b, const char *c)
     return nomem ? SKD_ENOMEM : 0;
 }
 
-/* The first <h1> below root, as text, for pages without a title. */
-static int h1_title(const xmlNode *root, char **dst)
+/* The first visible element named name below root that carries attribute
+ * attr (any, when attr is NULL), or NULL. */
+static const xmlNode *first_elem(const xmlNode *root, const char *name, const char *attr)
 {
-    for (const xmlNode *n = root; n; n = next_node(root, n, opaque(n))) {
-        if (skd__html_is(n, "h1") && !skd__html_hidden(n)) {
-            skd_buf b;
-            int rc = 0;
-            skd_buf_init(&b, SKD_HTML_MAX_FIELD);
-            skd__html_text(n, &b, 0, 0);
-            if (b.len && !(*dst = skd_buf_steal(&b, NULL)))
-                rc = SKD_ENOMEM;
-            skd_buf_free(&b);
-            return rc;
-        }
-    }
-    return 0;
+    for (const xmlNode *n = root; n; n = next_node(root, n, opaque(n) || skd__html_hidden(n)))
+        if (skd__html_is(n, name) && !skd__html_hidden(n) && (!attr || skd__html_attr(n, attr)))
+            return n;
+    return NULL;
 }
 
-static int fill_meta(const xmlNode *top, const meta_found *f, const char *base, skd_html_doc *d)
+/* *dst = the text of n (collapsed, capped), or left NULL when n is NULL or
+ * holds no text. */
+static int node_text(const xmlNode *n, char **dst)
+{
+    skd_buf b;
+    int rc = 0;
+    if (!n || *dst)
+        return 0;
+    skd_buf_init(&b, SKD_HTML_MAX_FIELD);
+    skd__html_text(n, &b, 0, 0);
+    if (b.len && !(*dst = skd_buf_steal(&b, NULL)))
+        rc = SKD_ENOMEM;
+    skd_buf_free(&b);
+    return rc;
+}
+
+/* Title, metadata; root is the content root, searched first for the date
+ * (a <time> in a sidebar must not date the article). */
+static int fill_meta(const xmlNode *top, const xmlNode *root, const meta_found *f, const char *base,
+                     skd_html_doc *d)
 {
     int rc = 0, frag = 0, nomem = 0;
+    const xmlNode *t = root ? first_elem(root, "time", "datetime") : NULL;
     rc = rc ? rc : field(&d->title, f->title, f->og_title, NULL);
+    rc = rc ? rc : node_text(root ? first_elem(root, "h1", NULL) : NULL, &d->title);
     rc = rc ? rc : field(&d->meta.description, f->desc, f->og_desc, NULL);
     rc = rc ? rc
             : field(&d->meta.language, skd__html_attr(top, "lang"), skd__html_attr(top, "xml:lang"),
                     NULL);
-    rc = rc ? rc : field(&d->meta.published, f->published, f->item_published, f->time_dt);
+    rc = rc ? rc
+            : field(&d->meta.published, f->published, f->item_published,
+                    t ? skd__html_attr(t, "datetime") : f->time_dt);
     rc = rc ? rc : field(&d->meta.author, f->author, f->art_author, NULL);
+    rc = rc ? rc : node_text(f->author_link, &d->meta.author);
     rc = rc ? rc : field(&d->meta.site_name, f->site_name, NULL, NULL);
     if (!rc && f->canonical) {
         char *c = skd__html_clean(f->canonical, SKD_HTML_MAX_FIELD, &nomem);
@@ -395,11 +417,9 @@ static int convert_doc(htmlDocPtr doc, const char *base_url, int format, skd_htm
         return SKD_ENOMEM;
     const xmlNode *root = top ? content_root(top, &in_section) : NULL;
     if (top)
-        rc = fill_meta(top, &f, base, out);
+        rc = fill_meta(top, root, &f, base, out);
     if (!rc && top)
         rc = find_links(top, base, out);
-    if (!rc && !out->title && root)
-        rc = h1_title(root, &out->title);
     if (!rc && format == SKD_HTML_LINKS)
         rc = links_content(out);
     else if (!rc)

@@ -52,8 +52,9 @@ typedef struct skd_html_link {
 typedef struct skd_html_meta {
     char *description; /* <meta name=description>, else og:description */
     char *language;    /* <html lang> */
-    char *published;   /* article:published_time, else the first <time datetime> */
-    char *author;      /* <meta name=author>, else article:author */
+    char *published;   /* article:published_time, itemprop=datePublished, else the
+                          first <time datetime> of the content (else of the page) */
+    char *author;      /* <meta name=author>, article:author, else <a rel=author> */
     char *canonical;   /* <link rel=canonical>, made absolute */
     char *site_name;   /* og:site_name */
 } skd_html_meta;

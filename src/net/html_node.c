@@ -11,6 +11,7 @@
 #include "net/html_internal.h"
 
 #include <libxml/uri.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -178,7 +179,8 @@ static size_t url_prepare(const char *href, char *dst, size_t cap)
     return o;
 }
 
-/* The scheme of url in lower case into out (cap bytes), or "" if none. */
+/* The scheme of url in lower case into out (cap bytes): "" when url has
+ * none (a relative reference), "?" when it is too long to be one we allow. */
 static void url_scheme(const char *url, char *out, size_t cap)
 {
     size_t i = 0;
@@ -188,12 +190,15 @@ static void url_scheme(const char *url, char *out, size_t cap)
     for (; url[i] && url[i] != ':'; i++) {
         char c = url[i];
         if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '+' || c == '-' || c == '.') ||
-            i + 1 >= cap)
+              c == '+' || c == '-' || c == '.'))
             return;
     }
     if (url[i] != ':')
         return;
+    if (i + 1 > cap) {
+        snprintf(out, cap, "?");
+        return;
+    }
     for (size_t j = 0; j < i; j++)
         out[j] = (char)(url[j] >= 'A' && url[j] <= 'Z' ? url[j] - 'A' + 'a' : url[j]);
     out[i] = '\0';
@@ -236,8 +241,14 @@ char *skd__html_resolve(const char *base, const char *href, int *frag_only)
         return NULL;
     char *res = NULL;
     url_scheme((const char *)abs, scheme, sizeof(scheme));
-    if ((scheme[0] == '\0' || strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0 ||
-         strcmp(scheme, "mailto") == 0) &&
+    int web = strcmp(scheme, "http") == 0 || strcmp(scheme, "https") == 0;
+    const char *after = (const char *)abs + strlen(scheme) + 1;
+    /* A web address needs a host: "https:/path" and "http://" are refused. */
+    if (web && (strncmp(after, "//", 2) != 0 || strchr("/?#", after[2]) != NULL))
+        web = -1;
+    /* Against a base every reference becomes absolute; a relative result
+     * is only kept when there is no base to resolve it with. */
+    if (((scheme[0] == '\0' && !base) || web == 1 || strcmp(scheme, "mailto") == 0) &&
         strlen((const char *)abs) < URL_MAX && abs[0] != '\0') {
         /* xmlBuildURI may decode nothing but can re-emit characters we
          * encoded only if they were already legal; re-encode to be sure the

@@ -136,7 +136,7 @@ static const char *reason_phrase(long status)
 }
 
 /* Parse the raw header block into resp->headers and resp->status_text. */
-static int parse_headers(const skd_buf *raw, skd_http_resp *resp)
+static int parse_headers(const skd_buf *raw, skd_fetch_resp *resp)
 {
     json_t *h = json_object();
     if (!h)
@@ -198,7 +198,7 @@ static int parse_headers(const skd_buf *raw, skd_http_resp *resp)
     return resp->status_text ? 0 : SKD_ENOMEM;
 }
 
-static void parse_content_type(const char *ct, skd_http_resp *resp)
+static void parse_content_type(const char *ct, skd_fetch_resp *resp)
 {
     char media[128] = "", charset[64] = "";
     if (ct) {
@@ -338,8 +338,8 @@ static int is_redirect(long status)
 }
 
 /* The hop loop: perform, follow redirects, fill resp. */
-static int run(CURL *c, struct fetch *f, const skd_http_req *req, struct curl_slist *headers,
-               struct curl_slist *pins, skd_http_resp *resp, skd_err *err)
+static int run(CURL *c, struct fetch *f, const skd_fetch_req *req, struct curl_slist *headers,
+               struct curl_slist *pins, skd_fetch_resp *resp, skd_err *err)
 {
     char errbuf[CURL_ERROR_SIZE];
     const char *method = req->method && *req->method ? req->method : "GET";
@@ -416,7 +416,7 @@ out:
     return rc;
 }
 
-int skd_http_fetch(const skd_config *cfg, const skd_http_req *req, skd_http_resp *resp,
+int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_resp *resp,
                    skd_err *err)
 {
     struct fetch f = {0};
@@ -475,7 +475,7 @@ out:
     return rc;
 }
 
-void skd_http_resp_free(skd_http_resp *resp)
+void skd_fetch_resp_free(skd_fetch_resp *resp)
 {
     if (!resp)
         return;

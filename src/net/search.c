@@ -312,7 +312,7 @@ static const char *error_detail(const json_t *body)
     return d;
 }
 
-static int map_status(const char *provider, const skd_http_resp *r, skd_err *err)
+static int map_status(const char *provider, const skd_fetch_resp *r, skd_err *err)
 {
     json_t *body = skd_json_parse(r->body, r->body_len, NULL);
     char detail[200];
@@ -355,7 +355,7 @@ static int parse_json_list(const char *provider, const json_t *list, const char 
     return 0;
 }
 
-static int parse_answer(const char *provider, const skd_http_resp *r, json_t *out, skd_err *err)
+static int parse_answer(const char *provider, const skd_fetch_resp *r, json_t *out, skd_err *err)
 {
     if (strcmp(provider, "duckduckgo") == 0) {
         json_t *arr = skd__search_parse_ddg(r->body, r->body_len, SKD_SEARCH_MAX_RESULTS);
@@ -384,7 +384,7 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
                     skd_cancel *cancel, json_t **results, skd_err *err)
 {
     skd_buf url;
-    skd_http_resp resp = {0};
+    skd_fetch_resp resp = {0};
     char keyhdr[512];
     const char *hdrs[2];
     size_t nh = 0;
@@ -406,7 +406,7 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
         hdrs[nh++] = keyhdr;
     }
     hdrs[nh++] = strcmp(provider, "duckduckgo") == 0 ? "Accept: text/html" : "Accept: application/json";
-    skd_http_req req = {.url = url.data,
+    skd_fetch_req req = {.url = url.data,
                         .method = "GET",
                         .headers = hdrs,
                         .nheaders = nh,
@@ -438,7 +438,7 @@ int skd__search_run(const skd_config *cfg, const char *provider, const skd_searc
     *results = page;
 out:
     json_decref(all);
-    skd_http_resp_free(&resp);
+    skd_fetch_resp_free(&resp);
     skd_buf_free(&url);
     return rc;
 }

@@ -51,7 +51,7 @@ struct nstate {
     int pidfd;
     struct mnt_entry ents[MAX_ENTS];
     size_t nents;
-    char *paths[8]; /* proc, dev, tmp, shm, workspace, image dir */
+    char *paths[8]; /* proc, dev, tmp, shm, workspace, image dir, skill */
     char tmp_opts[64], shm_opts[64];
     struct skd__native_child child;
 };
@@ -224,8 +224,8 @@ static int add_host_root(struct nstate *s)
 
 static int skip_image_entry(const char *n)
 {
-    static const char *const skip[] = {".",   "..",        "proc", "dev",
-                                       "tmp", "workspace", "sys",  ".skilld-image"};
+    static const char *const skip[] = {".",         "..",  "proc",          "dev",  "tmp",
+                                       "workspace", "sys", ".skilld-image", "skill"};
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
         if (strcmp(n, skip[i]) == 0)
             return 1;
@@ -318,6 +318,17 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                "native sandbox: idmapped workspace mount of %s: %s", q->workspace,
                                strerror(errno));
     }
+    if (q->skill_dir) { /* Agent Skills folder: read-only, owned by the sandbox user */
+        s->child.skill_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
+                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        memset(&a, 0, sizeof(a));
+        a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+        a.userns_fd = (unsigned)N.idmap_fd;
+        if (s->child.skill_fd < 0 ||
+            syscall(SYS_mount_setattr, s->child.skill_fd, "", AT_EMPTY_PATH, &a, sizeof(a)) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: skill folder mount of %s: %s",
+                               q->skill_dir, strerror(errno));
+    }
     if (q->rootfs) {
         s->child.img_fd =
             (int)syscall(SYS_open_tree, AT_FDCWD, q->rootfs,
@@ -342,8 +353,8 @@ static const char *env_path(char *const *envp)
 
 static int fill_child(struct nstate *s, skd_err *err)
 {
-    static const char *const rels[] = {"proc",    "dev",       "tmp",
-                                       "dev/shm", "workspace", ".skilld-image"};
+    static const char *const rels[] = {"proc",      "dev",           "tmp",  "dev/shm",
+                                       "workspace", ".skilld-image", "skill"};
     const skd__sandbox_req *q = s->req;
     struct skd__native_child *c = &s->child;
     int rc = q->rootfs ? add_image_root(s, q->rootfs) : add_host_root(s);
@@ -368,6 +379,7 @@ static int fill_child(struct nstate *s, skd_err *err)
     c->shm_dir = s->paths[3];
     c->ws_dir = s->paths[4];
     c->img_dir = s->paths[5];
+    c->skill_dir = s->paths[6];
     c->tmp_opts = s->tmp_opts;
     c->shm_opts = s->shm_opts;
     c->cwd = q->cwd;
@@ -393,7 +405,7 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     s->req = req;
     s->pidfd = -1;
-    s->child.ws_fd = s->child.img_fd = -1;
+    s->child.ws_fd = s->child.img_fd = s->child.skill_fd = -1;
     if ((rc = fill_child(s, err)) || (rc = open_mounts(s, err)) ||
         (rc = skd__cgroup_create(req->id, req->cfg, &s->cg, err))) {
         native_cleanup(s, NULL);
@@ -518,6 +530,8 @@ static void native_cleanup(void *state, skd__outcome *out)
         close(s->child.ws_fd);
     if (s->child.img_fd >= 0)
         close(s->child.img_fd);
+    if (s->child.skill_fd >= 0)
+        close(s->child.skill_fd);
     for (size_t i = 0; i < s->nents; i++) {
         free(s->ents[i].dst);
         free(s->ents[i].src);

@@ -76,9 +76,11 @@ struct skd__native_child {
     size_t nents;
     const char *proc_dir, *dev_dir, *tmp_dir, *shm_dir, *ws_dir;
     const char *tmp_opts, *shm_opts;
-    int ws_fd;           /* detached idmapped workspace mount or -1 */
-    int img_fd;          /* detached read-only image root or -1 */
-    const char *img_dir; /* where img_fd is attached while binding */
+    int ws_fd;             /* detached idmapped workspace mount or -1 */
+    int img_fd;            /* detached read-only image root or -1 */
+    const char *img_dir;   /* where img_fd is attached while binding */
+    int skill_fd;          /* detached read-only skill folder mount or -1 */
+    const char *skill_dir; /* where skill_fd is attached (/skill) */
     const char *cwd;
     char *const *argv;
     char *const *envp;

@@ -191,6 +191,10 @@ static void build_root(const struct skd__native_child *c)
     if (c->ws_fd >= 0 &&
         syscall(SYS_move_mount, c->ws_fd, "", AT_FDCWD, c->ws_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0)
         die("mount the workspace on", c->ws_dir);
+    if (c->skill_fd >= 0 &&
+        (mkdir(c->skill_dir, 0755) != 0 || syscall(SYS_move_mount, c->skill_fd, "", AT_FDCWD,
+                                                   c->skill_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0))
+        die("mount the skill folder on", c->skill_dir);
     if (chdir(c->stage) != 0)
         die("chdir", c->stage);
     if (syscall(SYS_pivot_root, ".", ".") != 0)

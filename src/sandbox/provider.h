@@ -42,6 +42,7 @@ typedef struct skd__sandbox_req {
     const char *cwd;               /* absolute path inside the sandbox */
     const skd_sandbox_config *cfg; /* validated limits */
     const char *data_dir;          /* DATA_DIR */
+    const char *skill_dir;         /* host directory mounted read-only at /skill, or NULL */
 } skd__sandbox_req;
 
 /* What spawn hands back. All descriptors O_CLOEXEC; pipe ends O_NONBLOCK. */

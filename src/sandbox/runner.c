@@ -66,6 +66,7 @@ void skd__run_free(struct run *run)
     free(run->image);
     free(run->rootfs);
     free(run->workspace);
+    free(run->skill_dir);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -123,6 +124,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     run->key = dup_or_null(spec->key_id ? spec->key_id : "", &bad);
     run->image = dup_or_null(spec->image && *spec->image ? spec->image : "host", &bad);
     run->workspace = dup_or_null(spec->workspace, &bad);
+    run->skill_dir = dup_or_null(spec->skill_dir, &bad);
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -150,6 +152,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         .cwd = run->cwd,
         .cfg = &run->cfg,
         .data_dir = r->data_dir,
+        .skill_dir = run->skill_dir,
     };
     *out = run;
     return 0;

@@ -41,6 +41,7 @@ struct run {
     char *key;
     char **argv, **envp;
     char *image, *rootfs, *workspace, *cwd;
+    char *skill_dir; /* read-only at /skill, or NULL (Agent Skills folders) */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
     unsigned char *in;    /* stdin bytes */

@@ -22,17 +22,17 @@ static void unauthorized(skd_http_reply *out, const char *www, const char *msg)
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, www);
 }
 
-/* SKILLD_ANONYMOUS_KEY (off by default): a request without Authorization
- * acts as that stored key, with its scopes. Meant for local development and
- * for test clients that cannot send headers (the MCP conformance suite); the
- * key must exist and not be revoked, so revoking it closes the door. */
+/* Requests without credentials act as SKILLD_ANONYMOUS_KEY when the
+ * operator set one (a local single-user set-up, protocol test suites that
+ * cannot send headers). The key must exist and not be revoked, checked on
+ * every request, so revoking it ends anonymous access at once. */
 static int anonymous(skd_http_req *req)
 {
     skd_engine *e = skd__server_engine(req->srv);
     const char *id = skd_config_str(skd_engine_config(e), "SKILLD_ANONYMOUS_KEY");
     if (!*id || skd_store_key_get(skd_engine_store(e), id, &req->key, NULL) != 0 ||
         req->key.revoked)
-        return SKD_EUNAUTH;
+        return -1;
     req->authed = 1;
     return 0;
 }
@@ -55,9 +55,8 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     while (*secret == ' ')
         secret++;
     skd_err err = {0};
-    if (strlen(secret) > 256 ||
-        skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)), secret, &req->key,
-                           &err) != 0) {
+    if (strlen(secret) > 256 || skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)),
+                                                   secret, &req->key, &err) != 0) {
         unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
                      "the API key is not valid or has been revoked");
         return SKD_EUNAUTH;

@@ -13,9 +13,11 @@
  * Host/Origin, route, body size, bearer secret, scope; only then does a
  * handler see the request.
  */
+#include "server/custom_http.h"
 #include "server/http.h"
 #include "server/metrics.h"
 #include "server/test_skills.h"
+#include "skilld/net.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -33,6 +35,7 @@ struct skd_server {
     struct MHD_Daemon *d;
     skd_calls *calls;
     skd_mcp *mcp;
+    skd_a2a *a2a; /* A2A tasks (a2a.c) */
     unsigned port;
     size_t max_body;
     atomic_int stopping;
@@ -50,6 +53,11 @@ struct conn_req {
 skd_engine *skd__server_engine(skd_server *s)
 {
     return s->e;
+}
+
+skd_a2a *skd__server_a2a(skd_server *s)
+{
+    return s->a2a;
 }
 
 skd_mcp *skd__server_mcp(skd_server *s)
@@ -99,16 +107,14 @@ void skd__http_json(skd_http_reply *out, unsigned status, json_t *v)
         out->resp = text_response(s, strlen(s), "application/json");
 }
 
-void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt,
-                     ...)
+void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt, ...)
 {
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    skd__http_json(out, status,
-                   json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
+    skd__http_json(out, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
 }
 
 unsigned skd__http_status_for(int code)
@@ -279,8 +285,8 @@ static const skd_route *dispatch(skd_http_req *req, struct conn_req *cr, skd_htt
     return r;
 }
 
-static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn,
-                                  const skd_route *r, skd_http_reply *out)
+static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn, const skd_route *r,
+                                  skd_http_reply *out)
 {
     if (!out->resp) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
@@ -297,8 +303,8 @@ static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     skd_server *srv = cls;
@@ -360,8 +366,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 /* ---- start and stop --------------------------------------------------- */
 
 /* Parse "host:port", "[v6]:port" or ":port" into addr. */
-static int parse_listen(const char *listen, struct sockaddr_storage *addr, socklen_t *len,
-                        int *v6, skd_err *err)
+static int parse_listen(const char *listen, struct sockaddr_storage *addr, socklen_t *len, int *v6,
+                        skd_err *err)
 {
     char host[256];
     const char *colon = strrchr(listen, ':');
@@ -379,7 +385,8 @@ static int parse_listen(const char *listen, struct sockaddr_storage *addr, sockl
     int64_t port;
     if (skd_parse_i64(colon + 1, 0, 65535, &port))
         return skd_err_set(err, SKD_ECONFIG, "listen address %s: bad port", listen);
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
                              .ai_flags = AI_PASSIVE | AI_NUMERICSERV},
                     *res = NULL;
     int g = getaddrinfo(host[0] ? host : NULL, colon + 1, &hints, &res);
@@ -403,6 +410,12 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     skd_debug("http: %s", msg);
 }
 
+/* The outbound guard's refusal counter, in the type the metrics hook takes. */
+static unsigned long outbound_rejected(void)
+{
+    return (unsigned long)skd_net_blocked_total();
+}
+
 int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_err *err)
 {
     *out = NULL;
@@ -414,6 +427,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
         return rc;
     if ((rc = skd__test_skills_register(e, err)) != 0)
         return rc;
+    skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     skd_server *s = calloc(1, sizeof(*s));
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -421,7 +435,8 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     s->max_body = (size_t)skd_config_int(cfg, "SKILLD_MAX_BODY_BYTES");
     s->calls = skd__calls_new();
     s->mcp = s->calls ? skd__mcp_new(e, s->calls) : NULL;
-    if (!s->mcp) {
+    s->a2a = skd__a2a_new(e);
+    if (!s->mcp || !s->a2a) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
@@ -429,15 +444,14 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
                      MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
     s->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-        MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)skd_config_int(cfg, "SKILLD_CONNECTION_TIMEOUT_S"),
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)skd_config_int(cfg, "SKILLD_MAX_CONNECTIONS"),
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, s, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)skd_config_int(cfg, "SKILLD_CONNECTION_TIMEOUT_S"), MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)skd_config_int(cfg, "SKILLD_MAX_CONNECTIONS"), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
     if (!s->d) {
-        rc = skd_err_set(err, SKD_EIO, "cannot listen on %s (address in use or not local?)",
-                         listen);
+        rc =
+            skd_err_set(err, SKD_EIO, "cannot listen on %s (address in use or not local?)", listen);
         goto out;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
@@ -461,6 +475,7 @@ void skd_server_stop(skd_server *s, int grace_ms)
             close(fd);
     }
     skd__mcp_close_all(s->mcp); /* ends GET streams */
+    skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
     int64_t deadline = skd_mono_ms() + grace_ms;
     if (skd__calls_stop(s->calls, grace_ms) != 0)
         skd_warn("server stop: calls still running after %d ms", grace_ms);
@@ -481,6 +496,7 @@ void skd_server_free(skd_server *s)
     while (s->calls && skd__calls_drain(s->calls, 1000) != 0)
         skd_warn("server: waiting for stream workers to end");
     skd__mcp_free(s->mcp);
+    skd__a2a_free(s->a2a);
     skd__calls_free(s->calls);
     free(s);
 }

@@ -27,7 +27,7 @@ typedef struct skd_http_req {
     const char *param; /* the "{}" path segment of the route (decoded), or NULL */
     const char *body;  /* NUL-terminated; body_len bytes */
     size_t body_len;
-    int authed;        /* 1 when key is valid */
+    int authed; /* 1 when key is valid */
     skd_key_info key;
 } skd_http_req;
 
@@ -76,8 +76,8 @@ int skd__server_stopping(skd_server *s);
 /* Answer with JSON (v stolen) and status. */
 void skd__http_json(skd_http_reply *out, unsigned status, json_t *v);
 /* Answer {"error":{"code","message"}} with status. */
-void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt,
-                     ...) __attribute__((format(printf, 4, 5)));
+void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 /* Answer with a skd error: the HTTP status that fits err->code. */
 void skd__http_from_err(skd_http_reply *out, const skd_err *err);
 /* An empty body with status. */

@@ -19,8 +19,8 @@ json_t *skd__rpc_parse(const char *data, size_t len, json_t **err_reply)
     *err_reply = NULL;
     json_t *v = skd_json_parse(data, len, &err);
     if (!v) {
-        *err_reply = skd__rpc_error(NULL, SKD_RPC_PARSE_ERROR, "parse error: %s",
-                                    skd_err_msg(&err));
+        *err_reply =
+            skd__rpc_error(NULL, SKD_RPC_PARSE_ERROR, "parse error: %s", skd_err_msg(&err));
         return NULL;
     }
     if (json_is_array(v)) {
@@ -31,8 +31,8 @@ json_t *skd__rpc_parse(const char *data, size_t len, json_t **err_reply)
     }
     if (!json_is_object(v)) {
         json_decref(v);
-        *err_reply = skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST,
-                                    "a JSON-RPC message must be an object");
+        *err_reply =
+            skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST, "a JSON-RPC message must be an object");
         return NULL;
     }
     return v;
@@ -100,8 +100,8 @@ json_t *skd__rpc_error(const json_t *id, int code, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
-                     id ? json_copy((json_t *)id) : json_null(), "error", "code", code,
-                     "message", msg);
+                     id ? json_copy((json_t *)id) : json_null(), "error", "code", code, "message",
+                     msg);
 }
 
 json_t *skd__rpc_notification(const char *method, json_t *params)

@@ -18,8 +18,8 @@
 #include <time.h>
 
 static const char *const versions[] = {SKD_MCP_LATEST, "2025-06-18", "2025-03-26"};
-static const char *const log_levels[] = {"debug",    "info",  "notice", "warning",
-                                         "error",    "critical", "alert", "emergency"};
+static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
+                                         "error", "critical", "alert",  "emergency"};
 #define NLEVELS (sizeof(log_levels) / sizeof(log_levels[0]))
 
 int skd__mcp_version_supported(const char *v)
@@ -47,12 +47,14 @@ static void drop_sink(skd_mcp_session *s)
 
 /* ---- session-level notifications ------------------------------------ */
 
-static void on_registry_change(void *arg)
+/* Every live dispatcher, so one registry callback (the registry has a
+ * single slot) reaches all dispatchers over that registry. */
+static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
+static skd_mcp *live[64];
+static size_t nlive;
+
+static void notify_sessions(skd_mcp *m, const json_t *n)
 {
-    skd_mcp *m = arg;
-    json_t *n = skd__rpc_notification("notifications/tools/list_changed", NULL);
-    if (!n)
-        return;
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->nsess; i++) {
         skd_mcp_session *s = m->sessions[i];
@@ -60,7 +62,54 @@ static void on_registry_change(void *arg)
             s->sink(s->sink_arg, n);
     }
     pthread_mutex_unlock(&m->mu);
+}
+
+static void on_registry_change(void *arg)
+{
+    skd_registry *reg = arg;
+    json_t *n = skd__rpc_notification("notifications/tools/list_changed", NULL);
+    if (!n)
+        return;
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < nlive; i++)
+        if (skd_engine_registry(live[i]->e) == reg)
+            notify_sessions(live[i], n);
+    pthread_mutex_unlock(&live_mu);
     json_decref(n);
+}
+
+static int live_add(skd_mcp *m)
+{
+    int ok = 0;
+    pthread_mutex_lock(&live_mu);
+    if (nlive < sizeof(live) / sizeof(live[0])) {
+        live[nlive++] = m;
+        ok = 1;
+    }
+    pthread_mutex_unlock(&live_mu);
+    if (ok)
+        skd_registry_on_change(skd_engine_registry(m->e), on_registry_change,
+                               skd_engine_registry(m->e));
+    return ok ? 0 : SKD_EBUSY;
+}
+
+static void live_remove(skd_mcp *m)
+{
+    skd_registry *reg = skd_engine_registry(m->e);
+    int others = 0, found = 0;
+    pthread_mutex_lock(&live_mu);
+    for (size_t i = 0; i < nlive;) {
+        if (live[i] == m) {
+            live[i] = live[--nlive];
+            found = 1;
+            continue;
+        }
+        others |= skd_engine_registry(live[i]->e) == reg;
+        i++;
+    }
+    pthread_mutex_unlock(&live_mu);
+    if (found && !others)
+        skd_registry_on_change(reg, NULL, NULL);
 }
 
 /* ---- progress ticker ------------------------------------------------- */
@@ -71,8 +120,7 @@ static void send_progress(struct mcp_call *c, double progress, double total, con
 {
     if (!c->progress_token || !c->io || !c->io->send || progress <= c->last_progress)
         return;
-    json_t *p = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress",
-                          progress);
+    json_t *p = json_pack("{s:O, s:f}", "progressToken", c->progress_token, "progress", progress);
     if (!p)
         return;
     if (total > 0)
@@ -174,7 +222,10 @@ skd_mcp *skd__mcp_new(skd_engine *e, skd_calls *calls)
     pthread_condattr_destroy(&ca);
     if (pthread_create(&m->ticker, NULL, ticker_main, m) == 0)
         m->ticker_running = 1;
-    skd_registry_on_change(skd_engine_registry(e), on_registry_change, m);
+    if (!m->ticker_running || live_add(m) != 0) {
+        skd__mcp_free(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -182,7 +233,7 @@ void skd__mcp_free(skd_mcp *m)
 {
     if (!m)
         return;
-    skd_registry_on_change(skd_engine_registry(m->e), NULL, NULL);
+    live_remove(m);
     pthread_mutex_lock(&m->mu);
     m->stopping = 1;
     pthread_cond_broadcast(&m->tick_cv);

@@ -32,8 +32,10 @@ typedef struct skd_mcp_io {
 
 /* New dispatcher over engine e (borrowed) and tracker calls (borrowed; both
  * outlive it). Reads its settings from the engine's configuration and
- * subscribes to registry changes (skd_registry_on_change: one subscriber
- * per registry, this one). Starts the progress ticker thread. */
+ * subscribes to registry changes (it takes the registry's single
+ * skd_registry_on_change slot and fans out to every dispatcher over that
+ * registry; at most 64 dispatchers live at once). Starts the progress
+ * ticker thread. NULL when out of resources. */
 skd_mcp *skd__mcp_new(skd_engine *e, skd_calls *calls);
 void skd__mcp_free(skd_mcp *m); /* NULL ok; sessions still referenced live on */
 

@@ -116,8 +116,7 @@ static void sse_job_run(void *arg)
 }
 
 /* Answer a request with an SSE stream fed by a worker thread. */
-static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg,
-                        skd_http_reply *out)
+static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_http_reply *out)
 {
     struct sse_job *job = calloc(1, sizeof(*job));
     skd_sse *sse = skd__sse_new(MAX_STREAM_BYTES, NULL);
@@ -127,9 +126,9 @@ static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg,
         if (resp)
             MHD_destroy_response(resp);
         skd__sse_unref(sse);
-        rpc_reply(out, MHD_HTTP_INTERNAL_SERVER_ERROR,
-                  skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
-                                 "out of memory"));
+        rpc_reply(
+            out, MHD_HTTP_INTERNAL_SERVER_ERROR,
+            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory"));
         return;
     }
     skd__mcp_session_ref(s);
@@ -156,9 +155,9 @@ static void do_request(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_h
     int sse_ok = accepts(req, "text/event-stream");
     int json_ok = accepts(req, "application/json") || accepts(req, "*/*") ||
                   !skd__http_header(req, MHD_HTTP_HEADER_ACCEPT);
-    int streams = skd__mcp_wants_progress(msg) ||
-                  (skd__mcp_session_logging(s) &&
-                   strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
+    int streams =
+        skd__mcp_wants_progress(msg) ||
+        (skd__mcp_session_logging(s) && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
     if (sse_ok && (streams || !json_ok)) {
         request_sse(req, s, msg, out);
         return;
@@ -176,9 +175,9 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
 {
     const char *ct = skd__http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
     if (!ct || strncasecmp(ct, "application/json", 16) != 0) {
-        rpc_reply(out, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
-                  skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST,
-                                 "Content-Type must be application/json"));
+        rpc_reply(
+            out, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE,
+            skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST, "Content-Type must be application/json"));
         return;
     }
     if (check_version(req, out))

@@ -30,7 +30,7 @@ struct skd_mcp_session {
 struct mcp_call {
     struct mcp_call *next;
     skd_mcp_session *s;
-    const json_t *id;       /* borrowed from the request */
+    const json_t *id;             /* borrowed from the request */
     const json_t *progress_token; /* borrowed; NULL: no progress wanted */
     skd_cancel *cancel;
     skd_mcp_io *io;

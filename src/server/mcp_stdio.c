@@ -181,8 +181,8 @@ int skd_mcp_stdio_run(skd_engine *e, const char *key_id, unsigned scopes, int in
         goto out;
     }
     skd__mcp_session_set_sink(st.sess, send_line, &st, NULL);
-    int stopped = read_loop(&st, in_fd, stop_fd, (size_t)skd_config_int(cfg,
-                                                                       "SKILLD_MAX_BODY_BYTES"));
+    int stopped =
+        read_loop(&st, in_fd, stop_fd, (size_t)skd_config_int(cfg, "SKILLD_MAX_BODY_BYTES"));
     int grace = (int)skd_config_int(cfg, "SKILLD_SHUTDOWN_GRACE_MS");
     if (!stopped) {
         /* End of input: let running calls finish and answer. A stop signal

@@ -35,25 +35,24 @@ static int is_generic(const char *name)
 /* The output schema every skill result satisfies. New reference. */
 static json_t *result_schema(void)
 {
-    return json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties", "success",
-                     "type", "boolean", "required", "success");
+    return json_pack("{s:s, s:{s:{s:s}}, s:[s]}", "type", "object", "properties", "success", "type",
+                     "boolean", "required", "success");
 }
 
 static json_t *generic_input_schema(const char *name)
 {
     if (strcmp(name, "skills_execute") == 0)
-        return json_pack(
-            "{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type", "object",
-            "properties", "skill", "type", "string", "description",
-            "skill name, or name@x.y.z", "input", "type", "object", "description",
-            "the skill's input object", "version", "type", "string", "description",
-            "version x.y.z (default: newest)", "required", "skill", "additionalProperties", 0);
+        return json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}", "type",
+                         "object", "properties", "skill", "type", "string", "description",
+                         "skill name, or name@x.y.z", "input", "type", "object", "description",
+                         "the skill's input object", "version", "type", "string", "description",
+                         "version x.y.z (default: newest)", "required", "skill",
+                         "additionalProperties", 0);
     if (strcmp(name, "skills_executions") == 0)
         return json_pack("{s:s, s:{s:{s:s, s:i, s:i}}, s:b}", "type", "object", "properties",
                          "limit", "type", "integer", "minimum", 1, "maximum", 500,
                          "additionalProperties", 0);
-    return json_pack("{s:s, s:{}, s:b}", "type", "object", "properties",
-                     "additionalProperties", 0);
+    return json_pack("{s:s, s:{}, s:b}", "type", "object", "properties", "additionalProperties", 0);
 }
 
 static const char *generic_description(const char *name)
@@ -68,13 +67,13 @@ static const char *generic_description(const char *name)
 
 static json_t *generic_tool(const skd_mcp_session *s, const char *name)
 {
-    json_t *t = json_pack("{s:s, s:s, s:o}", "name", name, "description",
-                          generic_description(name), "inputSchema", generic_input_schema(name));
+    json_t *t = json_pack("{s:s, s:s, s:o}", "name", name, "description", generic_description(name),
+                          "inputSchema", generic_input_schema(name));
     if (t && skd__mcp_has_structured(s)) {
         json_object_set_new(t, "outputSchema", result_schema());
-        json_object_set_new(t, "annotations",
-                            json_pack("{s:b}", "readOnlyHint",
-                                      strcmp(name, "skills_execute") != 0));
+        json_object_set_new(
+            t, "annotations",
+            json_pack("{s:b}", "readOnlyHint", strcmp(name, "skills_execute") != 0));
     }
     return t;
 }
@@ -83,9 +82,9 @@ static json_t *skill_tool(const skd_mcp_session *s, const skd_skill *sk)
 {
     char title[160];
     snprintf(title, sizeof(title), "%s %s", skd_skill_name(sk), skd_skill_version(sk));
-    json_t *t = json_pack("{s:s, s:s, s:s, s:O}", "name", skd_skill_name(sk), "title", title,
-                          "description", skd_skill_description(sk), "inputSchema",
-                          skd_skill_input_schema(sk));
+    json_t *t =
+        json_pack("{s:s, s:s, s:s, s:O}", "name", skd_skill_name(sk), "title", title, "description",
+                  skd_skill_description(sk), "inputSchema", skd_skill_input_schema(sk));
     if (t && skd__mcp_has_structured(s)) {
         json_t *out = skd_skill_output_schema(sk);
         json_object_set_new(t, "outputSchema", out ? json_incref(out) : result_schema());
@@ -184,8 +183,8 @@ static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *ski
     if (ok)
         skd__mcp_log(s, c->io, MCP_LOG_INFO, "%s succeeded in %lld ms", skill, (long long)ms);
     else
-        skd__mcp_log(s, c->io, MCP_LOG_WARNING, "%s failed in %lld ms: %s", skill,
-                     (long long)ms, skd_result_code(result) ? skd_result_code(result) : "?");
+        skd__mcp_log(s, c->io, MCP_LOG_WARNING, "%s failed in %lld ms: %s", skill, (long long)ms,
+                     skd_result_code(result) ? skd_result_code(result) : "?");
     return result;
 }
 
@@ -277,15 +276,14 @@ json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *
         reply = skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "out of memory");
         goto out;
     }
-    if (c.progress_token && !json_is_string(c.progress_token) &&
-        !json_is_integer(c.progress_token))
+    if (c.progress_token && !json_is_string(c.progress_token) && !json_is_integer(c.progress_token))
         c.progress_token = NULL;
     if (skd__mcp_call_begin(s->m, &c) != 0) {
         reply = skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "the server is shutting down");
         goto out;
     }
-    json_t *result = is_generic(name) ? run_generic(s, &c, name, args)
-                                      : run_skill(s, &c, name, NULL, args);
+    json_t *result =
+        is_generic(name) ? run_generic(s, &c, name, args) : run_skill(s, &c, name, NULL, args);
     skd__mcp_call_end(s->m, &c);
     if (c.cancelled) {
         if (io)

@@ -68,7 +68,13 @@ void skd_metrics_execution(const char *skill, int success, int64_t duration_ms)
     char name[72];
     /* Only names the registry accepts become labels; anything else (a typo
      * in skills_execute) is counted under "other". */
-    if (!skill || !skd_skill_name_valid(skill) || skd_strlcpy(name, skill, sizeof(name)))
+    const char *at = skill ? strchr(skill, '@') : NULL;
+    size_t n = skill ? (at ? (size_t)(at - skill) : strlen(skill)) : 0;
+    if (n > 0 && n < sizeof(name)) {
+        memcpy(name, skill, n); /* "name@x.y.z" counts under name */
+        name[n] = '\0';
+    }
+    if (n == 0 || n >= sizeof(name) || !skd_skill_name_valid(name))
         skd_strlcpy(name, "other", sizeof(name));
     pthread_mutex_lock(&mu);
     size_t i;

@@ -24,7 +24,9 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
     skd_buf b;
     skd_buf_init(&b, 4 * 1024 * 1024);
     size_t len = 0;
-    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv))) == 0 ? skd_buf_steal(&b, &len) : NULL;
+    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv))) == 0
+                     ? skd_buf_steal(&b, &len)
+                     : NULL;
     skd_buf_free(&b);
     if (!text) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
@@ -125,8 +127,8 @@ void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd_err err = {0};
-    json_t *rows = skd_store_audit_list(skd_engine_store(skd__server_engine(req->srv)),
-                                        req->key.id, (int)limit, &err);
+    json_t *rows = skd_store_audit_list(skd_engine_store(skd__server_engine(req->srv)), req->key.id,
+                                        (int)limit, &err);
     if (!rows) {
         skd__http_from_err(out, &err);
         return;
@@ -139,8 +141,8 @@ void skd__rest_execution(skd_http_req *req, skd_http_reply *out)
     skd_err err = {0};
     /* The store looks the row up for this key only: another key's id is
      * indistinguishable from one that does not exist. */
-    json_t *row = skd_store_audit_get(skd_engine_store(skd__server_engine(req->srv)),
-                                      req->key.id, req->param, &err);
+    json_t *row = skd_store_audit_get(skd_engine_store(skd__server_engine(req->srv)), req->key.id,
+                                      req->param, &err);
     if (!row) {
         skd__http_from_err(out, &err);
         return;
@@ -171,7 +173,7 @@ static int body_scopes(const json_t *v, unsigned *scopes, skd_err *err)
     *scopes = 0;
     size_t i;
     const json_t *x;
-    json_array_foreach(v, i, x) {
+    json_array_foreach (v, i, x) {
         unsigned one;
         if (!json_is_string(x))
             return skd_err_set(err, SKD_EINVAL, "scopes must be strings");
@@ -196,13 +198,13 @@ void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out)
     if (!name) {
         skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input", "name (string) is required");
     } else if (body_scopes(json_object_get(body, "scopes"), &scopes, &err) != 0 ||
-               skd_store_key_create(skd_engine_store(skd__server_engine(req->srv)), name,
-                                    scopes, &secret, &info, &err) != 0) {
+               skd_store_key_create(skd_engine_store(skd__server_engine(req->srv)), name, scopes,
+                                    &secret, &info, &err) != 0) {
         skd__http_from_err(out, &err);
     } else {
         skd__http_json(out, MHD_HTTP_CREATED,
-                       json_pack("{s:s, s:s, s:s, s:o}", "id", info.id, "name", info.name,
-                                 "secret", secret, "scopes", skd_scopes_to_json(info.scopes)));
+                       json_pack("{s:s, s:s, s:s, s:o}", "id", info.id, "name", info.name, "secret",
+                                 secret, "scopes", skd_scopes_to_json(info.scopes)));
     }
     free(secret);
     json_decref(body);
@@ -211,8 +213,8 @@ void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out)
 void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
-    if (skd_store_key_revoke(skd_engine_store(skd__server_engine(req->srv)), req->param,
-                             &err) != 0) {
+    if (skd_store_key_revoke(skd_engine_store(skd__server_engine(req->srv)), req->param, &err) !=
+        0) {
         skd__http_from_err(out, &err);
         return;
     }

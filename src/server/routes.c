@@ -4,6 +4,7 @@
  * an Allow header. Scopes: skills:read to look, skills:execute to run
  * (checked again by the engine), skills:admin for keys.
  */
+#include "server/custom_http.h"
 #include "server/http.h"
 
 #define R SKD_SCOPE_READ
@@ -23,5 +24,12 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke},
+    /* custom skills and A2A (custom_rest.c, a2a_http.c); scopes checked by src/lib/custom.c */
+    {"POST", "/v1/skills", 1, 0, skd__rest_skill_register},
+    {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete},
+    {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch},
+    {"GET", "/.well-known/agent-card.json", 0, 0, skd__a2a_http_card},
+    {"GET", "/.well-known/agent.json", 0, 0, skd__a2a_http_card_legacy},
+    {"POST", "/a2a", 1, 0, skd__a2a_http_post},
     {NULL, NULL, 0, 0, NULL},
 };

@@ -22,10 +22,10 @@ struct skd_sse {
     atomic_int refs;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    skd_buf q;   /* unsent bytes from pos */
+    skd_buf q; /* unsent bytes from pos */
     size_t pos;
-    int closed;  /* no more messages */
-    int gone;    /* the client left or the stream ended */
+    int closed; /* no more messages */
+    int gone;   /* the client left or the stream ended */
     const atomic_int *stopping;
     int64_t last_sent_ms;
 };

@@ -82,11 +82,11 @@ int skd__test_skills_register(skd_engine *e, skd_err *err)
 {
     if (!skd_config_bool(skd_engine_config(e), "SKILLD_TEST_SKILLS"))
         return 0;
-    json_t *schema = json_pack(
-        "{s:s, s:{s:{s:s, s:i, s:i}, s:{s:s, s:i, s:i}, s:{s:s}, s:{s:s}}, s:b}", "type",
-        "object", "properties", "ms", "type", "integer", "minimum", 0, "maximum", 600000, "steps",
-        "type", "integer", "minimum", 1, "maximum", 1000, "fail", "type", "boolean", "report",
-        "type", "boolean", "additionalProperties", 0);
+    json_t *schema =
+        json_pack("{s:s, s:{s:{s:s, s:i, s:i}, s:{s:s, s:i, s:i}, s:{s:s}, s:{s:s}}, s:b}", "type",
+                  "object", "properties", "ms", "type", "integer", "minimum", 0, "maximum", 600000,
+                  "steps", "type", "integer", "minimum", 1, "maximum", 1000, "fail", "type",
+                  "boolean", "report", "type", "boolean", "additionalProperties", 0);
     skd_skill_def d = {
         .name = "debug_sleep",
         .version = "1.0.0",

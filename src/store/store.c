@@ -24,6 +24,17 @@ static const char *const migrations[] = {
     "CREATE TABLE cache ("
     "  key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
     "CREATE INDEX cache_expiry ON cache(expires_ms);",
+    /* 3: custom skills registered at runtime (src/store/skills.c); owner '' is global */
+    "CREATE TABLE skills ("
+    "  name TEXT NOT NULL, version TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '',"
+    "  manifest TEXT NOT NULL, skill_dir TEXT, enabled INTEGER NOT NULL DEFAULT 1,"
+    "  created_ms INTEGER NOT NULL, PRIMARY KEY (name, version, owner));",
+    /* 4: A2A tasks (src/store/tasks.c), owned by the key that created them */
+    "CREATE TABLE a2a_tasks ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, context_id TEXT NOT NULL,"
+    "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL);"
+    "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
 };
 
 int skd__store_fail(skd_store *st, skd_err *err, const char *what)

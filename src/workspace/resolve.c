@@ -32,14 +32,14 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_LINKS 40         /* as the kernel's MAXSYMLINKS */
-#define MAX_STACK 256        /* directory nesting followed */
-#define BUF_CAP 8192         /* path plus spliced symlink targets */
-#define OPENAT2_RETRIES 8    /* EAGAIN: a rename raced the kernel's lookup */
-#define MAX_UP 4096          /* ".." steps when checking containment */
+#define MAX_LINKS 40      /* as the kernel's MAXSYMLINKS */
+#define MAX_STACK 256     /* directory nesting followed */
+#define BUF_CAP 8192      /* path plus spliced symlink targets */
+#define OPENAT2_RETRIES 8 /* EAGAIN: a rename raced the kernel's lookup */
+#define MAX_UP 4096       /* ".." steps when checking containment */
 
-static atomic_int no_openat2;  /* 1 once openat2 answered ENOSYS */
-static atomic_int force_user;  /* tests */
+static atomic_int no_openat2; /* 1 once openat2 answered ENOSYS */
+static atomic_int force_user; /* tests */
 
 int skd__ws_force_userspace(int on)
 {

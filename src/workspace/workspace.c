@@ -7,6 +7,13 @@
  * the kernel, not string handling, guarantees that no "..", absolute path or
  * symlink (however it changes between calls) leaves the directory. Paths are
  * also checked lexically first so that clear mistakes get clear errors.
+ * Where openat2 is missing, resolve.c applies the same rules in user space.
+ *
+ * Policy beyond the kernel's: the last component is never followed (a
+ * symlink there is refused, so is a FIFO, socket or device, before it is
+ * opened for I/O); a regular file with several hard links is refused, since
+ * another of its names may lie outside; directories on the way may be
+ * symlinks as long as they resolve inside the workspace.
  *
  * Trusted: DATA_DIR (from the operator) and the key id (from the store or
  * the transport's authentication). Not trusted: every client path and every
@@ -97,8 +104,7 @@ static int ensure_dir(int parent, const char *name, const char *what, skd_err *e
     return 0;
 }
 
-int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out,
-                       skd_err *err)
+int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out, skd_err *err)
 {
     char hex[SKD_SHA256_HEX_LEN + 1];
     int datafd = -1, wsroot = -1, rc = 0;
@@ -133,8 +139,7 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         goto out;
     wsroot = openat(datafd, "workspaces", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (wsroot < 0) {
-        rc = skd_err_set(err, SKD_EIO, "cannot open %s/workspaces: %s", data_dir,
-                         strerror(errno));
+        rc = skd_err_set(err, SKD_EIO, "cannot open %s/workspaces: %s", data_dir, strerror(errno));
         goto out;
     }
     if ((rc = ensure_dir(wsroot, hex, ws->path, err)) != 0)
@@ -149,8 +154,7 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         goto out;
     }
     if ((st.st_mode & 07777) != 0700 && fchmod(ws->dirfd, 0700) != 0) {
-        rc = skd_err_set(err, SKD_EIO, "cannot set mode 0700 on %s: %s", ws->path,
-                         strerror(errno));
+        rc = skd_err_set(err, SKD_EIO, "cannot set mode 0700 on %s: %s", ws->path, strerror(errno));
         goto out;
     }
     *out = ws;
@@ -244,15 +248,15 @@ static int check_kind(const struct stat *st, const char *path, skd_err *err)
     if (S_ISLNK(st->st_mode))
         return skd_err_set(err, SKD_EFORBIDDEN, "%s: is a symbolic link", path);
     if (!S_ISREG(st->st_mode))
-        return skd_err_set(err, SKD_EFORBIDDEN,
-                           "%s: is a %s, not a regular file or directory", path,
+        return skd_err_set(err, SKD_EFORBIDDEN, "%s: is a %s, not a regular file or directory",
+                           path,
                            S_ISFIFO(st->st_mode)   ? "FIFO"
                            : S_ISSOCK(st->st_mode) ? "socket"
                                                    : "device node");
     if (st->st_nlink > 1)
         return skd_err_set(err, SKD_EFORBIDDEN,
-                           "%s: has %lu hard links; files with several links are refused",
-                           path, (unsigned long)st->st_nlink);
+                           "%s: has %lu hard links; files with several links are refused", path,
+                           (unsigned long)st->st_nlink);
     return 0;
 }
 
@@ -269,17 +273,16 @@ static int peek(int base, const char *path, struct stat *st, skd_err *err)
     return rc;
 }
 
-int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode,
-                         skd_err *err)
+int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode, skd_err *err)
 {
     return skd_workspace_openat_in(ws, ws->dirfd, path, flags, mode, err);
 }
 
-int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int flags,
-                            mode_t mode, skd_err *err)
+int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int flags, mode_t mode,
+                            skd_err *err)
 {
     struct stat st;
-    (void)ws; /* base already belongs to ws; kept for symmetry and checks to come */
+    (void)ws; /* base is one of ws's directories; ws names the workspace in the API */
     int rc = skd_workspace_check_path(path, 1, err);
     if (rc)
         return rc;
@@ -414,8 +417,7 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
     int rc = 0;
     if (!d) {
         close(dirfd);
-        return skd_err_set(err, SKD_EIO, "cannot read a workspace directory: %s",
-                           strerror(errno));
+        return skd_err_set(err, SKD_EIO, "cannot read a workspace directory: %s", strerror(errno));
     }
     for (;;) {
         errno = 0;
@@ -436,8 +438,7 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
         } else if (S_ISDIR(st.st_mode)) {
             if (depth >= WALK_MAX_DEPTH) {
                 rc = skd_err_set(err, SKD_EFORBIDDEN,
-                                 "the workspace nests directories deeper than %d",
-                                 WALK_MAX_DEPTH);
+                                 "the workspace nests directories deeper than %d", WALK_MAX_DEPTH);
                 break;
             }
             int sub = beneath(dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0);

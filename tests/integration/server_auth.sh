@@ -100,6 +100,21 @@ req GET /v1/skills -H "Authorization: Bearer $ADMIN" -H "Host: localhost:$PORT" 
 expect_status "localhost Host and Origin are fine" 200
 stop_server
 
+# SKILLD_ANONYMOUS_KEY: requests without credentials act as that key; a
+# wrong secret is still refused, and revoking the key ends it.
+read -r NID NSEC < <(new_key anon skills:read)
+start_server SKILLD_ANONYMOUS_KEY=$NID
+req GET /v1/skills
+expect_status "anonymous requests act as the configured key" 200
+req POST /v1/execute -d '{"skill":"debug_sleep","input":{}}'
+expect_status "the anonymous key keeps its scopes" 403
+req GET /v1/skills -H "Authorization: Bearer skd_wrong"
+expect_status "a wrong secret is still 401 with an anonymous key" 401
+"$SKILLD" --data-dir "$DATA" keys revoke "$NID" >/dev/null
+req GET /v1/skills
+expect_status "revoking the anonymous key ends anonymous access" 401
+stop_server
+
 # Allow lists come from the configuration.
 start_server SKILLD_ALLOWED_HOSTS=skills.example SKILLD_ALLOWED_ORIGINS=https://app.example
 req GET /healthz -H "Host: skills.example"

@@ -165,4 +165,18 @@ else
 fi
 SKILLS_OUTBOUND_RESOLVE="other.test:$P:127.0.0.3" SKILLS_OUTBOUND_ALLOW_HOSTS=intranet.test \
     refused "allowed host does not open other names" http_request "http://other.test:$P/"
+
+# --- the refusals are counted on /metrics --------------------------------------------
+source "$(dirname "$0")/../integration/server_common.sh"
+start_server
+A=(-H "Authorization: Bearer $ADMIN")
+req POST /v1/execute "${A[@]}" -d "{\"skill\":\"http_request\",\"input\":{\"url\":\"http://169.254.169.254:$P/\"}}"
+check "REST call refused by the guard" test "$(json_get "$BODY" '(j.get("result") or j).get("error",{}).get("code")')" = blocked_address
+req GET /metrics "${A[@]}"
+if echo "$BODY" | grep -Eq '^skilld_outbound_rejected_total [1-9][0-9]*$'; then
+    pass "metrics count outbound refusals"
+else
+    fail "metrics count outbound refusals" "$(echo "$BODY" | grep outbound)"
+fi
+stop_server
 finish

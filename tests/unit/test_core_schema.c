@@ -187,6 +187,19 @@ TEST(schema_check)
     CHECK_EQ_INT(chk("{\"pattern\":\"[\"}"), SKD_EINVAL);
     CHECK_EQ_INT(chk("{\"pattern\":\"(a)\\\\1\"}"), SKD_EINVAL);
     CHECK_EQ_INT(chk("{\"pattern\":\"a\\\\\\\\1\"}"), 0); /* an escaped backslash, then 1 */
+    /* patterns that would make glibc's regex compile or match for too long */
+    CHECK_EQ_INT(chk("{\"pattern\":\"a++\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"a{2}*\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"(a{9}){9}(b{9})\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"a{256}\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"a{1,255}b{3,}\"}"), 0);
+    CHECK_EQ_INT(chk("{\"pattern\":\"a{x}\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"a+b+c+d+e+f+g+h+i+j+k+l+m+n+o+p+q+\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(chk("{\"pattern\":\"^[a-z+*?{]+[]x]*[[:alpha:]]?$\"}"), 0);
+    CHECK_EQ_INT(chk("{\"pattern\":\"[abc\"}"), SKD_EINVAL);
+    CHECK_EQ_INT(v("{\"pattern\":\"^[+*]+$\"}", "\"+*+\""), 0);
+    CHECK_EQ_INT(v("{\"pattern\":\"x+++\"}", "\"x\""), SKD_EINVAL);
+    CHECK(strstr(msg, "does not compile") != NULL);
     CHECK_EQ_INT(chk("{\"properties\":{\"a\":3}}"), SKD_EINVAL);
     CHECK(strstr(msg, "$.properties.a") != NULL);
     CHECK_EQ_INT(chk("{\"properties\":[]}"), SKD_EINVAL);

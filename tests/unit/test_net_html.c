@@ -181,6 +181,15 @@ TEST(metadata_fallbacks)
     CHECK_EQ_INT(convert("<title>\n  Spaced \t out\n</title><p>x</p>", NULL, SKD_HTML_TEXT, &d), 0);
     CHECK_STR(d.title, "Spaced out");
     skd__html_doc_free(&d);
+    /* the date of the content, not of a sidebar; the author from rel=author */
+    CHECK_EQ_INT(convert("<body><aside><time datetime='2001-01-01'>old</time></aside>"
+                         "<main><p>By <a rel='author' href='/u'> Ann\n Lee</a>, "
+                         "<time datetime=' 2024-02-29 '>today</time></p></main></body>",
+                         NULL, SKD_HTML_MARKDOWN, &d),
+                 0);
+    CHECK_STR(d.meta.published, "2024-02-29");
+    CHECK_STR(d.meta.author, "Ann Lee");
+    skd__html_doc_free(&d);
 }
 
 TEST(long_title_is_capped)
@@ -236,7 +245,9 @@ TEST(link_resolution_cases)
         "<a href='JavaScript:alert(1)'>d</a><a href='java&#10;script:x()'>e</a>"
         "<a href='vbscript:x'>f</a><a href='file:///etc/passwd'>g</a>"
         "<a href='#top'>h</a><a href=''>i</a><a href='q?x=1#f'>j</a>"
-        "<a href='http://user:pw@Host.Example:8080/P'>k</a>";
+        "<a href='http://user:pw@Host.Example:8080/P'>k</a>"
+        "<a href='https:/no-host'>l</a><a href='http://'>m</a><a href='https:?q'>n</a>"
+        "<a href='javascriptjavascriptjavascript:x'>o</a>";
     CHECK_EQ_INT(convert(page, "http://example.com/a/b/c.html", SKD_HTML_LINKS, &d), 0);
     CHECK(find_link(&d, "http://example.com/up/a") != NULL);
     CHECK(find_link(&d, "http://example.com/abs") != NULL);

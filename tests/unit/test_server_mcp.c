@@ -443,6 +443,51 @@ TEST(list_changed_on_registry_change)
     sink_free(&sk2);
 }
 
+TEST(expose_skills_switch)
+{
+    skd_err err = {0};
+    CHECK_EQ_INT(skd_config_set(F.cfg, "SKILLD_MCP_EXPOSE_SKILLS", "false", &err), 0);
+    skd_mcp *m = skd__mcp_new(F.e, F.calls);
+    skd_mcp_session *s = skd__mcp_session_new(m, "k1", SKD_SCOPE_ALL);
+    json_decref(rpc(s, "{\"jsonrpc\":\"2.0\",\"id\":0,\"method\":\"initialize\",\"params\":{"
+                       "\"protocolVersion\":\"2025-11-25\",\"capabilities\":{}}}",
+                    NULL));
+    json_t *r = rpc(s, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}", NULL);
+    json_t *tools = json_object_get(json_object_get(r, "result"), "tools");
+    CHECK_EQ_INT(json_array_size(tools), 2); /* page size 2: skills_list, skills_execute */
+    CHECK_STR(skd_json_str(json_object_get(r, "result"), "nextCursor", NULL), "2");
+    json_decref(r);
+    r = rpc(s,
+            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\",\"params\":{\"cursor\":"
+            "\"2\"}}",
+            NULL);
+    tools = json_object_get(json_object_get(r, "result"), "tools");
+    CHECK_EQ_INT(json_array_size(tools), 1);
+    CHECK(json_object_get(json_object_get(r, "result"), "nextCursor") == NULL);
+    json_decref(r);
+    /* The skill is still reachable through skills_execute, not directly. */
+    r = call(s, "echo", "{\"msg\":\"hi\"}", NULL);
+    CHECK_EQ_INT(rpc_code(r), -32602);
+    json_decref(r);
+    r = call(s, "skills_execute", "{\"skill\":\"echo\",\"input\":{\"msg\":\"hi\"}}", NULL);
+    CHECK(!is_error(r));
+    json_decref(r);
+    skd__mcp_session_close(s);
+    skd__mcp_session_unref(s);
+    skd__mcp_free(m);
+    CHECK_EQ_INT(skd_config_set(F.cfg, "SKILLD_MCP_EXPOSE_SKILLS", "true", &err), 0);
+    /* Freeing one dispatcher leaves the other subscribed to changes. */
+    skd_mcp_session *s2 = fixture_session(&F, "k1", SKD_SCOPE_ALL, "2025-11-25");
+    struct sink sk;
+    sink_init(&sk);
+    skd__mcp_session_set_sink(s2, sink_send, &sk, NULL);
+    CHECK_EQ_INT(fixture_add_echo(&F, "echo3"), 0);
+    CHECK_EQ_INT(sink_count(&sk, "notifications/tools/list_changed"), 1);
+    skd__mcp_session_close(s2);
+    skd__mcp_session_unref(s2);
+    sink_free(&sk);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_server_mcp");
@@ -460,6 +505,7 @@ int main(void)
     RUN(cancellation_stops_the_call);
     RUN(logging_set_level);
     RUN(list_changed_on_registry_change);
+    RUN(expose_skills_switch);
     fixture_close(&F);
     return TAP_END();
 }

@@ -1,0 +1,148 @@
+/*
+ * A2A over HTTP: the agent cards at /.well-known/agent-card.json (1.0) and
+ * /.well-known/agent.json (0.3), and JSON-RPC at POST /a2a. The methods
+ * live in a2a.c; this file only moves bytes. A streaming method answers
+ * with text/event-stream fed by a worker thread (the server's call
+ * tracker counts it, so a stop waits for it); a plain method runs on the
+ * connection's own thread (the daemon has one per connection).
+ *
+ * The cards are public (clients discover the agent before they have a
+ * key); when a valid bearer key comes along, the key's private skills are
+ * listed too. The card URL comes from SKILLD_PUBLIC_URL, else from the Host
+ * header, which http.c has already checked against SKILLD_ALLOWED_HOSTS.
+ */
+#include "server/a2a.h"
+#include "server/custom_http.h"
+#include "server/http.h"
+#include "server/jsonrpc.h"
+#include "server/sse.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define A2A_STREAM_BYTES (8u << 20) /* unsent SSE bytes before a slow client is dropped */
+#define A2A_STREAM_WORKERS 256
+
+static void card(skd_http_req *req, skd_http_reply *out, int legacy)
+{
+    char base[300];
+    const char *pub =
+        skd_config_str(skd_engine_config(skd__server_engine(req->srv)), "SKILLD_PUBLIC_URL");
+    const char *host = skd__http_header(req, "Host");
+    if (pub && *pub)
+        snprintf(base, sizeof(base), "%s", pub);
+    else
+        snprintf(base, sizeof(base), "http://%s", host ? host : "localhost");
+    size_t n = strlen(base);
+    while (n > 0 && base[n - 1] == '/')
+        base[--n] = '\0';
+    const char *key = NULL;
+    if (skd__http_header(req, "Authorization")) {
+        skd_http_reply scratch = {0, NULL};
+        if (skd__auth_bearer(req, &scratch) == 0)
+            key = req->key.id;
+        if (scratch.resp)
+            MHD_destroy_response(scratch.resp);
+    }
+    skd__http_json(out, MHD_HTTP_OK, skd__a2a_card(skd__server_a2a(req->srv), base, key, legacy));
+}
+
+void skd__a2a_http_card(skd_http_req *req, skd_http_reply *out)
+{
+    card(req, out, 0);
+}
+
+void skd__a2a_http_card_legacy(skd_http_req *req, skd_http_reply *out)
+{
+    card(req, out, 1);
+}
+
+struct stream_job {
+    skd_a2a *a2a;
+    skd_sse *sse;
+    json_t *msg;
+    char key_id[64];
+    unsigned scopes;
+    char version[32];
+    int has_version;
+};
+
+static int emit(void *arg, const json_t *msg)
+{
+    skd_sse *sse = arg;
+    skd__sse_send(sse, msg);
+    return skd__sse_gone(sse) ? -1 : 0;
+}
+
+static void stream_run(void *arg)
+{
+    struct stream_job *job = arg;
+    json_t *reply =
+        skd__a2a_handle(job->a2a, job->key_id, job->scopes, job->has_version ? job->version : NULL,
+                        job->msg, emit, job->sse);
+    if (reply) /* refused before the stream started: one error event */
+        skd__sse_send(job->sse, reply);
+    json_decref(reply);
+    skd__sse_close(job->sse);
+    skd__sse_unref(job->sse);
+    json_decref(job->msg);
+    free(job);
+}
+
+static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http_reply *out)
+{
+    struct stream_job *job = calloc(1, sizeof(*job));
+    skd_sse *sse = skd__sse_new(A2A_STREAM_BYTES, NULL);
+    struct MHD_Response *resp = sse ? skd__sse_response(sse) : NULL;
+    if (!job || !resp) {
+        free(job);
+        if (resp)
+            MHD_destroy_response(resp);
+        skd__sse_unref(sse);
+        json_decref(msg);
+        skd__http_json(out, MHD_HTTP_INTERNAL_SERVER_ERROR,
+                       skd__rpc_error(NULL, SKD_RPC_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    job->a2a = skd__server_a2a(req->srv);
+    job->sse = sse;
+    job->msg = msg;
+    job->scopes = req->key.scopes;
+    skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id));
+    if (version) {
+        job->has_version = 1;
+        skd_strlcpy(job->version, version, sizeof(job->version));
+    }
+    if (skd__calls_spawn(skd__server_calls(req->srv), A2A_STREAM_WORKERS, stream_run, job) != 0) {
+        skd__http_json(out, MHD_HTTP_SERVICE_UNAVAILABLE,
+                       skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
+                                      "too many streams; retry later"));
+        json_decref(msg);
+        free(job);
+        skd__sse_unref(sse);
+        MHD_destroy_response(resp);
+        return;
+    }
+    out->status = MHD_HTTP_OK;
+    out->resp = resp;
+}
+
+void skd__a2a_http_post(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *err_reply = NULL;
+    json_t *msg = skd__rpc_parse(req->body, req->body_len, &err_reply);
+    const char *version = skd__http_header(req, "A2A-Version");
+    if (!msg) {
+        skd__http_json(out, MHD_HTTP_OK, err_reply);
+        return;
+    }
+    if (skd__a2a_is_stream(msg)) {
+        stream(req, msg, version, out); /* takes msg */
+        return;
+    }
+    json_t *reply = skd__a2a_handle(skd__server_a2a(req->srv), req->key.id, req->key.scopes,
+                                    version, msg, NULL, NULL);
+    json_decref(msg);
+    skd__http_json(out, MHD_HTTP_OK, reply);
+}

@@ -1,0 +1,79 @@
+/*
+ * REST management of custom skills: register (POST /v1/skills), remove
+ * (DELETE /v1/skills/{name[@version]}) and enable/disable (PATCH). The key
+ * comes from the bearer secret (http.c); who may do what is decided by
+ * src/lib/custom.c, never here. The body is a manifest, or {"manifest":
+ * {...}, "replace": true} to replace the key's own name@version.
+ */
+#include "server/custom_http.h"
+#include "skilld/custom.h"
+
+#include <string.h>
+
+static skd_actor actor(const skd_http_req *req)
+{
+    return (skd_actor){.key_id = req->key.id, .scopes = req->key.scopes};
+}
+
+void skd__rest_skill_register(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_skill *s = NULL;
+    json_t *body = skd__http_body_object(req, out);
+    if (!body)
+        return;
+    json_t *m = json_object_get(body, "manifest");
+    json_t *replace = json_object_get(body, "replace");
+    if (!m) {
+        m = body; /* the body is the manifest itself */
+        replace = NULL;
+    } else if (json_object_size(body) > (replace ? 2u : 1u) ||
+               (replace && !json_is_boolean(replace))) {
+        json_decref(body);
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "expected a manifest, or {\"manifest\": {...}, \"replace\": bool}");
+        return;
+    }
+    skd_actor who = actor(req);
+    if (skd_custom_register(skd__server_engine(req->srv), &who, m, json_is_true(replace), &s, &err))
+        skd__http_from_err(out, &err);
+    else
+        skd__http_json(out, MHD_HTTP_CREATED, skd_skill_to_json(s));
+    skd_skill_unref(s);
+    json_decref(body);
+}
+
+void skd__rest_skill_delete(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    if (skd_custom_remove(skd__server_engine(req->srv), &who, req->param, &err))
+        skd__http_from_err(out, &err);
+    else
+        skd__http_empty(out, MHD_HTTP_NO_CONTENT);
+}
+
+void skd__rest_skill_patch(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    json_t *body = skd__http_body_object(req, out);
+    if (!body)
+        return;
+    json_t *en = json_object_get(body, "enabled");
+    if (!json_is_boolean(en) || json_object_size(body) != 1) {
+        json_decref(body);
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "expected {\"enabled\": true|false}");
+        return;
+    }
+    skd_actor who = actor(req);
+    skd_engine *e = skd__server_engine(req->srv);
+    if (skd_custom_set_enabled(e, &who, req->param, json_is_true(en), &err)) {
+        skd__http_from_err(out, &err);
+    } else {
+        skd_skill *s = skd_registry_lookup(skd_engine_registry(e), req->param, req->key.id, NULL);
+        skd__http_json(out, MHD_HTTP_OK, s ? skd_skill_to_json(s) : json_object());
+        skd_skill_unref(s);
+    }
+    json_decref(body);
+}
