@@ -425,7 +425,11 @@ static void close_pair(int p[2])
     p[0] = p[1] = -1;
 }
 
-/* The parent's half of the start-up: maps, cgroup, then release. */
+/* The parent's half of the start-up: the id maps, then "g" (the child
+ * starts building its root), then the cgroup, then "c" (the child may go on
+ * to exec). On cgroup v1 joining the cgroup waits for an RCU grace period
+ * (the global threadgroup lock), so it overlaps with the child's set-up;
+ * the child never reaches execve before "c". */
 static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
 {
     char map[96];
@@ -434,10 +438,13 @@ static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
     if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
                            strerror(errno));
+    if (write(sync_fd, "g", 1) != 1)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: release the child: %s",
+                           strerror(errno));
     int rc = skd__cgroup_clone_fd(s->cg) >= 0 ? 0 : skd__cgroup_attach(s->cg, pid, err);
     if (rc)
         return rc;
-    if (write(sync_fd, "g", 1) != 1)
+    if (write(sync_fd, "c", 1) != 1)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: release the child: %s",
                            strerror(errno));
     return 0;

@@ -87,7 +87,7 @@ struct skd__native_child {
     const char *path;         /* the PATH to search (from envp) */
     unsigned long long fsize; /* RLIMIT_FSIZE */
     const struct sock_fprog *seccomp;
-    int sync_fd;   /* read end: parent wrote the maps and cgroups */
+    int sync_fd;   /* read end: "g" after the id maps, "c" after the cgroup */
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
 };

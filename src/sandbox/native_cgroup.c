@@ -3,15 +3,17 @@
  * memory.swap.max, pids.max, cpu.max, cgroup.kill, memory.events) and on
  * cgroup v1 (memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max,
  * cpu.cfs_quota_us; freezer to kill; memory.oom_control for OOM). Each run
- * gets its own cgroup "<parent>/skilld/<run id>" under the server's own
- * cgroup, created before the process is started and removed after it is
- * reaped. Fail closed: a limit that cannot be written refuses the run.
+ * gets its own cgroup "<server's cgroup>/skilld/<server pid>/<run id>",
+ * created before the process is started and removed after it is reaped;
+ * what a crashed server left is removed by the next one. Fail closed: a limit that cannot be
+ * written refuses the run.
  *
  * Trust: the files read here are the kernel's; run ids are UUIDs made by the
  * runner, so paths are never built from client text.
  */
 #include "sandbox/native.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -155,6 +157,54 @@ static int mkdir_ok(const char *p)
     return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
+static void kill_procs(const char *dir);
+
+/* Remove what a skilld process that is gone left under parent: its
+ * "<pid>" directory and the run cgroups in it (killing any process still
+ * there: a sandbox whose server died). Live processes' directories are left
+ * alone; an rmdir that fails (in use) is harmless. */
+static void reap_stale(const char *parent)
+{
+    DIR *d = opendir(parent);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        int64_t pid;
+        char dir[PATH_MAX];
+        if (skd_parse_i64(de->d_name, 1, INT_MAX, &pid) != 0 || (pid_t)pid == getpid() ||
+            kill((pid_t)pid, 0) == 0 || errno != ESRCH ||
+            snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
+            continue;
+        DIR *runs = opendir(dir);
+        struct dirent *re;
+        while (runs && (re = readdir(runs)) != NULL) {
+            char run[PATH_MAX];
+            if (re->d_type != DT_DIR || re->d_name[0] == '.' ||
+                snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) >= (int)sizeof(run))
+                continue;
+            kill_procs(run);
+            rmdir(run);
+        }
+        if (runs)
+            closedir(runs);
+        rmdir(dir);
+    }
+    if (d)
+        closedir(d);
+}
+
+/* parent ("<...>/skilld") becomes "<...>/skilld/<our pid>", created, after
+ * the directories of dead skilld processes are removed. */
+static int own_dir(char *parent, size_t cap, int v2)
+{
+    size_t n = strlen(parent);
+    reap_stale(parent);
+    if (snprintf(parent + n, cap - n, "/%d", (int)getpid()) >= (int)(cap - n) || mkdir_ok(parent))
+        return -1;
+    if (v2 && write_file(parent, "cgroup.subtree_control", "+memory +pids +cpu"))
+        return -1;
+    return 0;
+}
+
 static int setup_v2(void)
 {
     char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512];
@@ -185,7 +235,8 @@ static int setup_v2(void)
     }
     if (snprintf(G.parent[0], sizeof(G.parent[0]), "%s/skilld", base) >= (int)sizeof(G.parent[0]) ||
         mkdir_ok(G.parent[0]) ||
-        write_file(G.parent[0], "cgroup.subtree_control", "+memory +pids +cpu")) {
+        write_file(G.parent[0], "cgroup.subtree_control", "+memory +pids +cpu") ||
+        own_dir(G.parent[0], sizeof(G.parent[0]), 1)) {
         snprintf(G.why, sizeof(G.why), "cgroup v2: cannot prepare %.300s: %s", G.parent[0],
                  strerror(errno));
         return -2;
@@ -212,7 +263,7 @@ static int setup_v1(void)
         }
         if (snprintf(G.parent[c], sizeof(G.parent[c]), "%s%s/skilld", mnt, self) >=
                 (int)sizeof(G.parent[c]) ||
-            mkdir_ok(G.parent[c])) {
+            mkdir_ok(G.parent[c]) || own_dir(G.parent[c], sizeof(G.parent[c]), 0)) {
             snprintf(G.why, sizeof(G.why), "cgroup v1: cannot create %.300s: %s", G.parent[c],
                      strerror(errno));
             return -1;

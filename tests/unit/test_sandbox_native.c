@@ -12,7 +12,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 
 static skd_runner *R;
 static char WS[64];
@@ -162,7 +165,7 @@ static int procs_with_token(const char *token)
             continue;
         buf[k] = '\0';
         if (strcmp(buf + 6, token) == 0) {
-            printf("# left over: pid %s\n", de->d_name);
+            printf("# running: pid %s\n", de->d_name);
             n++;
         }
     }
@@ -189,8 +192,10 @@ TEST(no_grandchild_survives_timeout)
     skd_sandbox_result_free(&res);
     CHECK_EQ_INT(procs_with_token(token), 0);
     /* The run's cgroup is gone too. */
-    char dir[128];
-    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%s", res.id);
+    char dir[160];
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)getpid());
+    CHECK(access(dir, F_OK) == 0);
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d/%s", (int)getpid(), res.id);
     CHECK(access(dir, F_OK) != 0);
 }
 
@@ -210,8 +215,69 @@ TEST(seccomp_denials)
     skd_sandbox_result_free(&res);
 }
 
+/* The helper process of dies_with_server: a "server" that starts a
+ * sandboxed `sleep TOKEN`, says so on stdout and waits to be killed. */
+static int orphan_helper(const char *token)
+{
+    skd_runner *r = NULL;
+    skd_err err = {0};
+    if (skd_runner_new(NULL, NULL, &r, &err))
+        return 1;
+    const char *argv[] = {"sleep", token, NULL};
+    skd_sandbox_spec spec = {.argv = argv};
+    skd_sandbox_result res;
+    return skd_sandbox_run(r, &spec, &res, &err); /* killed before it returns */
+}
+
+static char *SELF;
+
+TEST(dies_with_server)
+{
+    char token[32];
+    snprintf(token, sizeof(token), "301.%06d", (int)(getpid() % 1000000));
+    pid_t pid = fork();
+    if (pid == 0) {
+        execl(SELF, SELF, "--orphan-helper", token, (char *)NULL);
+        _exit(127);
+    }
+    CHECK(pid > 0);
+    int seen = 0;
+    for (int i = 0; i < 500 && !seen; i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+        seen = procs_with_token(token);
+    }
+    CHECK_EQ_INT(seen, 1);
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    /* The parent-death signal reaches the sandbox's init promptly; allow the
+     * kernel a bounded moment to tear the namespace down. */
+    int left = 1;
+    for (int i = 0; i < 200 && left; i++) {
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+        left = procs_with_token(token);
+    }
+    CHECK_EQ_INT(left, 0);
+    /* What the dead server left in the cgroup tree goes with the next
+     * process that sets cgroups up (here: the next helper run). */
+    char dir[160];
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)pid);
+    CHECK(access(dir, F_OK) == 0);
+    pid_t again = fork();
+    if (again == 0) {
+        execl(SELF, SELF, "--orphan-helper", "0", (char *)NULL);
+        _exit(127);
+    }
+    waitpid(again, NULL, 0);
+    CHECK(access(dir, F_OK) != 0);
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--orphan-helper") == 0)
+        return orphan_helper(argv[2]);
+    SELF = argv[0];
     sbt_maybe_reexec(argc, argv);
     TAP_BEGIN("test_sandbox_native");
     skd_err err = {0};
@@ -229,6 +295,7 @@ int main(int argc, char **argv)
     RUN(pids_limit);
     RUN(no_grandchild_survives_timeout);
     RUN(seccomp_denials);
+    RUN(dies_with_server);
     skd_runner_free(R);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "%s/d/y", WS);
