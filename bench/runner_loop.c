@@ -89,14 +89,18 @@ int main(int argc, char **argv)
         if (i >= warm)
             t[i - warm] = ms;
     }
+    if (json) { /* every time, in run order */
+        printf("{\"n\": %lld, \"times_ms\": [", (long long)n);
+        for (int64_t i = 0; i < n; i++)
+            printf("%s%.3f", i ? ", " : "", t[i]);
+        printf("]}\n");
+        rc = 0;
+        goto out;
+    }
     qsort(t, (size_t)n, sizeof(t[0]), cmp_double);
     double med = n % 2 ? t[n / 2] : (t[n / 2 - 1] + t[n / 2]) / 2;
-    if (json)
-        printf("{\"n\": %lld, \"median_ms\": %.3f, \"min_ms\": %.3f, \"max_ms\": %.3f}\n",
-               (long long)n, med, t[0], t[n - 1]);
-    else
-        printf("runs %lld  median %.2f ms  min %.2f ms  max %.2f ms\n", (long long)n, med, t[0],
-               t[n - 1]);
+    printf("runs %lld  median %.2f ms  min %.2f ms  max %.2f ms\n", (long long)n, med, t[0],
+           t[n - 1]);
     rc = 0;
 out:
     skd_workspace_close(ws);
