@@ -77,8 +77,8 @@ int main(int argc, char **argv)
     skd_workspace *ws = NULL;
     skd_err err = {0};
     static double t[MAX_N];
-    if (!cfg || skd_config_set(cfg, "DATA_DIR", dir, &err) ||
-        skd_runner_new(cfg, NULL, &r, &err) || skd_workspace_open(dir, "bench", &ws, &err)) {
+    if (!cfg || skd_config_set(cfg, "DATA_DIR", dir, &err) || skd_runner_new(cfg, NULL, &r, &err) ||
+        skd_workspace_open(dir, "bench", &ws, &err)) {
         fprintf(stderr, "runner_loop: %s\n", skd_err_msg(&err));
         goto out;
     }

@@ -178,8 +178,7 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
     if (!result || !json_is_boolean(json_object_get(result, "success"))) {
         skd_error("skill %s returned no result object", skd_skill_name(s));
         json_decref(result);
-        return skd_result_error(SKD_EINTERNAL, "skill %s returned no result",
-                                skd_skill_name(s));
+        return skd_result_error(SKD_EINTERNAL, "skill %s returned no result", skd_skill_name(s));
     }
     return result;
 }

@@ -466,8 +466,8 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     s->child.err_fd = e[1];
     s->child.status_fd = st[1];
     s->child.sync_fd = sy[0];
-    int ncg = skd__cgroup_join_fds(s->cg, s->child.cg_fds,
-                                   (int)(sizeof(s->child.cg_fds) / sizeof(s->child.cg_fds[0])), err);
+    int ncg = skd__cgroup_join_fds(
+        s->cg, s->child.cg_fds, (int)(sizeof(s->child.cg_fds) / sizeof(s->child.cg_fds[0])), err);
     if (ncg < 0) {
         rc = ncg;
         goto fail;

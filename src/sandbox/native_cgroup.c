@@ -398,8 +398,7 @@ int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
     for (int c = 0; c < cg->n; c++) {
         char p[PATH_MAX];
         int fd = -1;
-        if (c >= cap ||
-            snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
+        if (c >= cap || snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
             (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0) {
             int saved = errno;
             while (n > 0)

@@ -12,7 +12,8 @@
  * wait for the parent to write the id maps -> become root of the new
  * user namespace -> build the new root on a tmpfs (read-only binds of the image, minimal /etc,
  * fresh /proc, minimal /dev, tmpfs /tmp and /dev/shm, the idmapped workspace) -> pivot_root -> root
- * read-only -> hostname, loopback -> rlimits -> new cgroup namespace -> only fds 0, 1, 2 -> drop every capability and become uid 1000
+ * read-only -> hostname, loopback -> rlimits -> new cgroup namespace -> only fds 0, 1, 2 -> drop
+ * every capability and become uid 1000
  * -> no_new_privs, parent-death signal -> seccomp -> execve.
  */
 #include "sandbox/native.h"
