@@ -13,6 +13,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# Debian's python3 (installed by deps.sh) first: a pyenv shim costs ~0.1 s a call.
+export PATH="/usr/bin:/bin:$PATH"
 scripts/deps.sh --test || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
 
 LOG=$(mktemp -d /tmp/skilld-test.XXXXXX)
