@@ -42,4 +42,10 @@ int skd_strlcpy(char *dst, const char *src, size_t cap);
 /* 1 when the n bytes at s are valid UTF-8 (no overlongs, no surrogates). */
 int skd_utf8_valid(const char *s, size_t n);
 
+/* Length of the longest prefix of the n bytes at s that does not end inside
+ * a UTF-8 sequence: a cut at a byte cap then drops the partial character
+ * instead of leaving invalid UTF-8. Bytes that are not UTF-8 anyway (a stray
+ * continuation byte, 0xf8..0xff) are cut where asked. */
+size_t skd_utf8_cut(const char *s, size_t n);
+
 #endif

@@ -140,3 +140,21 @@ int skd_utf8_valid(const char *str, size_t n)
     }
     return 1;
 }
+
+size_t skd_utf8_cut(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t back = 0;
+    while (back < 3 && back < n && (s[n - 1 - back] & 0xc0) == 0x80)
+        back++;
+    if (back == n)
+        return n;
+    unsigned lead = s[n - 1 - back];
+    size_t need = (lead & 0xe0) == 0xc0   ? 2
+                  : (lead & 0xf0) == 0xe0 ? 3
+                  : (lead & 0xf8) == 0xf0 ? 4
+                                          : 0;
+    if (need == 0 || back + 1 >= need)
+        return n;
+    return n - 1 - back;
+}

@@ -167,6 +167,25 @@ TEST(utilities)
     CHECK(!skd_utf8_valid("\xe2\x82", 2));
 }
 
+/* A cut at a byte cap keeps whole characters only. */
+TEST(utf8_cut_drops_partial_character)
+{
+    const char *euro = "ab\xe2\x82\xac"; /* "ab" + U+20AC (3 bytes) */
+    CHECK_EQ_INT(skd_utf8_cut(euro, 5), 5);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 4), 2);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 3), 2);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 2), 2);
+    const char *emoji = "\xf0\x9f\x98\x80"; /* U+1F600 (4 bytes) */
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 4), 4);
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 3), 0);
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 1), 0);
+    CHECK_EQ_INT(skd_utf8_cut("\xc3\xa9", 2), 2);
+    CHECK_EQ_INT(skd_utf8_cut("\xc3\xa9", 1), 0);
+    CHECK_EQ_INT(skd_utf8_cut("\x80\x80", 2), 2); /* not UTF-8: cut where asked */
+    CHECK_EQ_INT(skd_utf8_cut("a\xff", 2), 2);
+    CHECK_EQ_INT(skd_utf8_cut("", 0), 0);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_core_basics");
@@ -177,5 +196,6 @@ int main(void)
     RUN(versions_and_names);
     RUN(cancel_runs_hook_once);
     RUN(utilities);
+    RUN(utf8_cut_drops_partial_character);
     return TAP_END();
 }
