@@ -186,6 +186,28 @@ TEST(utf8_cut_drops_partial_character)
     CHECK_EQ_INT(skd_utf8_cut("", 0), 0);
 }
 
+/* Error text that quotes client bytes or is cut at its cap still makes a
+ * result object (jansson refuses invalid UTF-8). */
+TEST(error_messages_are_valid_utf8)
+{
+    char s[] = "ok \xc3\xa9 bad \xff \xc3( cut \xe2\x82";
+    skd_utf8_scrub(s);
+    CHECK_STR(s, "ok \xc3\xa9 bad ? ?( cut ??");
+    char big[600];
+    for (size_t i = 0; i + 1 < sizeof(big); i += 2)
+        memcpy(big + i, "\xc3\xa9", 2);
+    big[sizeof(big) - 1] = '\0';
+    skd_err err = {0};
+    skd_err_set(&err, SKD_EINVAL, "x%s", big); /* cut at 512 inside a character */
+    CHECK(skd_utf8_valid(skd_err_msg(&err), strlen(skd_err_msg(&err))));
+    json_t *r = skd_result_from_err(&err);
+    CHECK_STR(skd_result_code(r), "invalid_input");
+    json_decref(r);
+    r = skd_result_error(SKD_ENOENT, "%s \xff", big);
+    CHECK_STR(skd_result_code(r), "not_found");
+    json_decref(r);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_core_basics");
@@ -197,5 +219,6 @@ int main(void)
     RUN(cancel_runs_hook_once);
     RUN(utilities);
     RUN(utf8_cut_drops_partial_character);
+    RUN(error_messages_are_valid_utf8);
     return TAP_END();
 }
