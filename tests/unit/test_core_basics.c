@@ -208,6 +208,52 @@ TEST(error_messages_are_valid_utf8)
     json_decref(r);
 }
 
+/* JSON log lines stay whole JSON objects: a message of escapes longer than
+ * the old 4 KiB line buffer, and one quoting bytes that are not UTF-8. */
+TEST(json_log_lines_are_whole)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    int saved = dup(STDERR_FILENO);
+    dup2(p[1], STDERR_FILENO);
+    skd_log_set_json(1);
+    char quotes[2000];
+    memset(quotes, '"', sizeof(quotes) - 1); /* each one escapes to two bytes */
+    quotes[sizeof(quotes) - 1] = '\0';
+    char ctl[700];
+    memset(ctl, '\x01', sizeof(ctl) - 1); /* each one escapes to \u0001 */
+    ctl[sizeof(ctl) - 1] = '\0';
+    skd_error("q:%s", quotes);
+    skd_error("c:%s", ctl);
+    skd_error("bad byte \xff here");
+    skd_log_set_json(0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(p[1]);
+    static char out[65536];
+    ssize_t n = read(p[0], out, sizeof(out) - 1);
+    close(p[0]);
+    CHECK(n > 0);
+    out[n > 0 ? n : 0] = '\0';
+    int lines = 0;
+    for (char *line = out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        json_error_t je;
+        json_t *v = json_loadb(line, (size_t)(nl - line), 0, &je);
+        const char *msg = skd_json_str(v, "msg", "");
+        CHECK(v != NULL);
+        if (lines == 0)
+            CHECK(strncmp(msg, "q:\"\"", 4) == 0 && strlen(msg) == 2 + 1999);
+        if (lines == 1)
+            CHECK(strncmp(msg, "c:\x01", 3) == 0 && strlen(msg) == 2 + 699);
+        if (lines == 2)
+            CHECK_STR(msg, "bad byte ? here");
+        json_decref(v);
+        lines++;
+    }
+    CHECK_EQ_INT(lines, 3);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_core_basics");
@@ -220,5 +266,6 @@ int main(void)
     RUN(utilities);
     RUN(utf8_cut_drops_partial_character);
     RUN(error_messages_are_valid_utf8);
+    RUN(json_log_lines_are_whole);
     return TAP_END();
 }
