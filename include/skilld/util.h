@@ -43,6 +43,10 @@ int skd_strlcpy(char *dst, const char *src, size_t cap);
 /* 1 when the n bytes at s are valid UTF-8 (no overlongs, no surrogates). */
 int skd_utf8_valid(const char *s, size_t n);
 
+/* Bytes of the one valid UTF-8 sequence at s (n > 0 bytes available), or 0
+ * when the bytes there are not one. */
+size_t skd_utf8_seq_len(const unsigned char *s, size_t n);
+
 /* Length of the longest prefix of the n bytes at s that does not end inside
  * a UTF-8 sequence: a cut at a byte cap then drops the partial character
  * instead of leaving invalid UTF-8. Bytes that are not UTF-8 anyway (a stray

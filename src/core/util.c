@@ -109,7 +109,7 @@ int skd_strlcpy(char *dst, const char *src, size_t cap)
 /* Bytes of the valid UTF-8 sequence at s (n bytes available), 0 when the
  * bytes there are not one (no overlongs, no surrogates, nothing past
  * U+10FFFF). */
-static size_t utf8_seq(const unsigned char *s, size_t n)
+size_t skd_utf8_seq_len(const unsigned char *s, size_t n)
 {
     unsigned c = s[0];
     size_t k;
@@ -141,7 +141,7 @@ int skd_utf8_valid(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     for (size_t i = 0, k; i < n; i += k)
-        if (!(k = utf8_seq(s + i, n - i)))
+        if (!(k = skd_utf8_seq_len(s + i, n - i)))
             return 0;
     return 1;
 }
@@ -151,7 +151,7 @@ void skd_utf8_scrub(char *str)
     unsigned char *s = (unsigned char *)str;
     size_t n = strlen(str);
     for (size_t i = 0, k; i < n; i += k) {
-        if (!(k = utf8_seq(s + i, n - i))) {
+        if (!(k = skd_utf8_seq_len(s + i, n - i))) {
             s[i] = '?';
             k = 1;
         }
