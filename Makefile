@@ -23,15 +23,17 @@ CLI_SRCS := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))
 EXAMPLE_SRCS := $(wildcard examples/*.c)
+BENCH_SRCS := $(wildcard bench/*.c)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
+BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
 .PHONY: all tests asan check lint format clean fuzz
-all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS)
+all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS) $(BENCH_BINS)
 
 tests: $(TEST_BINS)
 
@@ -57,6 +59,12 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libskilld.a $(LDLIBS)
+
+# Benchmark drivers: bench/*.c, one program each (bench/README.md).
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(BUILD)/libskilld.a
+	@mkdir -p $(dir $@)
+	@echo "  LINK  $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libskilld.a $(LDLIBS)
 
 asan:
 	$(MAKE) BUILD=build-asan CC=clang CFLAGS="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" all

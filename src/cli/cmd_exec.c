@@ -86,12 +86,15 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
         return rc;
     if (!*o.key)
         return skd__cli_usage("exec", "--key must not be empty");
-    skd_engine *e = skd__cli_engine(cli);
-    if (!e)
-        return CLI_FAIL;
     skd_err err = {0};
+    /* Only DATA_DIR and the runner are needed: no store, no skills. */
+    if (!cli->engine &&
+        skd_engine_open_flags(cli->cfg, SKD_ENGINE_SANDBOX_ONLY, &cli->engine, &err)) {
+        fprintf(stderr, "skilld: %s: %s\n", skd_errcode(err.code), skd_err_msg(&err));
+        return CLI_FAIL;
+    }
     skd_workspace *ws = NULL;
-    skd_runner *r = skd_engine_runner(e, &err);
+    skd_runner *r = skd_engine_runner(cli->engine, &err);
     if (!r || skd_workspace_open(skd_config_str(cli->cfg, "DATA_DIR"), o.key, &ws, &err)) {
         fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
         return CLI_FAIL;

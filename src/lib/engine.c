@@ -47,6 +47,11 @@ static int mkdir_p(const char *path, skd_err *err)
 
 int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err)
 {
+    return skd_engine_open_flags(cfg, 0, out, err);
+}
+
+int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **out, skd_err *err)
+{
     *out = NULL;
     const char *dir = skd_config_str(cfg, "DATA_DIR");
     char dbpath[PATH_MAX];
@@ -64,6 +69,10 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err)
     if (!e->reg) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
+    }
+    if (flags & SKD_ENGINE_SANDBOX_ONLY) { /* skilld exec: no store, no skills */
+        *out = e;
+        return 0;
     }
     if ((rc = skd_store_open(dbpath, &e->store, err)) != 0)
         goto out;
@@ -171,8 +180,7 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
     if (!result || !json_is_boolean(json_object_get(result, "success"))) {
         skd_error("skill %s returned no result object", skd_skill_name(s));
         json_decref(result);
-        return skd_result_error(SKD_EINTERNAL, "skill %s returned no result",
-                                skd_skill_name(s));
+        return skd_result_error(SKD_EINTERNAL, "skill %s returned no result", skd_skill_name(s));
     }
     return result;
 }
@@ -214,6 +222,8 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         return skd_result_error(SKD_EINTERNAL, "no randomness for an execution id");
     if (exec_id)
         memcpy(exec_id, id, sizeof(id));
+    if (!e->store)
+        return skd_result_error(SKD_EINTERNAL, "this engine was opened for sandbox runs only");
     if (!input)
         input = empty = json_object();
     if (!c->key_id || !*c->key_id) {

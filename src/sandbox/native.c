@@ -426,11 +426,12 @@ static void close_pair(int p[2])
 }
 
 /* The parent's half of the start-up: the id maps, then "g" (the child
- * starts building its root), then the cgroup, then "c" (the child may go on
- * to exec). On cgroup v1 joining the cgroup waits for an RCU grace period
- * (the global threadgroup lock), so it overlaps with the child's set-up;
- * the child never reaches execve before "c". */
-static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
+ * builds its root and goes on to exec). The cgroup needs no step here: on
+ * v2 the child is born in it (CLONE_INTO_CGROUP); on v1 the child's first
+ * act is to write itself into the "tasks" files opened for it
+ * (skd__cgroup_join_fds), which does not wait for an RCU grace period as
+ * moving another process does, and it dies if that fails. */
+static int release_child(pid_t pid, int sync_fd, skd_err *err)
 {
     char map[96];
     snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
@@ -441,13 +442,13 @@ static int release_child(struct nstate *s, pid_t pid, int sync_fd, skd_err *err)
     if (write(sync_fd, "g", 1) != 1)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: release the child: %s",
                            strerror(errno));
-    int rc = skd__cgroup_clone_fd(s->cg) >= 0 ? 0 : skd__cgroup_attach(s->cg, pid, err);
-    if (rc)
-        return rc;
-    if (write(sync_fd, "c", 1) != 1)
-        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: release the child: %s",
-                           strerror(errno));
     return 0;
+}
+
+static void close_join_fds(struct skd__native_child *c)
+{
+    while (c->ncg > 0)
+        close(c->cg_fds[--c->ncg]);
 }
 
 static int native_spawn(void *state, skd__spawned *out, skd_err *err)
@@ -465,6 +466,13 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     s->child.err_fd = e[1];
     s->child.status_fd = st[1];
     s->child.sync_fd = sy[0];
+    int ncg = skd__cgroup_join_fds(
+        s->cg, s->child.cg_fds, (int)(sizeof(s->child.cg_fds) / sizeof(s->child.cg_fds[0])), err);
+    if (ncg < 0) {
+        rc = ncg;
+        goto fail;
+    }
+    s->child.ncg = ncg;
     struct clone_args ca;
     memset(&ca, 0, sizeof(ca));
     ca.flags = NS_FLAGS | CLONE_PIDFD;
@@ -484,7 +492,8 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     }
     close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
     in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
-    if ((rc = release_child(s, pid, sy[1], err)) != 0) {
+    close_join_fds(&s->child);
+    if ((rc = release_child(pid, sy[1], err)) != 0) {
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;
         waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
@@ -504,6 +513,7 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
                           .status_fd = st[0]};
     return 0;
 fail:
+    close_join_fds(&s->child);
     close_pair(in), close_pair(o), close_pair(e), close_pair(st), close_pair(sy);
     return rc;
 }

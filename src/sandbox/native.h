@@ -40,8 +40,14 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
 /* cgroup v2: a directory fd of the run's cgroup for clone3's
  * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
 int skd__cgroup_clone_fd(const skd__cgroup *cg);
-/* Move pid into the run's cgroup (every controller). */
-int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err);
+/* cgroup v1: open the run's "tasks" file of every controller (write-only,
+ * close-on-exec) into fds[0..cap), for the child to join by writing "0"
+ * (itself, one thread) before it does anything else. Moving one's own
+ * thread skips the global threadgroup lock and so the RCU grace period that
+ * moving another process waits for. The files are opened here, by root, so
+ * the kernel's check (the opener's credentials) passes for the child.
+ * Returns how many (0 on v2: CLONE_INTO_CGROUP is used) or SKD_ESANDBOX. */
+int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err);
 /* SIGKILL every process in the cgroup (cgroup.kill, or freeze + kill +
  * thaw on v1). Never blocks for long. */
 void skd__cgroup_kill(skd__cgroup *cg);
@@ -87,7 +93,9 @@ struct skd__native_child {
     const char *path;         /* the PATH to search (from envp) */
     unsigned long long fsize; /* RLIMIT_FSIZE */
     const struct sock_fprog *seccomp;
-    int sync_fd;   /* read end: "g" after the id maps, "c" after the cgroup */
+    int sync_fd;   /* read end: "g" after the id maps */
+    int cg_fds[4]; /* cgroup v1: the run's "tasks" files, written "0" first */
+    int ncg;
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
 };

@@ -390,15 +390,25 @@ int skd__cgroup_clone_fd(const skd__cgroup *cg)
     return cg ? cg->fd : -1;
 }
 
-int skd__cgroup_attach(skd__cgroup *cg, pid_t pid, skd_err *err)
+int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
 {
-    char v[32];
-    snprintf(v, sizeof(v), "%d", (int)pid);
-    for (int c = 0; c < cg->n; c++)
-        if (write_file(cg->dir[c], "cgroup.procs", v))
-            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: join cgroup %s: %s", cg->dir[c],
-                               strerror(errno));
-    return 0;
+    int n = 0;
+    if (G.version != 1)
+        return 0;
+    for (int c = 0; c < cg->n; c++) {
+        char p[PATH_MAX];
+        int fd = -1;
+        if (c >= cap || snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
+            (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0) {
+            int saved = errno;
+            while (n > 0)
+                close(fds[--n]);
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: open %s/tasks: %s", cg->dir[c],
+                               strerror(saved));
+        }
+        fds[n++] = fd;
+    }
+    return n;
 }
 
 /* Send SIGKILL to every pid listed in dir/cgroup.procs. */

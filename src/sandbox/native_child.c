@@ -8,11 +8,12 @@
  * with stdio and takes no lock: every path and string was prepared by the
  * parent (native.c); only system calls and simple loops are used.
  *
- * Order: wait for the parent to write the id maps -> become root of the new
+ * Order: join the run's cgroups (v1; on v2 the child is born in them) ->
+ * wait for the parent to write the id maps -> become root of the new
  * user namespace -> build the new root on a tmpfs (read-only binds of the image, minimal /etc,
  * fresh /proc, minimal /dev, tmpfs /tmp and /dev/shm, the idmapped workspace) -> pivot_root -> root
- * read-only -> hostname, loopback -> rlimits -> wait for the parent to have put us in the run's
- * cgroup -> new cgroup namespace -> only fds 0, 1, 2 -> drop every capability and become uid 1000
+ * read-only -> hostname, loopback -> rlimits -> new cgroup namespace -> only fds 0, 1, 2 -> drop
+ * every capability and become uid 1000
  * -> no_new_privs, parent-death signal -> seccomp -> execve.
  */
 #include "sandbox/native.h"
@@ -313,6 +314,12 @@ void skd__native_child_main(const struct skd__native_child *c)
     reset_signals();
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
         die("parent-death signal", NULL);
+    /* cgroup v1: join the run's cgroups before anything else (v2: born there). */
+    for (int i = 0; i < c->ncg; i++) {
+        if (write(c->cg_fds[i], "0", 1) != 1)
+            die("join the run's cgroup", NULL);
+        close(c->cg_fds[i]);
+    }
     if (read(c->sync_fd, &go, 1) != 1 || go != 'g')
         _exit(127); /* the parent gave up; it reports why */
     if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
@@ -326,9 +333,6 @@ void skd__native_child_main(const struct skd__native_child *c)
     set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
     set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
     set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
-    /* Nothing past this point runs outside the run's cgroup. */
-    if (read(c->sync_fd, &go, 1) != 1 || go != 'c')
-        _exit(127);
     close(c->sync_fd);
     if (unshare(CLONE_NEWCGROUP) != 0)
         die("cgroup namespace", NULL);

@@ -1,0 +1,78 @@
+/* The sandbox-only engine (SKD_ENGINE_SANDBOX_ONLY, used by `skilld exec`):
+ * it creates DATA_DIR but opens no store (no skilld.db appears), has an
+ * empty registry, refuses skd_engine_execute, and still gives a runner. A
+ * full engine over the same DATA_DIR afterwards is unaffected. */
+#include "skilld/sandbox.h"
+#include "skilld/skilld.h"
+#include "tap.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char tmpdir[64];
+static char datadir[128];
+
+static int exists(const char *dir, const char *name)
+{
+    char p[256];
+    struct stat st;
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    return stat(p, &st) == 0;
+}
+
+TEST(sandbox_only_has_no_store)
+{
+    skd_err err = {0};
+    skd_config *cfg = skd_config_new();
+    CHECK(cfg != NULL);
+    CHECK_EQ_INT(skd_config_set(cfg, "DATA_DIR", datadir, &err), 0);
+    skd_engine *e = NULL;
+    CHECK_EQ_INT(skd_engine_open_flags(cfg, SKD_ENGINE_SANDBOX_ONLY, &e, &err), 0);
+    CHECK(e != NULL);
+    CHECK(exists(datadir, "."));          /* DATA_DIR made, with its parents */
+    CHECK(!exists(datadir, "skilld.db")); /* no store opened */
+    CHECK(skd_engine_store(e) == NULL);
+    skd_skill *s = skd_registry_lookup(skd_engine_registry(e), "file_read", "k", &err);
+    CHECK(s == NULL); /* no built-ins registered */
+    skd_skill_unref(s);
+    skd_call c = {.key_id = "k", .scopes = SKD_SCOPE_EXECUTE, .skill = "file_read"};
+    json_t *r = skd_engine_execute(e, &c, NULL);
+    CHECK(r != NULL && !skd_result_success(r));
+    CHECK_STR(skd_result_code(r), "internal_error");
+    json_decref(r);
+    CHECK(skd_engine_runner(e, &err) != NULL); /* what skilld exec needs */
+    skd_engine_close(e);
+    /* A full engine over the same DATA_DIR opens its store and built-ins. */
+    CHECK_EQ_INT(skd_engine_open_flags(cfg, 0, &e, &err), 0);
+    CHECK(skd_engine_store(e) != NULL);
+    CHECK(exists(datadir, "skilld.db"));
+    s = skd_registry_lookup(skd_engine_registry(e), "file_read", "k", &err);
+    CHECK(s != NULL);
+    skd_skill_unref(s);
+    skd_engine_close(e);
+    skd_config_free(cfg);
+}
+
+int main(void)
+{
+    TAP_BEGIN("test_lib_engine_flags");
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-engine-flags.XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return 1;
+    snprintf(datadir, sizeof(datadir), "%s/a/b/var", tmpdir);
+    RUN(sandbox_only_has_no_store);
+    char cmd[160];
+    snprintf(cmd, sizeof(cmd), "%s", tmpdir);
+    pid_t pid = fork();
+    if (pid == 0) {
+        execlp("rm", "rm", "-rf", cmd, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(pid, &st, 0);
+    return TAP_END();
+}
