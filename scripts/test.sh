@@ -8,11 +8,14 @@
 #   2. unit: build/tests/test_* (release), then under ASan+UBSan, then valgrind
 #   3. fuzz corpora replayed through the libFuzzer drivers
 #   4. integration: tests/integration/*.sh, tests/security/*.sh,
-#      tests/providers/*.sh, tests/node/*.test.mjs — driving the real binary
+#      tests/providers/*.sh, tests/node/*.test.mjs — driving the real binary;
+#      tests/integration/*.sh once more against the ASan+UBSan binary
 # SKILLD_TEST_FILTER=regex runs only matching programs (for development).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
+# Debian's python3 (installed by deps.sh) first: a pyenv shim costs ~0.1 s a call.
+export PATH="/usr/bin:/bin:$PATH"
 scripts/deps.sh --test || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
 
 LOG=$(mktemp -d /tmp/skilld-test.XXXXXX)
@@ -89,6 +92,12 @@ export SKILLD="$ROOT/build/skilld" SKILLD_ROOT="$ROOT"
 for t in tests/integration/*.sh tests/security/*.sh tests/providers/*.sh; do
     [ -x "$t" ] || continue
     run_prog "${t#tests/}" "$t"
+done
+echo "== integration (ASan+UBSan binary)"
+for t in tests/integration/*.sh; do
+    [ -x "$t" ] || continue
+    SKILLD="$ROOT/build-asan/skilld" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+        UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_prog "asan-${t#tests/}" "$t"
 done
 for t in tests/node/*.test.mjs; do
     [ -f "$t" ] || continue

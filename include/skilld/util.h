@@ -5,6 +5,7 @@
 #ifndef SKILLD_UTIL_H
 #define SKILLD_UTIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -41,5 +42,27 @@ int skd_strlcpy(char *dst, const char *src, size_t cap);
 
 /* 1 when the n bytes at s are valid UTF-8 (no overlongs, no surrogates). */
 int skd_utf8_valid(const char *s, size_t n);
+
+/* Bytes of the one valid UTF-8 sequence at s (n > 0 bytes available), or 0
+ * when the bytes there are not one. */
+size_t skd_utf8_seq_len(const unsigned char *s, size_t n);
+
+/* Length of the longest prefix of the n bytes at s that does not end inside
+ * a UTF-8 sequence: a cut at a byte cap then drops the partial character
+ * instead of leaving invalid UTF-8. Bytes that are not UTF-8 anyway (a stray
+ * continuation byte, 0xf8..0xff) are cut where asked. */
+size_t skd_utf8_cut(const char *s, size_t n);
+
+/* Make the NUL-terminated s valid UTF-8 in place: every byte that does not
+ * belong to a valid sequence (a character cut by a size cap, bytes a client
+ * or a file name brought in) becomes '?'. The length does not change. Text
+ * that goes into a JSON string must pass here first: jansson refuses
+ * invalid UTF-8, and a reply that cannot be built is no reply at all. */
+void skd_utf8_scrub(char *s);
+
+/* vsnprintf into buf (cap bytes), then skd_utf8_scrub it. For messages that
+ * end up in JSON replies. */
+void skd_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 
 #endif

@@ -11,6 +11,7 @@
  */
 #include "builtins/builtins.h"
 #include "builtins/fileskill.h"
+#include "skilld/util.h"
 #include "skilld/workspace.h"
 
 #include <errno.h>
@@ -46,21 +47,6 @@ static ssize_t read_at(int fd, char *buf, size_t want, uint64_t offset)
     return (ssize_t)got;
 }
 
-/* Length of the longest prefix of s[0..n) that does not end inside a UTF-8
- * sequence (so a read cut at the cap does not look like bad data). */
-static size_t utf8_cut(const char *s, size_t n)
-{
-    size_t back = 0;
-    while (back < 3 && back < n && ((unsigned char)s[n - 1 - back] & 0xc0) == 0x80)
-        back++;
-    if (back < n) {
-        unsigned char lead = (unsigned char)s[n - 1 - back];
-        size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-        if (need > back + 1)
-            return n - 1 - back;
-    }
-    return n;
-}
 
 static json_t *make_result(const char *path, const char *data, size_t n, int base64, uint64_t size,
                            int truncated)
@@ -128,7 +114,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     }
     size_t n = (size_t)got;
     if (!base64 && n == want && want < range)
-        n = utf8_cut(buf, n); /* cut at the cap: do not split a character */
+        n = skd_utf8_cut(buf, n); /* cut at the cap: do not split a character */
     if (!base64 && !skd_utf8_valid(buf, n)) {
         result = skd_result_error(SKD_EINVAL,
                                   "%s is not valid UTF-8 text; read it with encoding base64", path);

@@ -15,6 +15,7 @@
  */
 #include "builtins/builtins.h"
 #include "skilld/net.h"
+#include "skilld/util.h"
 
 #include <openssl/evp.h>
 #include <stdlib.h>
@@ -132,20 +133,6 @@ static json_t *b64_string(const char *data, size_t len)
     return s;
 }
 
-/* Length of the longest prefix that does not end inside a UTF-8 sequence. */
-static size_t utf8_cut(const char *s, size_t n)
-{
-    size_t back = 0;
-    while (back < 3 && back < n && ((unsigned char)s[n - 1 - back] & 0xc0) == 0x80)
-        back++;
-    if (back < n) {
-        unsigned char lead = (unsigned char)s[n - 1 - back];
-        size_t need = lead >= 0xf0 ? 4 : lead >= 0xe0 ? 3 : lead >= 0xc0 ? 2 : 1;
-        if (need > back + 1)
-            return n - 1 - back;
-    }
-    return n;
-}
 
 static json_t *make_result(const skd_fetch_resp *r, const char *method, json_t *dropped)
 {
@@ -158,7 +145,7 @@ static json_t *make_result(const skd_fetch_resp *r, const char *method, json_t *
                             ? json_string(r->status_text)
                             : json_string(""));
     json_object_set(res, "headers", r->headers);
-    size_t n = r->truncated ? utf8_cut(r->body, r->body_len) : r->body_len;
+    size_t n = r->truncated ? skd_utf8_cut(r->body, r->body_len) : r->body_len;
     int text = memchr(r->body, '\0', n) == NULL && skd_utf8_valid(r->body, n);
     json_t *body = text ? json_stringn_nocheck(r->body, n) : b64_string(r->body, r->body_len);
     if (!body) {

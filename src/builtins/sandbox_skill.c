@@ -95,12 +95,13 @@ static void tick(void *arg, int64_t elapsed)
     p->ctx->progress(p->ctx->progress_arg, (double)elapsed, (double)p->timeout_ms, msg);
 }
 
-/* "output": stdout, then stderr, as one text (OmniRoute's combined view). */
+/* "output": stdout, then stderr, as one text (OmniRoute's combined view).
+ * The streams may hold NUL bytes: lengths come from jansson, not strlen. */
 static json_t *combined(json_t *res)
 {
-    const char *o = json_string_value(json_object_get(res, "stdout"));
-    const char *e = json_string_value(json_object_get(res, "stderr"));
-    size_t ol = o ? strlen(o) : 0, el = e ? strlen(e) : 0;
+    const json_t *oj = json_object_get(res, "stdout"), *ej = json_object_get(res, "stderr");
+    const char *o = json_string_value(oj), *e = json_string_value(ej);
+    size_t ol = o ? json_string_length(oj) : 0, el = e ? json_string_length(ej) : 0;
     char *buf = malloc(ol + el + 2);
     if (!buf)
         return NULL;

@@ -8,6 +8,8 @@
 
 #include "skilld/skilld.h"
 
+#include <signal.h>
+
 /* Exit statuses of every subcommand. */
 #define CLI_OK 0
 #define CLI_FAIL 1  /* the operation ran and failed (skill success false, ...) */
@@ -24,6 +26,11 @@ typedef struct skd_cli {
 skd_engine *skd__cli_engine(skd_cli *cli);
 
 /* Print a usage error for subcommand cmd and return CLI_USAGE. */
+/* Block SIGINT and SIGTERM in this thread (threads started afterwards
+ * inherit the mask) and ignore SIGPIPE; *set receives the two stop signals
+ * for sigwait or signalfd. */
+void skd__cli_block_stop_signals(sigset_t *set);
+
 int skd__cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Read an --input argument: inline JSON, @FILE or - (stdin), capped at

@@ -63,11 +63,7 @@ int skd__cli_mcp(skd_cli *cli, int argc, char **argv)
     if (identity(e, key_id, &info) != 0)
         return CLI_FAIL;
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    skd__cli_block_stop_signals(&set);
     int sfd = signalfd(-1, &set, SFD_CLOEXEC);
     skd_err err = {0};
     int rc = skd_mcp_stdio_run(e, info.id, info.scopes, STDIN_FILENO, STDOUT_FILENO, sfd, &err);

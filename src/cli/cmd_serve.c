@@ -6,7 +6,6 @@
  * ready-to-paste MCP client configuration, on stdout.
  */
 #include "cli/cli.h"
-#include "skilld/net.h"
 #include "skilld/sandbox.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
@@ -24,11 +23,6 @@ static long running_sandboxes(void)
 {
     skd_runner *r = metrics_engine ? skd_engine_runner(metrics_engine, NULL) : NULL;
     return r ? skd_runner_running_count(r) : 0;
-}
-
-static unsigned long outbound_rejected(void)
-{
-    return (unsigned long)skd_net_blocked_total();
 }
 
 /* Host part for client URLs: a wildcard listen address becomes 127.0.0.1. */
@@ -107,14 +101,9 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
     /* Block the stop signals before any thread starts, so every thread
      * inherits the mask and only sigwait below sees them. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    metrics_engine = e;
+    skd__cli_block_stop_signals(&set);
+    metrics_engine = e; /* skd_server_start installs the outbound counter */
     skd_metrics_set_running_sandboxes_fn(running_sandboxes);
-    skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     const char *listen = skd_config_str(cli->cfg, "SKILLD_LISTEN");
     skd_server *srv = NULL;
     if (skd_server_start(e, listen, &srv, &err)) {

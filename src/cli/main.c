@@ -6,6 +6,8 @@
 #include "cli/cli.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,6 +79,15 @@ void skd__cli_print_json(const json_t *v)
         free(s);
     }
     fflush(stdout);
+}
+
+void skd__cli_block_stop_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGINT);
+    sigaddset(set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
 }
 
 json_t *skd__cli_read_json(skd_cli *cli, const char *arg)

@@ -3,6 +3,7 @@
  * wire codes and default messages. Nothing here allocates.
  */
 #include "skilld/error.h"
+#include "skilld/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -56,7 +57,7 @@ int skd_err_set(skd_err *err, int code, const char *fmt, ...)
         va_list ap;
         err->code = code;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        skd_vformat(err->msg, sizeof(err->msg), fmt, ap);
         va_end(ap);
     }
     return code;

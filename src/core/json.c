@@ -4,6 +4,7 @@
  * keys and NUL bytes inside strings so one document has one meaning.
  */
 #include "skilld/json.h"
+#include "skilld/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -115,10 +116,14 @@ json_t *skd_result_ok(void)
 
 static json_t *error_result(int code, const char *msg)
 {
+    char clean[SKD_ERR_MSG_MAX];
     if (code == 0)
         code = SKD_EINTERNAL;
+    /* A message may quote client bytes or be cut inside a character. */
+    skd_strlcpy(clean, msg && *msg ? msg : skd_strerror(code), sizeof(clean));
+    skd_utf8_scrub(clean);
     return json_pack("{s:b, s:{s:s, s:s}}", "success", 0, "error", "code", skd_errcode(code),
-                     "message", msg && *msg ? msg : skd_strerror(code));
+                     "message", clean);
 }
 
 json_t *skd_result_error(int code, const char *fmt, ...)
@@ -126,7 +131,7 @@ json_t *skd_result_error(int code, const char *fmt, ...)
     char msg[SKD_ERR_MSG_MAX];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    skd_vformat(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return error_result(code, msg);
 }

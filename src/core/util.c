@@ -106,37 +106,80 @@ int skd_strlcpy(char *dst, const char *src, size_t cap)
     return n < cap ? 0 : SKD_ETOOBIG;
 }
 
+/* Bytes of the valid UTF-8 sequence at s (n bytes available), 0 when the
+ * bytes there are not one (no overlongs, no surrogates, nothing past
+ * U+10FFFF). */
+size_t skd_utf8_seq_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0];
+    size_t k;
+    unsigned cp;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0)
+        k = 1, cp = c & 0x1f;
+    else if ((c & 0xf0) == 0xe0)
+        k = 2, cp = c & 0x0f;
+    else if ((c & 0xf8) == 0xf0)
+        k = 3, cp = c & 0x07;
+    else
+        return 0;
+    if (n <= k)
+        return 0;
+    for (size_t j = 1; j <= k; j++) {
+        if ((s[j] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[j] & 0x3f);
+    }
+    if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
+        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return k + 1;
+}
+
 int skd_utf8_valid(const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        unsigned c = s[i];
-        size_t k;
-        unsigned cp;
-        if (c < 0x80) {
-            i++;
-            continue;
-        } else if ((c & 0xe0) == 0xc0) {
-            k = 1, cp = c & 0x1f;
-        } else if ((c & 0xf0) == 0xe0) {
-            k = 2, cp = c & 0x0f;
-        } else if ((c & 0xf8) == 0xf0) {
-            k = 3, cp = c & 0x07;
-        } else {
+    for (size_t i = 0, k; i < n; i += k)
+        if (!(k = skd_utf8_seq_len(s + i, n - i)))
             return 0;
-        }
-        if (n - i <= k)
-            return 0;
-        for (size_t j = 1; j <= k; j++) {
-            if ((s[i + j] & 0xc0) != 0x80)
-                return 0;
-            cp = (cp << 6) | (s[i + j] & 0x3f);
-        }
-        if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
-            cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-            return 0;
-        i += k + 1;
-    }
     return 1;
+}
+
+void skd_utf8_scrub(char *str)
+{
+    unsigned char *s = (unsigned char *)str;
+    size_t n = strlen(str);
+    for (size_t i = 0, k; i < n; i += k) {
+        if (!(k = skd_utf8_seq_len(s + i, n - i))) {
+            s[i] = '?';
+            k = 1;
+        }
+    }
+}
+
+void skd_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
+{
+    if (!cap)
+        return;
+    vsnprintf(buf, cap, fmt, ap);
+    skd_utf8_scrub(buf);
+}
+
+size_t skd_utf8_cut(const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t back = 0;
+    while (back < 3 && back < n && (s[n - 1 - back] & 0xc0) == 0x80)
+        back++;
+    if (back == n)
+        return n;
+    unsigned lead = s[n - 1 - back];
+    size_t need = (lead & 0xe0) == 0xc0   ? 2
+                  : (lead & 0xf0) == 0xe0 ? 3
+                  : (lead & 0xf8) == 0xf0 ? 4
+                                          : 0;
+    if (need == 0 || back + 1 >= need)
+        return n;
+    return n - 1 - back;
 }

@@ -167,15 +167,30 @@ static size_t pick_owner(skd_engine *e, const skd_actor *who, const char *name, 
     return 0;
 }
 
+/* Parse ref into name (buf) and version, and find the owner the change
+ * applies to (see pick_owner). verb names the change in the not_found
+ * message. */
+static int find_target(skd_engine *e, const skd_actor *who, const char *ref, const char *verb,
+                       char *name, size_t cap, const char **version, const char **owner,
+                       int *builtin, skd_err *err)
+{
+    int rc = split(ref, name, cap, version, err);
+    if (rc)
+        return rc;
+    *builtin = 0;
+    if (!pick_owner(e, who, name, *version, owner, builtin))
+        return skd_err_set(err, SKD_ENOENT, "no skill %s that this key may %s", ref, verb);
+    return 0;
+}
+
 int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
 {
     char name[128];
     const char *version, *owner;
-    int builtin = 0, rc;
-    if ((rc = split(ref, name, sizeof(name), &version, err)) != 0)
+    int builtin, rc;
+    if ((rc = find_target(e, who, ref, "remove", name, sizeof(name), &version, &owner, &builtin,
+                          err)) != 0)
         return rc;
-    if (!pick_owner(e, who, name, version, &owner, &builtin))
-        return skd_err_set(err, SKD_ENOENT, "no skill %s that this key may remove", ref);
     if (builtin)
         return skd_err_set(err, SKD_EFORBIDDEN, "%s is a built-in skill and cannot be removed",
                            ref);
@@ -191,11 +206,10 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
 {
     char name[128];
     const char *version, *owner;
-    int builtin = 0, rc;
-    if ((rc = split(ref, name, sizeof(name), &version, err)) != 0)
+    int builtin, rc;
+    if ((rc = find_target(e, who, ref, "change", name, sizeof(name), &version, &owner, &builtin,
+                          err)) != 0)
         return rc;
-    if (!pick_owner(e, who, name, version, &owner, &builtin))
-        return skd_err_set(err, SKD_ENOENT, "no skill %s that this key may change", ref);
     if (!builtin) {
         rc = skd_store_skill_set_enabled(skd_engine_store(e), name, version, owner, enabled, err);
         if (rc && rc != SKD_ENOENT)

@@ -131,10 +131,12 @@ static json_t *prepare(skd_engine *e, const skd_call *c, const json_t *input, sk
     *skill = NULL;
     if (!c->skill || !*c->skill)
         return skd_result_error(SKD_EINVAL, "no skill named in the call");
-    if (c->version && *c->version && !strchr(c->skill, '@'))
-        snprintf(ref, sizeof(ref), "%s@%s", c->skill, c->version);
-    else
-        snprintf(ref, sizeof(ref), "%s", c->skill);
+    int n = c->version && *c->version && !strchr(c->skill, '@')
+                ? snprintf(ref, sizeof(ref), "%s@%s", c->skill, c->version)
+                : snprintf(ref, sizeof(ref), "%s", c->skill);
+    if (n < 0 || (size_t)n >= sizeof(ref)) /* cut, it would name another skill */
+        return skd_result_error(SKD_EINVAL, "\"%.64s...\" is not a skill name or name@x.y.z",
+                                c->skill);
     if (!(c->scopes & SKD_SCOPE_EXECUTE))
         return skd_result_error(SKD_EFORBIDDEN, "this API key lacks the skills:execute scope");
     skd_skill *s = skd_registry_lookup(e->reg, ref, c->key_id, &err);
@@ -229,8 +231,10 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
     }
     json_t *result = prepare(e, c, input, &s);
-    if (!result)
+    if (!result && s)
         result = run_handler(e, c, s, input, id);
+    else if (!result) /* prepare could not even build its refusal */
+        result = skd_result_error(SKD_ENOMEM, "out of memory");
     if (result)
         audit(e, c, s, input, result, id, started);
     skd_debug("execution %s key=%s skill=%s success=%d", id, c->key_id, c->skill,

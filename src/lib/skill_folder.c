@@ -280,6 +280,9 @@ static int parse_md(char *md, size_t len, struct front *f, skd_err *err)
     int rc;
     if (strlen(md) != len)
         return skd_err_set(err, SKD_EINVAL, "SKILL.md contains NUL bytes");
+    /* Its values go into JSON, which holds UTF-8 only. */
+    if (!skd_utf8_valid(md, len))
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md is not valid UTF-8 (save it as UTF-8)");
     if ((rc = front_matter(md, &fm, err)) != 0 || (rc = parse_front(fm, f, err)) != 0)
         return rc;
     if (!f->name[0] || !f->description[0])

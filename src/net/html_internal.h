@@ -69,14 +69,6 @@ void skd__html_text(const xmlNode *n, skd_buf *b, int keep_ws, size_t max_nodes)
  * (*nomem is then set to 1). Caller frees with free(). */
 char *skd__html_clean(const char *s, size_t max, int *nomem);
 
-/* Length of the valid UTF-8 sequence at s (n bytes available), or 0 when the
- * bytes there are not one (overlong, surrogate, truncated, stray byte). */
-size_t skd__html_utf8_len(const unsigned char *s, size_t n);
-
-/* The longest prefix of s[0..n) that ends on a UTF-8 sequence boundary
- * (for cutting a valid string). */
-size_t skd__html_utf8_cut(const char *s, size_t n);
-
 /* Append s[0..n) to b replacing every invalid UTF-8 sequence and every NUL
  * byte with U+FFFD. Returns 0, SKD_ETOOBIG or SKD_ENOMEM. */
 int skd__html_utf8_repair(skd_buf *b, const char *s, size_t n);

@@ -288,7 +288,7 @@ static int fit(skd_buf *b, const char *s, size_t n)
     size_t room = b->max - b->len;
     int full = 0;
     if (n > room) {
-        n = skd__html_utf8_cut(s, room);
+        n = skd_utf8_cut(s, room);
         full = 1;
     }
     if (n && skd_buf_append(b, s, n) != 0)
@@ -392,61 +392,13 @@ char *skd__html_clean(const char *s, size_t max, int *nomem)
 
 /* ---- UTF-8 ---- */
 
-size_t skd__html_utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp;
-    size_t k;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0)
-        k = 1, cp = c & 0x1f;
-    else if ((c & 0xf0) == 0xe0)
-        k = 2, cp = c & 0x0f;
-    else if ((c & 0xf8) == 0xf0)
-        k = 3, cp = c & 0x07;
-    else
-        return 0;
-    if (n <= k)
-        return 0;
-    for (size_t j = 1; j <= k; j++) {
-        if ((s[j] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[j] & 0x3f);
-    }
-    if ((k == 1 && cp < 0x80) || (k == 2 && cp < 0x800) || (k == 3 && cp < 0x10000) ||
-        cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return k + 1;
-}
-
-size_t skd__html_utf8_cut(const char *str, size_t n)
-{
-    /* Find the lead byte of the last sequence (at most 3 continuation bytes
-     * back) and drop that sequence when it is not complete within n. Bytes
-     * that are not valid UTF-8 anyway are cut where asked. */
-    const unsigned char *s = (const unsigned char *)str;
-    size_t back = 0;
-    while (back < 3 && back < n && (s[n - 1 - back] & 0xc0) == 0x80)
-        back++;
-    if (back == n)
-        return n;
-    unsigned lead = s[n - 1 - back];
-    size_t need = (lead & 0xe0) == 0xc0   ? 2
-                  : (lead & 0xf0) == 0xe0 ? 3
-                  : (lead & 0xf8) == 0xf0 ? 4
-                                          : 0;
-    if (need == 0 || back + 1 >= need)
-        return n;
-    return n - 1 - back;
-}
-
 int skd__html_utf8_repair(skd_buf *b, const char *str, size_t n)
 {
     const unsigned char *s = (const unsigned char *)str;
     size_t i = 0;
     while (i < n) {
         size_t j = i, k;
-        while (j < n && s[j] != 0 && (k = skd__html_utf8_len(s + j, n - j)) > 0)
+        while (j < n && s[j] != 0 && (k = skd_utf8_seq_len(s + j, n - j)) > 0)
             j += k;
         int rc = skd_buf_append(b, str + i, j - i);
         if (rc)

@@ -15,6 +15,7 @@
  * output cap.
  */
 #include "net/html_internal.h"
+#include "skilld/util.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,7 +30,7 @@ void skd__html_put(skd_html_render *r, const char *s, size_t n)
     if (r->full || n == 0)
         return;
     if (n > b->max - b->len) {
-        size_t k = skd__html_utf8_cut(s, b->max - b->len);
+        size_t k = skd_utf8_cut(s, b->max - b->len);
         if (k)
             (void)skd_buf_append(b, s, k);
         r->full = 1;

@@ -50,7 +50,7 @@ static json_t *rpc_error_data(const req *r, int code, json_t *data, const char *
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    skd_vformat(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     json_t *err = json_pack("{s:i, s:s}", "code", code, "message", msg);
     if (err && data)

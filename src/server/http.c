@@ -112,7 +112,7 @@ void skd__http_error(skd_http_reply *out, unsigned status, const char *code, con
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    skd_vformat(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     skd__http_json(out, status, json_pack("{s:{s:s, s:s}}", "error", "code", code, "message", msg));
 }

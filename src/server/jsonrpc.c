@@ -8,6 +8,7 @@
 #include "server/jsonrpc.h"
 
 #include "skilld/json.h"
+#include "skilld/util.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,7 +98,7 @@ json_t *skd__rpc_error(const json_t *id, int code, const char *fmt, ...)
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    skd_vformat(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     return json_pack("{s:s, s:o, s:{s:i, s:s}}", "jsonrpc", "2.0", "id",
                      id ? json_copy((json_t *)id) : json_null(), "error", "code", code, "message",

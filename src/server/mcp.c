@@ -430,7 +430,7 @@ void skd__mcp_log(skd_mcp_session *s, skd_mcp_io *io, int level, const char *fmt
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    skd_vformat(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     json_t *n = skd__rpc_notification(
         "notifications/message",

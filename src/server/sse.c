@@ -71,9 +71,13 @@ void skd__sse_send(void *arg, const json_t *msg)
         return;
     pthread_mutex_lock(&s->mu);
     if (!s->gone && !s->closed) {
-        /* Compact JSON has no raw newline, so one data: line is enough. */
-        if (s->pos == s->q.len) {
-            s->q.len = s->pos = 0; /* reuse the buffer once drained */
+        /* Compact JSON has no raw newline, so one data: line is enough.
+         * Drop the bytes already sent first, so the cap counts unsent bytes
+         * only: a client that keeps up, even a frame behind, is never cut. */
+        if (s->pos > 0) {
+            memmove(s->q.data, s->q.data + s->pos, s->q.len - s->pos);
+            s->q.len -= s->pos;
+            s->pos = 0;
         }
         size_t before = s->q.len;
         if (skd_buf_puts(&s->q, "event: message\ndata: ") || skd_buf_puts(&s->q, data) ||
@@ -103,10 +107,8 @@ int skd__sse_gone(skd_sse *s)
     return g;
 }
 
-static ssize_t reader(void *cls, uint64_t offset, char *buf, size_t max)
+ssize_t skd__sse_read(skd_sse *s, char *buf, size_t max)
 {
-    (void)offset;
-    skd_sse *s = cls;
     ssize_t n = 0;
     pthread_mutex_lock(&s->mu);
     for (;;) {
@@ -141,6 +143,12 @@ static ssize_t reader(void *cls, uint64_t offset, char *buf, size_t max)
         s->last_sent_ms = skd_mono_ms();
     pthread_mutex_unlock(&s->mu);
     return n;
+}
+
+static ssize_t reader(void *cls, uint64_t offset, char *buf, size_t max)
+{
+    (void)offset;
+    return skd__sse_read(cls, buf, max);
 }
 
 static void reader_free(void *cls)

@@ -31,6 +31,12 @@ void skd__sse_close(skd_sse *s);
 /* 1 once the client went away or the stream ended. */
 int skd__sse_gone(skd_sse *s);
 
+/* Copy up to max queued bytes into buf, waiting (the connection's thread)
+ * while the queue is empty; a keep-alive comment after 15 s of silence.
+ * Returns the byte count or MHD_CONTENT_READER_END_OF_STREAM. This is the
+ * response's reader, exposed for the tests. */
+ssize_t skd__sse_read(skd_sse *s, char *buf, size_t max);
+
 /* A response that streams s (takes its own reference). Content-Type is
  * text/event-stream. NULL when out of memory. */
 struct MHD_Response *skd__sse_response(skd_sse *s);

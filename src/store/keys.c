@@ -193,9 +193,8 @@ int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
                            &q, NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "revoke key");
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        rc = skd__store_fail(st, err, "revoke key");
-    else if (sqlite3_changes(skd__store_db(st)) == 0)
+    int64_t changed = 0;
+    if ((rc = skd__store_step_write(st, q, "revoke key", &changed, err)) == 0 && changed == 0)
         rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
     sqlite3_finalize(q);
     return rc;

@@ -62,9 +62,8 @@ static int where_update(skd_store *st, const char *sql_all, const char *sql_one,
     sqlite3_bind_text(q, i++, owner ? owner : "", -1, SQLITE_STATIC);
     if (version)
         sqlite3_bind_text(q, i, version, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        rc = skd__store_fail(st, err, what);
-    else if (sqlite3_changes(skd__store_db(st)) == 0)
+    int64_t changed = 0;
+    if ((rc = skd__store_step_write(st, q, what, &changed, err)) == 0 && changed == 0)
         rc = skd_err_set(err, SKD_ENOENT, "no stored skill %s%s%s", name, version ? "@" : "",
                          version ? version : "");
     sqlite3_finalize(q);

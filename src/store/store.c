@@ -42,6 +42,24 @@ int skd__store_fail(skd_store *st, skd_err *err, const char *what)
     return skd_err_set(err, SKD_EIO, "store: %s: %s", what, sqlite3_errmsg(st->db));
 }
 
+int skd__store_step_write(skd_store *st, sqlite3_stmt *q, const char *what, int64_t *changes,
+                          skd_err *err)
+{
+    /* The connection is shared (FULLMUTEX) and sqlite3_changes() reports
+     * the connection's last statement: without its mutex held across both
+     * calls, another thread's write in between answers for this one. The
+     * mutex is recursive, so sqlite3_step() may take it again. */
+    sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
+    int rc = 0;
+    sqlite3_mutex_enter(mu);
+    if (sqlite3_step(q) != SQLITE_DONE)
+        rc = skd__store_fail(st, err, what);
+    else if (changes)
+        *changes = sqlite3_changes(st->db);
+    sqlite3_mutex_leave(mu);
+    return rc;
+}
+
 static int exec_sql(skd_store *st, const char *sql, skd_err *err)
 {
     char *msg = NULL;

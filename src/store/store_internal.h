@@ -7,6 +7,7 @@
 #define SKILLD_STORE_INTERNAL_H
 
 #include <sqlite3.h>
+#include <stdint.h>
 
 #include "skilld/store.h"
 
@@ -19,5 +20,12 @@ sqlite3 *skd__store_db(skd_store *st);
 
 /* Set err to SKD_EIO with SQLite's message for what failed. */
 int skd__store_fail(skd_store *st, skd_err *err, const char *what);
+
+/* Step q, a statement that writes, to its end; *changes (may be NULL)
+ * receives the rows it changed, counted under the connection's mutex so a
+ * concurrent statement of another thread cannot stand in for it. Returns 0
+ * or SKD_EIO ("store: <what>: <SQLite's message>"). Does not finalize q. */
+int skd__store_step_write(skd_store *st, sqlite3_stmt *q, const char *what, int64_t *changes,
+                          skd_err *err);
 
 #endif

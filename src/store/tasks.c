@@ -122,10 +122,7 @@ int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd
                            NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "prune tasks");
     sqlite3_bind_int64(q, 1, before_ms);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        rc = skd__store_fail(st, err, "prune tasks");
-    else if (removed)
-        *removed = sqlite3_changes(skd__store_db(st));
+    rc = skd__store_step_write(st, q, "prune tasks", removed, err);
     sqlite3_finalize(q);
     return rc;
 }

@@ -93,6 +93,16 @@ req POST /v1/execute "${A[@]}" -d '{"skill":"../../etc/passwd","input":{}}'
 expect_status "rest: path-like skill name is 400" 400
 req POST /v1/execute "${A[@]}" -d '{"skill":"ghost","input":{}}'
 expect_status "rest: unknown skill is 404" 404
+# A long name of two-byte characters: its error message is cut at a cap
+# (once inside a character, and the reply could not be built: SIGSEGV).
+python3 -c 'import json; print(json.dumps({"skill": "\u00e9"*300, "input": {}}))' >"$TMP/longname"
+req POST /v1/execute "${A[@]}" --data-binary @"$TMP/longname"
+expect_status "rest: long multibyte skill name is 400" 400
+expect_json "rest: long multibyte skill name is invalid_input" 'j["error"]["code"]=="invalid_input"'
+python3 -c 'import json; print(json.dumps({"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"skills_execute","arguments":{"skill":"\u00e9"*300,"input":{}}}}))' >"$TMP/longname_mcp"
+req POST /mcp "${S[@]}" --data-binary @"$TMP/longname_mcp"
+expect_json "mcp: long multibyte skill name is a tool error" 'j["id"]==7 and j["result"]["isError"] is True'
+alive "long multibyte skill names"
 req POST /v1/execute "${A[@]}" --data-binary @"$TMP/badutf8"
 expect_status "rest: invalid UTF-8 is 400" 400
 req POST /v1/execute "${A[@]}" --data-binary @"$TMP/deep"

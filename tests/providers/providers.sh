@@ -22,10 +22,13 @@ PY=/usr/bin/python3; [ -x "$PY" ] || PY=python3
 jget() { "$PY" -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$OUT" "$1" 2>/dev/null; }
 # ex R ARGS...: skilld exec with runtime R and the test image; $OUT, $RC.
 ex() { local r=$1; shift; OUT=$("$SKILLD" exec --runtime "$r" --image "$IMG" "$@" 2>"$TMP/err"); RC=$?; }
-# no_leftover R CASE: the engine holds no skilld container.
+# no_leftover R CASE: the engine holds no container of the last run (found
+# by the run id label, so other skilld users of the same engine do not count).
 no_leftover() {
     [ "$1" = native ] && return 0
-    local left; left=$("$1" ps -a -q --filter label=skilld=1 2>&1)
+    local id; id=$(jget 'j["id"]')
+    if [ -z "$id" ]; then fail "$1: $2: no leftover container" "no run id in: $OUT"; return; fi
+    local left; left=$("$1" ps -a -q --filter "label=skilld.run=$id" 2>&1)
     [ -z "$left" ] || fail "$1: $2: no leftover container" "$left"
 }
 

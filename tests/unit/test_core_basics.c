@@ -167,6 +167,93 @@ TEST(utilities)
     CHECK(!skd_utf8_valid("\xe2\x82", 2));
 }
 
+/* A cut at a byte cap keeps whole characters only. */
+TEST(utf8_cut_drops_partial_character)
+{
+    const char *euro = "ab\xe2\x82\xac"; /* "ab" + U+20AC (3 bytes) */
+    CHECK_EQ_INT(skd_utf8_cut(euro, 5), 5);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 4), 2);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 3), 2);
+    CHECK_EQ_INT(skd_utf8_cut(euro, 2), 2);
+    const char *emoji = "\xf0\x9f\x98\x80"; /* U+1F600 (4 bytes) */
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 4), 4);
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 3), 0);
+    CHECK_EQ_INT(skd_utf8_cut(emoji, 1), 0);
+    CHECK_EQ_INT(skd_utf8_cut("\xc3\xa9", 2), 2);
+    CHECK_EQ_INT(skd_utf8_cut("\xc3\xa9", 1), 0);
+    CHECK_EQ_INT(skd_utf8_cut("\x80\x80", 2), 2); /* not UTF-8: cut where asked */
+    CHECK_EQ_INT(skd_utf8_cut("a\xff", 2), 2);
+    CHECK_EQ_INT(skd_utf8_cut("", 0), 0);
+}
+
+/* Error text that quotes client bytes or is cut at its cap still makes a
+ * result object (jansson refuses invalid UTF-8). */
+TEST(error_messages_are_valid_utf8)
+{
+    char s[] = "ok \xc3\xa9 bad \xff \xc3( cut \xe2\x82";
+    skd_utf8_scrub(s);
+    CHECK_STR(s, "ok \xc3\xa9 bad ? ?( cut ??");
+    char big[600];
+    for (size_t i = 0; i + 1 < sizeof(big); i += 2)
+        memcpy(big + i, "\xc3\xa9", 2);
+    big[sizeof(big) - 1] = '\0';
+    skd_err err = {0};
+    skd_err_set(&err, SKD_EINVAL, "x%s", big); /* cut at 512 inside a character */
+    CHECK(skd_utf8_valid(skd_err_msg(&err), strlen(skd_err_msg(&err))));
+    json_t *r = skd_result_from_err(&err);
+    CHECK_STR(skd_result_code(r), "invalid_input");
+    json_decref(r);
+    r = skd_result_error(SKD_ENOENT, "%s \xff", big);
+    CHECK_STR(skd_result_code(r), "not_found");
+    json_decref(r);
+}
+
+/* JSON log lines stay whole JSON objects: a message of escapes longer than
+ * the old 4 KiB line buffer, and one quoting bytes that are not UTF-8. */
+TEST(json_log_lines_are_whole)
+{
+    int p[2];
+    CHECK(pipe(p) == 0);
+    fcntl(p[0], F_SETFL, O_NONBLOCK);
+    int saved = dup(STDERR_FILENO);
+    dup2(p[1], STDERR_FILENO);
+    skd_log_set_json(1);
+    char quotes[2000];
+    memset(quotes, '"', sizeof(quotes) - 1); /* each one escapes to two bytes */
+    quotes[sizeof(quotes) - 1] = '\0';
+    char ctl[700];
+    memset(ctl, '\x01', sizeof(ctl) - 1); /* each one escapes to \u0001 */
+    ctl[sizeof(ctl) - 1] = '\0';
+    skd_error("q:%s", quotes);
+    skd_error("c:%s", ctl);
+    skd_error("bad byte \xff here");
+    skd_log_set_json(0);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    close(p[1]);
+    static char out[65536];
+    ssize_t n = read(p[0], out, sizeof(out) - 1);
+    close(p[0]);
+    CHECK(n > 0);
+    out[n > 0 ? n : 0] = '\0';
+    int lines = 0;
+    for (char *line = out, *nl; (nl = strchr(line, '\n')) != NULL; line = nl + 1) {
+        json_error_t je;
+        json_t *v = json_loadb(line, (size_t)(nl - line), 0, &je);
+        const char *msg = skd_json_str(v, "msg", "");
+        CHECK(v != NULL);
+        if (lines == 0)
+            CHECK(strncmp(msg, "q:\"\"", 4) == 0 && strlen(msg) == 2 + 1999);
+        if (lines == 1)
+            CHECK(strncmp(msg, "c:\x01", 3) == 0 && strlen(msg) == 2 + 699);
+        if (lines == 2)
+            CHECK_STR(msg, "bad byte ? here");
+        json_decref(v);
+        lines++;
+    }
+    CHECK_EQ_INT(lines, 3);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_core_basics");
@@ -177,5 +264,8 @@ int main(void)
     RUN(versions_and_names);
     RUN(cancel_runs_hook_once);
     RUN(utilities);
+    RUN(utf8_cut_drops_partial_character);
+    RUN(error_messages_are_valid_utf8);
+    RUN(json_log_lines_are_whole);
     return TAP_END();
 }

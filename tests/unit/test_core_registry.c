@@ -151,6 +151,17 @@ TEST(engine_validates_and_audits)
     r = skd_engine_execute(eng, &c, NULL);
     CHECK_STR(skd_result_code(r), "not_found");
     json_decref(r);
+    /* A long multibyte name: the error message is cut at its cap, never
+     * in the middle of a character (the result would not build). */
+    char longname[700] = "";
+    for (size_t i = 0; i + 2 < sizeof(longname); i += 2)
+        memcpy(longname + i, "\xc3\xa9", 2);
+    longname[sizeof(longname) - 1] = '\0';
+    longname[sizeof(longname) - 2] = 'x';
+    c.skill = longname;
+    r = skd_engine_execute(eng, &c, NULL);
+    CHECK_STR(skd_result_code(r), "invalid_input");
+    json_decref(r);
     c.skill = "broken";
     r = skd_engine_execute(eng, &c, NULL);
     CHECK_STR(skd_result_code(r), "internal_error");

@@ -155,6 +155,12 @@ TEST(skill_md_front_matter)
     CHECK(strstr(err.msg, "duplicate") != NULL);
     write_file(dir, "SKILL.md", "no front matter\n");
     CHECK_EQ_INT(skd_skill_folder_read(dir, &m, &err), SKD_EINVAL);
+    /* Latin-1, not UTF-8: an input error naming the encoding (it was
+     * reported as out of memory when the manifest would not build). */
+    write_file(dir, "SKILL.md", "---\nname: x\ndescription: caf\xe9\n---\n");
+    CHECK_EQ_INT(skd_skill_folder_read(dir, &m, &err), SKD_EINVAL);
+    CHECK(strstr(err.msg, "UTF-8") != NULL);
+    CHECK(m == NULL);
     write_file(dir, "SKILL.md", "---\nname: x\ndescription: d\nentry: tool.sh\n---\n");
     write_file(dir, "tool.sh", "echo hi\n");
     CHECK_EQ_INT(skd_skill_folder_read(dir, &m, &err), 0);

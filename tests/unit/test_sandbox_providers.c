@@ -71,14 +71,18 @@ static int run(const char *const *argv, const skd_sandbox_config *c, const char 
     return rc;
 }
 
-/* 1 when the engine of this runtime still holds a skilld container. */
+/* 1 when the engine of this runtime still holds a container made by this
+ * process (its owner label), so other skilld users of the same engine on
+ * the machine do not count. */
 static int leftovers(void)
 {
     if (strcmp(runtime, "native") == 0)
         return 0;
     skd__engine e;
     skd__ctr_cmd c;
-    const char *args[] = {"ps", "-a", "-q", "--filter", "label=skilld=1", NULL};
+    char owner[160];
+    snprintf(owner, sizeof(owner), "label=skilld.owner=%s", skd__ctr_owner());
+    const char *args[] = {"ps", "-a", "-q", "--filter", owner, NULL};
     if (skd__engine_resolve(runtime, &e, NULL) != 0 ||
         skd__ctr_run(&e, args, 20000, &c, NULL) != 0 || c.status != 0)
         return -1;

@@ -52,6 +52,14 @@ TEST(execute_command_result_shape)
     CHECK(json_is_null(json_object_get(r, "signal")));
     CHECK(json_is_false(json_object_get(r, "truncated")));
     json_decref(r);
+    /* A NUL byte in the output: "output" is still stdout + stderr whole. */
+    r = call("execute_command",
+             "{\"command\": \"sh\", \"args\": [\"-c\", \"printf 'a\\\\0b'; printf 'c' >&2\"]}",
+             NULL, NULL, NULL);
+    CHECK_EQ_INT(json_string_length(json_object_get(r, "stdout")), 3);
+    CHECK_EQ_INT(json_string_length(json_object_get(r, "output")), 5);
+    CHECK(memcmp(jstr(r, "output"), "a\0b\nc", 5) == 0);
+    json_decref(r);
     r = call("eval_code", "{\"language\": \"sh\", \"code\": \"echo $((2 + 3))\"}", NULL, NULL,
              NULL);
     CHECK(json_is_true(json_object_get(r, "success")));
