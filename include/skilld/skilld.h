@@ -24,10 +24,10 @@ typedef struct skd_store skd_store;
  * DATA_DIR, opens the store, registers the built-in skills. The sandbox
  * runner starts on first use. Caller closes with skd_engine_close. */
 int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err);
-/* Flags of skd_engine_open_flags. */
-#define SKD_ENGINE_SANDBOX_ONLY 1u /* no store, no skills: DATA_DIR and the runner only
-                                      (skilld exec); skd_engine_store() is NULL, the
-                                      registry empty, skd_engine_execute refuses */
+/* Flags of skd_engine_open_flags. SKD_ENGINE_SANDBOX_ONLY: no store, no
+ * skills, only DATA_DIR and the runner (skilld exec); skd_engine_store() is
+ * NULL, the registry empty, and skd_engine_execute refuses. */
+#define SKD_ENGINE_SANDBOX_ONLY 1u
 /* skd_engine_open with flags (0: the same as skd_engine_open). */
 int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **out, skd_err *err);
 void skd_engine_close(skd_engine *e); /* NULL ok */
