@@ -31,8 +31,15 @@ fi
 command -v dockerd >/dev/null || { echo "start-dockerd: dockerd is not installed" >&2; exit 1; }
 
 # A stale pid file or socket from a killed daemon would stop it starting.
-if [ -f "$PIDFILE" ] && ! kill -0 "$(cat "$PIDFILE")" 2>/dev/null; then rm -f "$PIDFILE"; fi
-[ -f /var/run/docker.pid ] && ! kill -0 "$(cat /var/run/docker.pid)" 2>/dev/null && rm -f /var/run/docker.pid
+# The daemon counts as alive only when that pid is a dockerd that is not a
+# zombie (a killed daemon whose parent has not reaped it yet).
+alive() {
+    local pid; pid=$(cat "$1" 2>/dev/null) || return 1
+    [ -n "$pid" ] && [ "$(cat "/proc/$pid/comm" 2>/dev/null)" = dockerd ] &&
+        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+if [ -f "$PIDFILE" ] && ! alive "$PIDFILE"; then rm -f "$PIDFILE"; fi
+if [ -f /var/run/docker.pid ] && ! alive /var/run/docker.pid; then rm -f /var/run/docker.pid; fi
 [ -S "$SOCK" ] && rm -f "$SOCK"
 
 setsid dockerd --iptables=false --ip6tables=false --bridge=none --ip-forward=false \
