@@ -14,10 +14,10 @@
  * as text when it is valid UTF-8 without NUL bytes, else base64.
  */
 #include "builtins/builtins.h"
+#include "builtins/fileskill.h"
 #include "skilld/net.h"
 #include "skilld/util.h"
 
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -103,36 +103,15 @@ static json_t *build_headers(const skd_config *cfg, const json_t *obj, char **li
     return NULL;
 }
 
-/* Decode base64 text (new buffer, caller frees) or NULL when invalid. */
-static unsigned char *b64_decode(const char *s, size_t len, size_t *out_len)
-{
-    if (len % 4 != 0 || len > (size_t)1 << 30)
-        return NULL;
-    unsigned char *out = malloc(len / 4 * 3 + 1);
-    if (!out)
-        return NULL;
-    int n = EVP_DecodeBlock(out, (const unsigned char *)s, (int)len);
-    if (n < 0) {
-        free(out);
-        return NULL;
-    }
-    size_t pad = (len && s[len - 1] == '=') + (len > 1 && s[len - 2] == '=');
-    *out_len = (size_t)n - pad;
-    return out;
-}
-
+/* The bytes as a base64 JSON string (new reference), or NULL. */
 static json_t *b64_string(const char *data, size_t len)
 {
-    size_t cap = (len + 2) / 3 * 4 + 1;
-    unsigned char *enc = malloc(cap);
-    if (!enc)
-        return NULL;
-    int n = EVP_EncodeBlock(enc, (const unsigned char *)data, (int)len);
-    json_t *s = json_stringn_nocheck((const char *)enc, (size_t)n);
+    size_t n = 0;
+    char *enc = skd__base64_encode((const unsigned char *)data, len, &n);
+    json_t *s = enc ? json_stringn_nocheck(enc, n) : NULL;
     free(enc);
     return s;
 }
-
 
 static json_t *make_result(const skd_fetch_resp *r, const char *method, json_t *dropped)
 {
@@ -188,8 +167,9 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         res = skd_result_error(SKD_EINVAL, "a %s request carries no body", method);
         goto out;
     }
-    if (body64 && !(raw = b64_decode(body64, strlen(body64), &raw_len))) {
-        res = skd_result_error(SKD_EINVAL, "body_base64 is not valid base64");
+    if (body64 && skd__base64_decode(body64, strlen(body64), (size_t)1 << 30, &raw, &raw_len,
+                                     &err)) {
+        res = skd_result_error(err.code, "body_base64: %s", skd_err_msg(&err));
         goto out;
     }
     if ((res = build_headers(cfg, json_object_get(input, "headers"), lines, &nlines, dropped)))

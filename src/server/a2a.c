@@ -347,20 +347,31 @@ static json_t *m_list(const req *r)
                                    "pageSize", (json_int_t)size, "totalSize", (json_int_t)total));
 }
 
+/* The running task id of this key (a reference), or NULL with *error: the
+ * ended_code error ("task <id> <ended>") when the store holds it as ended,
+ * task not found otherwise. */
+static a2a_task *running_task(const req *r, const char *id, int ended_code, const char *ended,
+                              json_t **error)
+{
+    a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
+    if (t)
+        return t;
+    json_t *task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
+    *error = task ? rpc_error(r, ended_code, "task %s %s", id, ended)
+                  : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
+    json_decref(task);
+    return NULL;
+}
+
 static json_t *m_cancel(const req *r)
 {
     json_t *error;
     const char *id = task_id(r, &error);
     if (!id)
         return error;
-    a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
-    if (!t) {
-        json_t *task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
-        error = task ? rpc_error(r, SKD_A2A_TASK_NOT_CANCELABLE, "task %s has already ended", id)
-                     : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
-        json_decref(task);
+    a2a_task *t = running_task(r, id, SKD_A2A_TASK_NOT_CANCELABLE, "has already ended", &error);
+    if (!t)
         return error;
-    }
     json_t *snap = skd__a2a_task_snapshot(t, NULL);
     if (snap &&
         skd__a2a_state_terminal(skd_json_str(json_object_get(snap, "status"), "state", ""))) {
@@ -381,15 +392,10 @@ static json_t *m_subscribe(const req *r)
     const char *id = task_id(r, &error);
     if (!id)
         return error;
-    a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
-    if (!t) {
-        json_t *task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
-        error =
-            task ? rpc_error(r, SKD_A2A_UNSUPPORTED_OPERATION, "task %s has ended; use GetTask", id)
-                 : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
-        json_decref(task);
+    a2a_task *t =
+        running_task(r, id, SKD_A2A_UNSUPPORTED_OPERATION, "has ended; use GetTask", &error);
+    if (!t)
         return error;
-    }
     size_t first = 0;
     json_t *snap = skd__a2a_task_snapshot(t, &first);
     stream_task(r, t, snap, first);

@@ -248,6 +248,8 @@ void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out)
 
 void skd__mcp_http_delete(skd_http_req *req, skd_http_reply *out)
 {
+    if (check_version(req, out))
+        return; /* the version rule holds for every request, DELETE too */
     skd_mcp_session *s = find_session(req, out);
     if (!s)
         return;

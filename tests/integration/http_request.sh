@@ -87,6 +87,11 @@ out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"TRACE\"}")
 check "TRACE refused" test "$(code_of "$out")" = invalid_input
 out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"POST\",\"body_base64\":\"***\"}")
 check "bad base64 refused" test "$(code_of "$out")" = invalid_input
+# '=' inside the text, not as padding: EVP_DecodeBlock took it for zero bits.
+out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"POST\",\"body_base64\":\"A=B=\"}")
+check "'=' inside base64 refused" test "$(code_of "$out")" = invalid_input
+out=$(req "{\"url\":\"$APP_URL/echo\",\"method\":\"POST\",\"body_base64\":\"====\"}")
+check "base64 of padding only refused" test "$(code_of "$out")" = invalid_input
 out=$(req "{\"url\":\"$APP_URL/redirect?code=303&to=/echo\",\"method\":\"POST\",\"body\":\"x\"}")
 check "303 after POST continues as GET" test "$(jq_ "$out" 'json.loads(j["body"])["method"]')" = GET
 out=$(req "{\"url\":\"$APP_URL/redirect?code=307&to=/echo\",\"method\":\"POST\",\"body\":\"keep\"}")

@@ -88,6 +88,8 @@ expect_status "GET /mcp without a session is 400" 400
 # Two sessions are independent; DELETE ends one.
 SID2=$(mcp_init "$ADMIN")
 [ -n "$SID2" ] && [ "$SID2" != "$SID" ] && pass "a second session gets its own id" || fail "a second session gets its own id" "$SID2"
+req DELETE /mcp "${A[@]}" -H "Mcp-Session-Id: $SID2" -H "MCP-Protocol-Version: 1999-01-01"
+expect_status "DELETE with an unsupported MCP-Protocol-Version is 400" 400
 req DELETE /mcp "${A[@]}" -H "Mcp-Session-Id: $SID2"
 expect_status "DELETE ends the session" 204
 req POST /mcp "${A[@]}" "${MCP_H[@]}" -H "Mcp-Session-Id: $SID2" -d '{"jsonrpc":"2.0","id":1,"method":"ping"}'
