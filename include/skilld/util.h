@@ -47,6 +47,11 @@ int skd_utf8_valid(const char *s, size_t n);
  * when the bytes there are not one. */
 size_t skd_utf8_seq_len(const unsigned char *s, size_t n);
 
+struct skd_buf;
+/* Append s[0..n) to b with every invalid UTF-8 sequence and every NUL byte
+ * replaced by U+FFFD. Returns 0, SKD_ETOOBIG or SKD_ENOMEM. */
+int skd_utf8_repair(struct skd_buf *b, const char *s, size_t n);
+
 /* Length of the longest prefix of the n bytes at s that does not end inside
  * a UTF-8 sequence: a cut at a byte cap then drops the partial character
  * instead of leaving invalid UTF-8. Bytes that are not UTF-8 anyway (a stray

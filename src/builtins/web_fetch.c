@@ -88,23 +88,15 @@ static size_t cp_count(const char *s, size_t len)
     return n;
 }
 
-/* Text with invalid UTF-8 sequences replaced by U+FFFD. New string. */
+/* Text with invalid UTF-8 sequences (and NUL bytes) replaced by U+FFFD.
+ * New string (caller frees), or NULL when out of memory. */
 static char *utf8_repair(const char *s, size_t len, size_t *out_len)
 {
     skd_buf b;
     skd_buf_init(&b, len * 3 + 1);
-    size_t i = 0;
-    while (i < len) {
-        size_t n = 1;
-        unsigned char c = (unsigned char)s[i];
-        n = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-        if (i + n <= len && skd_utf8_valid(s + i, n)) {
-            skd_buf_append(&b, s + i, n);
-            i += n;
-        } else {
-            skd_buf_append(&b, "\xEF\xBF\xBD", 3);
-            i++;
-        }
+    if (skd_utf8_repair(&b, s, len) != 0) {
+        skd_buf_free(&b);
+        return NULL;
     }
     return skd_buf_steal(&b, out_len);
 }

@@ -144,8 +144,14 @@ static int same_owner(const char *a, const char *b)
 static void changed(skd_registry *r)
 {
     atomic_fetch_add(&r->generation, 1);
-    if (r->on_change)
-        r->on_change(r->on_change_arg);
+    /* Read the callback under the lock (skd_registry_on_change writes it
+     * there), call it outside so it may use the registry. */
+    pthread_rwlock_rdlock(&r->lock);
+    void (*fn)(void *) = r->on_change;
+    void *arg = r->on_change_arg;
+    pthread_rwlock_unlock(&r->lock);
+    if (fn)
+        fn(arg);
 }
 
 static skd_skill *skill_new(const skd_skill_def *d)

@@ -3,6 +3,7 @@
  * OpenSSL libcrypto; nothing here keeps state.
  */
 #include "skilld/util.h"
+#include "skilld/buf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -182,4 +183,26 @@ size_t skd_utf8_cut(const char *str, size_t n)
     if (need == 0 || back + 1 >= need)
         return n;
     return n - 1 - back;
+}
+
+int skd_utf8_repair(skd_buf *b, const char *str, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)str;
+    size_t i = 0;
+    while (i < n) {
+        size_t j = i, k;
+        while (j < n && s[j] != 0 && (k = skd_utf8_seq_len(s + j, n - j)) > 0)
+            j += k;
+        int rc = skd_buf_append(b, str + i, j - i);
+        if (rc)
+            return rc;
+        if (j < n) {
+            rc = skd_buf_append(b, "\xef\xbf\xbd", 3);
+            if (rc)
+                return rc;
+            j++;
+        }
+        i = j;
+    }
+    return 0;
 }

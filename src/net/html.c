@@ -72,7 +72,7 @@ static const char *prepare(const char *s, size_t n, skd_buf *fixed, int *rc)
         return "UTF-8";
     if (declares_legacy_charset(s, n) && !memchr(s, '\0', n))
         return NULL;
-    *rc = skd__html_utf8_repair(fixed, s, n);
+    *rc = skd_utf8_repair(fixed, s, n);
     return "UTF-8";
 }
 

@@ -69,10 +69,6 @@ void skd__html_text(const xmlNode *n, skd_buf *b, int keep_ws, size_t max_nodes)
  * (*nomem is then set to 1). Caller frees with free(). */
 char *skd__html_clean(const char *s, size_t max, int *nomem);
 
-/* Append s[0..n) to b replacing every invalid UTF-8 sequence and every NUL
- * byte with U+FFFD. Returns 0, SKD_ETOOBIG or SKD_ENOMEM. */
-int skd__html_utf8_repair(skd_buf *b, const char *s, size_t n);
-
 /* ---- html_render.c / html_inline.c ---- */
 
 /* One prefix-able output target with the state of the line being written. */

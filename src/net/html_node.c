@@ -376,7 +376,7 @@ char *skd__html_clean(const char *s, size_t max, int *nomem)
     if (b.len && !skd_utf8_valid(b.data, b.len)) {
         skd_buf fixed;
         skd_buf_init(&fixed, max);
-        skd__html_utf8_repair(&fixed, b.data, b.len);
+        skd_utf8_repair(&fixed, b.data, b.len);
         skd_buf_free(&b);
         b = fixed;
     }
@@ -390,26 +390,3 @@ char *skd__html_clean(const char *s, size_t max, int *nomem)
     return r;
 }
 
-/* ---- UTF-8 ---- */
-
-int skd__html_utf8_repair(skd_buf *b, const char *str, size_t n)
-{
-    const unsigned char *s = (const unsigned char *)str;
-    size_t i = 0;
-    while (i < n) {
-        size_t j = i, k;
-        while (j < n && s[j] != 0 && (k = skd_utf8_seq_len(s + j, n - j)) > 0)
-            j += k;
-        int rc = skd_buf_append(b, str + i, j - i);
-        if (rc)
-            return rc;
-        if (j < n) {
-            rc = skd_buf_append(b, "\xef\xbf\xbd", 3);
-            if (rc)
-                return rc;
-            j++;
-        }
-        i = j;
-    }
-    return 0;
-}

@@ -22,25 +22,6 @@ void skd_sandbox_result_free(skd_sandbox_result *r)
     r->out_len = r->err_len = 0;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    size_t len;
-    if (s[0] < 0x80)
-        return 1;
-    if (s[0] >= 0xc2 && s[0] <= 0xdf)
-        len = 2;
-    else if (s[0] >= 0xe0 && s[0] <= 0xef)
-        len = 3;
-    else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-        len = 4;
-    else
-        return 0;
-    if (len > n || !skd_utf8_valid((const char *)s, len))
-        return 0;
-    return len;
-}
-
 /* A JSON string of the n bytes at p with invalid UTF-8 replaced. */
 static json_t *lossy_string(const char *p, size_t n)
 {
@@ -55,7 +36,7 @@ static json_t *lossy_string(const char *p, size_t n)
         return NULL;
     size_t j = 0;
     for (size_t i = 0; i < n;) {
-        size_t l = utf8_seq((const unsigned char *)p + i, n - i);
+        size_t l = skd_utf8_seq_len((const unsigned char *)p + i, n - i);
         if (l) {
             memcpy(o + j, p + i, l);
             j += l;
