@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <strings.h>
 #include <time.h>
 
@@ -23,8 +24,10 @@ int skd_random(void *out, size_t n)
 
 int skd_uuid(char out[SKD_UUID_LEN + 1])
 {
+    /* The kernel's generator first: OpenSSL's first use in a process seeds
+     * its DRBG (about 0.5 ms, which every `skilld exec` would pay). */
     unsigned char b[16];
-    if (skd_random(b, sizeof(b)))
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b) && skd_random(b, sizeof(b)))
         return SKD_EINTERNAL;
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);

@@ -15,7 +15,6 @@
 #include <string.h>
 #include <stdio.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 static char *dup_or_null(const char *s, int *bad)
@@ -97,24 +96,6 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* A version-4 UUID for a run id, from getrandom(2). skd_uuid (OpenSSL's
- * generator) is as good, but its first use in a process seeds OpenSSL's
- * DRBG (about 0.5 ms), which every `skilld exec` would pay; it remains the
- * fallback. */
-static int run_uuid(char out[SKD_UUID_LEN + 1])
-{
-    unsigned char b[16];
-    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b))
-        return skd_uuid(out);
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, SKD_UUID_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
-    return 0;
-}
-
 /* Build a run from spec: copies, validation, image resolution. */
 static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
 {
@@ -168,7 +149,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     }
     if (rc)
         goto fail;
-    if (run_uuid(run->id)) {
+    if (skd_uuid(run->id)) {
         rc = skd_err_set(err, SKD_EINTERNAL, "no randomness for a run id");
         goto fail;
     }
