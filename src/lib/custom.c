@@ -97,7 +97,9 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
     }
     if ((rc = skd__command_skill_def(m, skill_dir, owner, &def, err)) != 0)
         return rc;
-    if ((rc = skd_registry_add(reg, &def, 1, err)) != 0) {
+    /* The registry decides under its own lock: two clients registering the
+     * same name@version at once cannot both succeed without replace. */
+    if ((rc = skd_registry_add(reg, &def, replace, err)) != 0) {
         def.udata_free(def.udata);
         return rc;
     }
