@@ -76,11 +76,8 @@ static char *clean_text(const char *s, size_t max, int strip_tags)
         }
         out[o++] = c;
     }
-    if (o > max) {
-        o = max;
-        while (o > 0 && ((unsigned char)out[o] & 0xC0) == 0x80)
-            o--;
-    }
+    if (o > max)
+        o = skd_utf8_cut(out, max);
     out[o] = '\0';
     if (!skd_utf8_valid(out, o)) {
         free(out);

@@ -60,7 +60,6 @@ void skd__a2a_http_card_legacy(skd_http_req *req, skd_http_reply *out)
 
 struct stream_job {
     skd_a2a *a2a;
-    skd_sse *sse;
     json_t *msg;
     char key_id[64];
     unsigned scopes;
@@ -75,38 +74,30 @@ static int emit(void *arg, const json_t *msg)
     return skd__sse_gone(sse) ? -1 : 0;
 }
 
-static void stream_run(void *arg)
+static void stream_run(void *arg, skd_sse *sse)
 {
     struct stream_job *job = arg;
     json_t *reply =
         skd__a2a_handle(job->a2a, job->key_id, job->scopes, job->has_version ? job->version : NULL,
-                        job->msg, emit, job->sse);
+                        job->msg, emit, sse);
     if (reply) /* refused before the stream started: one error event */
-        skd__sse_send(job->sse, reply);
+        skd__sse_send(sse, reply);
     json_decref(reply);
-    skd__sse_close(job->sse);
-    skd__sse_unref(job->sse);
     json_decref(job->msg);
     free(job);
 }
 
 static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http_reply *out)
 {
+    struct MHD_Response *resp = NULL;
     struct stream_job *job = calloc(1, sizeof(*job));
-    skd_sse *sse = skd__sse_new(A2A_STREAM_BYTES, NULL);
-    struct MHD_Response *resp = sse ? skd__sse_response(sse) : NULL;
-    if (!job || !resp) {
-        free(job);
-        if (resp)
-            MHD_destroy_response(resp);
-        skd__sse_unref(sse);
+    if (!job) {
         json_decref(msg);
         skd__http_json(out, MHD_HTTP_INTERNAL_SERVER_ERROR,
                        skd__rpc_error(NULL, SKD_RPC_INTERNAL_ERROR, "out of memory"));
         return;
     }
     job->a2a = skd__server_a2a(req->srv);
-    job->sse = sse;
     job->msg = msg;
     job->scopes = req->key.scopes;
     skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id));
@@ -114,14 +105,17 @@ static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http
         job->has_version = 1;
         skd_strlcpy(job->version, version, sizeof(job->version));
     }
-    if (skd__calls_spawn(skd__server_calls(req->srv), A2A_STREAM_WORKERS, stream_run, job) != 0) {
-        skd__http_json(out, MHD_HTTP_SERVICE_UNAVAILABLE,
+    int rc = skd__sse_spawn(skd__server_calls(req->srv), A2A_STREAM_WORKERS, A2A_STREAM_BYTES,
+                            stream_run, job, &resp);
+    if (rc) {
+        skd__http_json(out,
+                       rc == SKD_EBUSY ? MHD_HTTP_SERVICE_UNAVAILABLE
+                                       : MHD_HTTP_INTERNAL_SERVER_ERROR,
                        skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
-                                      "too many streams; retry later"));
+                                      rc == SKD_EBUSY ? "too many streams; retry later"
+                                                      : "out of memory"));
         json_decref(msg);
         free(job);
-        skd__sse_unref(sse);
-        MHD_destroy_response(resp);
         return;
     }
     out->status = MHD_HTTP_OK;

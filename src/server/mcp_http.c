@@ -97,19 +97,16 @@ static void do_initialize(skd_http_req *req, const json_t *msg, skd_http_reply *
 struct sse_job {
     skd_mcp_session *sess;
     json_t *msg;
-    skd_sse *sse;
 };
 
-static void sse_job_run(void *arg)
+static void sse_job_run(void *arg, skd_sse *sse)
 {
     struct sse_job *job = arg;
-    skd_mcp_io io = {skd__sse_send, job->sse, 0};
+    skd_mcp_io io = {skd__sse_send, sse, 0};
     json_t *reply = skd__mcp_handle(job->sess, job->msg, &io);
     if (reply && !io.cancelled)
-        skd__sse_send(job->sse, reply);
+        skd__sse_send(sse, reply);
     json_decref(reply);
-    skd__sse_close(job->sse);
-    skd__sse_unref(job->sse);
     json_decref(job->msg);
     skd__mcp_session_unref(job->sess);
     free(job);
@@ -118,30 +115,30 @@ static void sse_job_run(void *arg)
 /* Answer a request with an SSE stream fed by a worker thread. */
 static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_http_reply *out)
 {
+    struct MHD_Response *resp = NULL;
     struct sse_job *job = calloc(1, sizeof(*job));
-    skd_sse *sse = skd__sse_new(MAX_STREAM_BYTES, NULL);
-    struct MHD_Response *resp = sse ? skd__sse_response(sse) : NULL;
-    if (!job || !resp) {
-        free(job);
-        if (resp)
-            MHD_destroy_response(resp);
-        skd__sse_unref(sse);
-        rpc_reply(
-            out, MHD_HTTP_INTERNAL_SERVER_ERROR,
-            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory"));
-        return;
+    int rc = SKD_ENOMEM;
+    if (job) {
+        skd__mcp_session_ref(s);
+        *job = (struct sse_job){s, json_incref(msg)};
+        rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES,
+                            sse_job_run, job, &resp);
+        if (rc) {
+            skd__mcp_session_unref(s);
+            json_decref(msg);
+            free(job);
+        }
     }
-    skd__mcp_session_ref(s);
-    *job = (struct sse_job){s, json_incref(msg), sse};
-    if (skd__calls_spawn(skd__server_calls(req->srv), MAX_WORKERS, sse_job_run, job) != 0) {
+    if (rc == SKD_EBUSY) {
         rpc_reply(out, MHD_HTTP_SERVICE_UNAVAILABLE,
                   skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
                                  "too many calls in flight; retry later"));
-        skd__mcp_session_unref(s);
-        json_decref(msg);
-        free(job);
-        skd__sse_unref(sse);
-        MHD_destroy_response(resp);
+        return;
+    }
+    if (rc) {
+        rpc_reply(
+            out, MHD_HTTP_INTERNAL_SERVER_ERROR,
+            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory"));
         return;
     }
     out->status = MHD_HTTP_OK;

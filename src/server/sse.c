@@ -7,6 +7,7 @@
  * open. Both sides hold a reference; the last one frees.
  */
 #include "server/sse.h"
+#include "server/calls.h"
 
 #include "skilld/buf.h"
 #include "skilld/util.h"
@@ -173,4 +174,44 @@ struct MHD_Response *skd__sse_response(skd_sse *s)
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache, no-store");
     MHD_add_response_header(r, "X-Accel-Buffering", "no");
     return r;
+}
+
+struct sse_task {
+    void (*run)(void *arg, skd_sse *sse);
+    void *arg;
+    skd_sse *sse;
+};
+
+static void sse_task_run(void *p)
+{
+    struct sse_task *t = p;
+    t->run(t->arg, t->sse);
+    skd__sse_close(t->sse);
+    skd__sse_unref(t->sse);
+    free(t);
+}
+
+int skd__sse_spawn(struct skd_calls *calls, size_t workers, size_t max_bytes,
+                   void (*run)(void *arg, skd_sse *sse), void *arg, struct MHD_Response **resp)
+{
+    *resp = NULL;
+    struct sse_task *t = calloc(1, sizeof(*t));
+    skd_sse *sse = skd__sse_new(max_bytes, NULL);
+    struct MHD_Response *r = sse ? skd__sse_response(sse) : NULL;
+    if (!t || !r) {
+        free(t);
+        if (r)
+            MHD_destroy_response(r);
+        skd__sse_unref(sse);
+        return SKD_ENOMEM;
+    }
+    *t = (struct sse_task){run, arg, sse};
+    if (skd__calls_spawn(calls, workers, sse_task_run, t) != 0) {
+        free(t);
+        skd__sse_unref(sse);
+        MHD_destroy_response(r);
+        return SKD_EBUSY;
+    }
+    *resp = r; /* the response holds its own reference to the stream */
+    return 0;
 }

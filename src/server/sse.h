@@ -41,4 +41,14 @@ ssize_t skd__sse_read(skd_sse *s, char *buf, size_t max);
  * text/event-stream. NULL when out of memory. */
 struct MHD_Response *skd__sse_response(skd_sse *s);
 
+struct skd_calls;
+/* Answer a request with a stream fed by a worker thread: make a stream of
+ * at most max_bytes unsent, run run(arg, stream) on a thread counted by
+ * calls (at most workers at once), and hand back the streaming response in
+ * *resp. run owns arg; the stream is closed and released after run returns.
+ * On failure nothing runs, arg stays the caller's, and the result is
+ * SKD_ENOMEM or SKD_EBUSY (too many workers, or stopping). */
+int skd__sse_spawn(struct skd_calls *calls, size_t workers, size_t max_bytes,
+                   void (*run)(void *arg, skd_sse *sse), void *arg, struct MHD_Response **resp);
+
 #endif
