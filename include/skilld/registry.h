@@ -37,11 +37,11 @@ typedef void (*skd_progress_fn)(void *arg, double progress, double total, const 
 /* What a handler knows about the call. Everything is borrowed for the
  * duration of the call. */
 typedef struct skd_ctx {
-    const char *key_id;    /* the caller's API key id; never NULL */
-    unsigned scopes;       /* SKD_SCOPE_* bits */
-    skd_engine *engine;    /* config, store, runner */
-    skd_workspace *ws;     /* the caller's workspace, opened for this call */
-    skd_cancel *cancel;    /* may be NULL: the call cannot be cancelled */
+    const char *key_id;       /* the caller's API key id; never NULL */
+    unsigned scopes;          /* SKD_SCOPE_* bits */
+    skd_engine *engine;       /* config, store, runner */
+    skd_workspace *ws;        /* the caller's workspace, opened for this call */
+    skd_cancel *cancel;       /* may be NULL: the call cannot be cancelled */
     skd_progress_fn progress; /* may be NULL */
     void *progress_arg;
     const char *execution_id; /* UUID of this execution (audit row id) */
@@ -53,18 +53,18 @@ typedef struct skd_ctx {
 typedef json_t *(*skd_handler_fn)(const skd_ctx *ctx, const json_t *input, void *udata);
 
 typedef struct skd_skill_def {
-    const char *name;        /* [a-z][a-z0-9_-]{0,63} */
-    const char *version;     /* x.y.z */
+    const char *name;    /* [a-z][a-z0-9_-]{0,63} */
+    const char *version; /* x.y.z */
     const char *description;
-    json_t *input_schema;    /* borrowed; the registry keeps its own reference */
-    json_t *output_schema;   /* optional, borrowed */
-    json_t *tags;            /* optional array of strings, borrowed */
-    json_t *manifest;        /* optional: the manifest a custom skill came from */
+    json_t *input_schema;  /* borrowed; the registry keeps its own reference */
+    json_t *output_schema; /* optional, borrowed */
+    json_t *tags;          /* optional array of strings, borrowed */
+    json_t *manifest;      /* optional: the manifest a custom skill came from */
     enum skd_mode mode;
     skd_handler_fn handler;
     void *udata;
     void (*udata_free)(void *udata); /* called when the skill is freed; may be NULL */
-    const char *owner;       /* key id, or NULL for a global skill */
+    const char *owner;               /* key id, or NULL for a global skill */
 } skd_skill_def;
 
 skd_registry *skd_registry_new(void);
@@ -78,8 +78,8 @@ int skd_registry_add(skd_registry *reg, const skd_skill_def *def, int replace, s
 
 /* Remove name@version (or every version when version is NULL) owned by
  * owner (NULL: global). SKD_ENOENT when nothing matched. */
-int skd_registry_remove(skd_registry *reg, const char *name, const char *version,
-                        const char *owner, skd_err *err);
+int skd_registry_remove(skd_registry *reg, const char *name, const char *version, const char *owner,
+                        skd_err *err);
 
 /* Look up "name" (newest version) or "name@version" as seen by key_id: the
  * key's own skills first, then global ones. Disabled skills are returned too

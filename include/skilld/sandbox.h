@@ -116,8 +116,8 @@ typedef struct skd_sandbox_spec {
     skd_cancel *cancel;               /* skd_sandbox_run only: firing it kills the run */
     skd_sandbox_tick_fn tick;         /* skd_sandbox_run only; may be NULL */
     void *tick_arg;
-    const char *skill_dir;         /* host directory mounted read-only at /skill; NULL: none
-                                      (Agent Skills folders, src/lib/command_skill.c) */
+    const char *skill_dir; /* host directory mounted read-only at /skill; NULL: none
+                              (Agent Skills folders, src/lib/command_skill.c) */
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it

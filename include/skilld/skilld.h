@@ -38,12 +38,12 @@ skd_store *skd_engine_store(skd_engine *e);
 
 /* Execution request from a transport. */
 typedef struct skd_call {
-    const char *key_id;   /* required */
-    unsigned scopes;      /* SKD_SCOPE_* of the key */
-    const char *skill;    /* "name" or "name@version" */
-    const char *version;  /* optional; overrides a version in skill */
-    const json_t *input;  /* borrowed; NULL means {} */
-    skd_cancel *cancel;   /* optional */
+    const char *key_id;       /* required */
+    unsigned scopes;          /* SKD_SCOPE_* of the key */
+    const char *skill;        /* "name" or "name@version" */
+    const char *version;      /* optional; overrides a version in skill */
+    const json_t *input;      /* borrowed; NULL means {} */
+    skd_cancel *cancel;       /* optional */
     skd_progress_fn progress; /* optional */
     void *progress_arg;
 } skd_call;

@@ -46,7 +46,7 @@ typedef struct skd_audit {
     const char *key_id;
     const char *skill;
     const char *version;
-    const char *status; /* "success" or "error" */
+    const char *status;     /* "success" or "error" */
     const char *error_code; /* NULL on success */
     int64_t duration_ms;
     int64_t created_ms;
@@ -66,8 +66,7 @@ json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, s
  */
 /* The live value of key at time now_ms (wall clock). *value is a new string
  * (caller frees); SKD_ENOENT when absent or expired. */
-int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **value,
-                        skd_err *err);
+int skd_store_cache_get(skd_store *st, const char *key, int64_t now_ms, char **value, skd_err *err);
 /* Store value under key until now_ms + ttl_ms, replacing an older entry;
  * expired entries are purged on the way. */
 int skd_store_cache_put(skd_store *st, const char *key, const char *value, int64_t now_ms,
@@ -79,8 +78,8 @@ int skd_store_skill_put(skd_store *st, const char *owner, const json_t *manifest
                         const char *skill_dir, int enabled, skd_err *err);
 /* Delete name@version (version NULL: every version) of owner; SKD_ENOENT
  * when nothing matched. */
-int skd_store_skill_delete(skd_store *st, const char *name, const char *version,
-                           const char *owner, skd_err *err);
+int skd_store_skill_delete(skd_store *st, const char *name, const char *version, const char *owner,
+                           skd_err *err);
 int skd_store_skill_set_enabled(skd_store *st, const char *name, const char *version,
                                 const char *owner, int enabled, skd_err *err);
 /* Every stored skill: [{owner (null: global), manifest, skillDir (or
@@ -89,17 +88,15 @@ json_t *skd_store_skill_list(skd_store *st, skd_err *err);
 
 /* A2A tasks (src/store/tasks.c), always read through their key. */
 /* Insert or update task (borrowed, the internal task object). */
-int skd_store_task_put(skd_store *st, const char *id, const char *key_id,
-                       const char *context_id, const char *state, const json_t *task,
-                       skd_err *err);
+int skd_store_task_put(skd_store *st, const char *id, const char *key_id, const char *context_id,
+                       const char *state, const json_t *task, skd_err *err);
 /* The key's task id; NULL with SKD_ENOENT when absent or another key's. */
 json_t *skd_store_task_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
 /* The key's tasks, newest update first, filtered by context_id and state
  * when not NULL; offset/limit page them; *total receives the filtered
  * count. New ref (array of task objects). */
 json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *context_id,
-                            const char *state, int offset, int limit, int64_t *total,
-                            skd_err *err);
+                            const char *state, int offset, int limit, int64_t *total, skd_err *err);
 /* Delete tasks last updated before before_ms; *removed may be NULL. */
 int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err);
 

@@ -47,7 +47,6 @@ static ssize_t read_at(int fd, char *buf, size_t want, uint64_t offset)
     return (ssize_t)got;
 }
 
-
 static json_t *make_result(const char *path, const char *data, size_t n, int base64, uint64_t size,
                            int truncated)
 {

@@ -167,8 +167,8 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         res = skd_result_error(SKD_EINVAL, "a %s request carries no body", method);
         goto out;
     }
-    if (body64 && skd__base64_decode(body64, strlen(body64), (size_t)1 << 30, &raw, &raw_len,
-                                     &err)) {
+    if (body64 &&
+        skd__base64_decode(body64, strlen(body64), (size_t)1 << 30, &raw, &raw_len, &err)) {
         res = skd_result_error(err.code, "body_base64: %s", skd_err_msg(&err));
         goto out;
     }

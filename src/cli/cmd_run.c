@@ -13,8 +13,7 @@ int skd__cli_run(skd_cli *cli, int argc, char **argv)
     const char *skill = NULL, *key = "local", *input_arg = NULL, *version = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if ((strcmp(a, "--key") == 0 || strcmp(a, "--input") == 0 ||
-             strcmp(a, "--version") == 0) &&
+        if ((strcmp(a, "--key") == 0 || strcmp(a, "--input") == 0 || strcmp(a, "--version") == 0) &&
             i + 1 >= argc)
             return skd__cli_usage("run", "%s needs a value", a);
         if (strcmp(a, "--key") == 0)

@@ -23,9 +23,11 @@ static const struct {
     {"skills", skd__cli_skills,
      "skills [list] [--json] | add FILE|DIR | rm|enable|disable NAME[@V]  [--key KEY_ID]"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
-    {"exec", skd__cli_exec, "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
+    {"exec", skd__cli_exec,
+     "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
     {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},
-    {"doctor", skd__cli_doctor, "doctor [--json]                    which isolation features work here"},
+    {"doctor", skd__cli_doctor,
+     "doctor [--json]                    which isolation features work here"},
     {"serve", skd__cli_serve, "serve [--listen HOST:PORT]         HTTP server: MCP, REST, metrics"},
     {"mcp", skd__cli_mcp, "mcp [--key KEY_ID]                MCP over stdio"},
 };

@@ -16,7 +16,7 @@ size_t skd_json_depth(const json_t *v)
     if (json_is_object(v)) {
         const char *k;
         json_t *child;
-        json_object_foreach((json_t *)v, k, child) {
+        json_object_foreach ((json_t *)v, k, child) {
             size_t d = skd_json_depth(child);
             if (d > max)
                 max = d;
@@ -26,7 +26,7 @@ size_t skd_json_depth(const json_t *v)
     } else if (json_is_array(v)) {
         size_t i;
         json_t *child;
-        json_array_foreach(v, i, child) {
+        json_array_foreach (v, i, child) {
             size_t d = skd_json_depth(child);
             if (d > max)
                 max = d;

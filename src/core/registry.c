@@ -184,8 +184,7 @@ static skd_skill *skill_new(const skd_skill_def *d)
 int skd_registry_add(skd_registry *r, const skd_skill_def *d, int replace, skd_err *err)
 {
     if (!skd_skill_name_valid(d->name))
-        return skd_err_set(err, SKD_EINVAL,
-                           "skill name \"%s\" must match [a-z][a-z0-9_-]{0,63}",
+        return skd_err_set(err, SKD_EINVAL, "skill name \"%s\" must match [a-z][a-z0-9_-]{0,63}",
                            d->name ? d->name : "");
     if (!skd_version_valid(d->version))
         return skd_err_set(err, SKD_EINVAL, "skill version \"%s\" must be x.y.z",
@@ -213,8 +212,8 @@ int skd_registry_add(skd_registry *r, const skd_skill_def *d, int replace, skd_e
             break;
     }
     if (i < r->n && !replace) {
-        rc = skd_err_set(err, SKD_EEXISTS, "skill %s@%s is already registered", d->name,
-                         d->version);
+        rc =
+            skd_err_set(err, SKD_EEXISTS, "skill %s@%s is already registered", d->name, d->version);
     } else if (i < r->n) {
         old = r->items[i];
         r->items[i] = s;
@@ -242,8 +241,8 @@ int skd_registry_add(skd_registry *r, const skd_skill_def *d, int replace, skd_e
     return 0;
 }
 
-int skd_registry_remove(skd_registry *r, const char *name, const char *version,
-                        const char *owner, skd_err *err)
+int skd_registry_remove(skd_registry *r, const char *name, const char *version, const char *owner,
+                        skd_err *err)
 {
     size_t removed = 0;
     pthread_rwlock_wrlock(&r->lock);
@@ -260,8 +259,8 @@ int skd_registry_remove(skd_registry *r, const char *name, const char *version,
     }
     pthread_rwlock_unlock(&r->lock);
     if (!removed)
-        return skd_err_set(err, SKD_ENOENT, "no skill %s%s%s to remove", name,
-                           version ? "@" : "", version ? version : "");
+        return skd_err_set(err, SKD_ENOENT, "no skill %s%s%s to remove", name, version ? "@" : "",
+                           version ? version : "");
     changed(r);
     return 0;
 }
@@ -296,15 +295,13 @@ static int visible(const skd_skill *s, const char *key_id)
     return !s->owner || (key_id && strcmp(s->owner, key_id) == 0);
 }
 
-skd_skill *skd_registry_lookup(skd_registry *r, const char *ref, const char *key_id,
-                               skd_err *err)
+skd_skill *skd_registry_lookup(skd_registry *r, const char *ref, const char *key_id, skd_err *err)
 {
     char name[80];
     const char *version = NULL;
-    if (!ref || split_ref(ref, name, sizeof(name), &version) != 0 ||
-        !skd_skill_name_valid(name) || (version && !skd_version_valid(version))) {
-        skd_err_set(err, SKD_EINVAL, "\"%s\" is not a skill name or name@x.y.z",
-                    ref ? ref : "");
+    if (!ref || split_ref(ref, name, sizeof(name), &version) != 0 || !skd_skill_name_valid(name) ||
+        (version && !skd_version_valid(version))) {
+        skd_err_set(err, SKD_EINVAL, "\"%s\" is not a skill name or name@x.y.z", ref ? ref : "");
         return NULL;
     }
     skd_skill *best = NULL;
@@ -460,10 +457,10 @@ json_t *skd_skill_invoke(const skd_skill *s, const skd_ctx *ctx, const json_t *i
 
 json_t *skd_skill_to_json(const skd_skill *s)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:b, s:O, s:O}", "name", s->name, "version",
-                          s->version, "description", s->description, "mode",
-                          skd_mode_name(s->mode), "enabled", skd_skill_enabled(s),
-                          "inputSchema", s->input_schema, "tags", s->tags);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:s, s:b, s:O, s:O}", "name", s->name, "version", s->version,
+                  "description", s->description, "mode", skd_mode_name(s->mode), "enabled",
+                  skd_skill_enabled(s), "inputSchema", s->input_schema, "tags", s->tags);
     if (!o)
         return NULL;
     json_object_set_new(o, "owner", s->owner ? json_string(s->owner) : json_null());

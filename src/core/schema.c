@@ -74,7 +74,7 @@ static int schema_equal(const json_t *a, const json_t *b, int depth)
         json_t *va;
         if (json_object_size(a) != json_object_size(b))
             return 0;
-        json_object_foreach((json_t *)a, key, va) {
+        json_object_foreach ((json_t *)a, key, va) {
             json_t *vb = json_object_get(b, key);
             if (!vb || !schema_equal(va, vb, depth + 1))
                 return 0;
@@ -277,14 +277,13 @@ static int check_object(const json_t *s, const json_t *v, char *path, size_t ple
     json_t *addl = json_object_get(s, "additionalProperties");
     size_t i;
     json_t *r;
-    json_array_foreach(req, i, r) {
+    json_array_foreach (req, i, r) {
         if (json_is_string(r) && !json_object_get(v, json_string_value(r)))
-            return fail(err, path, "missing required property \"%s\"%s", json_string_value(r),
-                        "");
+            return fail(err, path, "missing required property \"%s\"%s", json_string_value(r), "");
     }
     const char *key;
     json_t *val;
-    json_object_foreach((json_t *)v, key, val) {
+    json_object_foreach ((json_t *)v, key, val) {
         json_t *ps = json_is_object(props) ? json_object_get(props, key) : NULL;
         int rc = 0;
         if (ps)
@@ -319,7 +318,7 @@ static int check_array(const json_t *s, const json_t *v, char *path, size_t plen
     if (json_is_object(items) || json_is_boolean(items)) {
         size_t i;
         json_t *e;
-        json_array_foreach(v, i, e) {
+        json_array_foreach (v, i, e) {
             int rc = child(items, e, path, plen, depth, "[%zu]", NULL, i, err);
             if (rc)
                 return rc;
@@ -336,7 +335,7 @@ static int check_type(const json_t *t, const json_t *v, const char *path, skd_er
     } else if (json_is_array(t)) {
         size_t i;
         json_t *e;
-        json_array_foreach(t, i, e) {
+        json_array_foreach (t, i, e) {
             if (json_is_string(e) && type_matches(json_string_value(e), v))
                 return 0;
         }
@@ -366,7 +365,7 @@ static int validate(const json_t *s, const json_t *v, char *path, size_t plen, i
         size_t i;
         json_t *e;
         int found = 0;
-        json_array_foreach(k, i, e) {
+        json_array_foreach (k, i, e) {
             if (schema_equal(e, v, 0)) {
                 found = 1;
                 break;
@@ -398,7 +397,7 @@ int skd_schema_validate(const json_t *schema, const json_t *instance, skd_err *e
     return validate(schema, instance, path, sizeof(path), 0, err);
 }
 
-static const char *const known_types[] = {"object", "array",   "string", "number",
+static const char *const known_types[] = {"object",  "array",   "string", "number",
                                           "integer", "boolean", "null"};
 
 static int type_known(const json_t *t)
@@ -440,7 +439,7 @@ static int check_schema(const json_t *s, char *path, size_t plen, int depth, skd
             return bad(err, path, "\"type\" must be a type name or an array of them");
         size_t i;
         json_t *e;
-        json_array_foreach(t, i, e) {
+        json_array_foreach (t, i, e) {
             if (!type_known(e))
                 return bad(err, path, "\"type\" holds an unknown type name");
         }
@@ -467,7 +466,7 @@ static int check_schema(const json_t *s, char *path, size_t plen, int depth, skd
         json_t *e;
         if (!json_is_array(k))
             return bad(err, path, "\"required\" must be an array of strings");
-        json_array_foreach(k, i, e) {
+        json_array_foreach (k, i, e) {
             if (!json_is_string(e))
                 return bad(err, path, "\"required\" must be an array of strings");
         }
@@ -489,7 +488,7 @@ static int check_schema(const json_t *s, char *path, size_t plen, int depth, skd
         json_t *ps;
         if (!json_is_object(k))
             return bad(err, path, "\"properties\" must be an object");
-        json_object_foreach(k, key, ps) {
+        json_object_foreach (k, key, ps) {
             char suffix[96];
             snprintf(suffix, sizeof(suffix), ".properties.%.64s", key);
             int rc = check_sub(ps, path, plen, depth, suffix, err);

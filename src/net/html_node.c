@@ -389,4 +389,3 @@ char *skd__html_clean(const char *s, size_t max, int *nomem)
         *nomem = 1;
     return r;
 }
-

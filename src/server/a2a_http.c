@@ -77,9 +77,8 @@ static int emit(void *arg, const json_t *msg)
 static void stream_run(void *arg, skd_sse *sse)
 {
     struct stream_job *job = arg;
-    json_t *reply =
-        skd__a2a_handle(job->a2a, job->key_id, job->scopes, job->has_version ? job->version : NULL,
-                        job->msg, emit, sse);
+    json_t *reply = skd__a2a_handle(job->a2a, job->key_id, job->scopes,
+                                    job->has_version ? job->version : NULL, job->msg, emit, sse);
     if (reply) /* refused before the stream started: one error event */
         skd__sse_send(sse, reply);
     json_decref(reply);
@@ -108,12 +107,10 @@ static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http
     int rc = skd__sse_spawn(skd__server_calls(req->srv), A2A_STREAM_WORKERS, A2A_STREAM_BYTES,
                             stream_run, job, &resp);
     if (rc) {
-        skd__http_json(out,
-                       rc == SKD_EBUSY ? MHD_HTTP_SERVICE_UNAVAILABLE
-                                       : MHD_HTTP_INTERNAL_SERVER_ERROR,
-                       skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
-                                      rc == SKD_EBUSY ? "too many streams; retry later"
-                                                      : "out of memory"));
+        skd__http_json(
+            out, rc == SKD_EBUSY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_INTERNAL_SERVER_ERROR,
+            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR,
+                           rc == SKD_EBUSY ? "too many streams; retry later" : "out of memory"));
         json_decref(msg);
         free(job);
         return;

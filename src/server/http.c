@@ -474,7 +474,7 @@ void skd_server_stop(skd_server *s, int grace_ms)
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
     }
-    skd__mcp_close_all(s->mcp); /* ends GET streams */
+    skd__mcp_close_all(s->mcp);  /* ends GET streams */
     skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
     int64_t deadline = skd_mono_ms() + grace_ms;
     if (skd__calls_stop(s->calls, grace_ms) != 0)

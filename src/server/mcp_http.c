@@ -121,8 +121,8 @@ static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_
     if (job) {
         skd__mcp_session_ref(s);
         *job = (struct sse_job){s, json_incref(msg)};
-        rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES,
-                            sse_job_run, job, &resp);
+        rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES, sse_job_run,
+                            job, &resp);
         if (rc) {
             skd__mcp_session_unref(s);
             json_decref(msg);

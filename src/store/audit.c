@@ -35,15 +35,13 @@ int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err)
 
 static json_t *row_json(sqlite3_stmt *q)
 {
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "id",
-                          (const char *)sqlite3_column_text(q, 0), "keyId",
-                          (const char *)sqlite3_column_text(q, 1), "skill",
-                          (const char *)sqlite3_column_text(q, 2), "version",
-                          (const char *)sqlite3_column_text(q, 3), "status",
-                          (const char *)sqlite3_column_text(q, 4), "durationMs",
-                          (json_int_t)sqlite3_column_int64(q, 6), "createdAt",
-                          (json_int_t)sqlite3_column_int64(q, 7), "inputSha256",
-                          (const char *)sqlite3_column_text(q, 8));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "id", (const char *)sqlite3_column_text(q, 0),
+        "keyId", (const char *)sqlite3_column_text(q, 1), "skill",
+        (const char *)sqlite3_column_text(q, 2), "version", (const char *)sqlite3_column_text(q, 3),
+        "status", (const char *)sqlite3_column_text(q, 4), "durationMs",
+        (json_int_t)sqlite3_column_int64(q, 6), "createdAt", (json_int_t)sqlite3_column_int64(q, 7),
+        "inputSha256", (const char *)sqlite3_column_text(q, 8));
     if (o) {
         const unsigned char *code = sqlite3_column_text(q, 5);
         json_object_set_new(o, "errorCode", code ? json_string((const char *)code) : json_null());
@@ -80,8 +78,8 @@ json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, s
     sqlite3_stmt *q = NULL;
     json_t *o = NULL;
     if (sqlite3_prepare_v2(skd__store_db(st),
-                           "SELECT " AUDIT_COLS " FROM executions WHERE key_id=? AND id=?", -1,
-                           &q, NULL) != SQLITE_OK) {
+                           "SELECT " AUDIT_COLS " FROM executions WHERE key_id=? AND id=?", -1, &q,
+                           NULL) != SQLITE_OK) {
         skd__store_fail(st, err, "read execution");
         return NULL;
     }

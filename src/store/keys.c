@@ -132,8 +132,7 @@ out:
     return rc;
 }
 
-static int get_row(skd_store *st, const char *id, skd_key_info *info, char *digest,
-                   skd_err *err)
+static int get_row(skd_store *st, const char *id, skd_key_info *info, char *digest, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     int rc = 0;
@@ -147,8 +146,7 @@ static int get_row(skd_store *st, const char *id, skd_key_info *info, char *dige
     if (step == SQLITE_ROW) {
         row_to_info(q, info);
         if (digest)
-            skd_strlcpy(digest, (const char *)sqlite3_column_text(q, 5),
-                        SKD_SHA256_HEX_LEN + 1);
+            skd_strlcpy(digest, (const char *)sqlite3_column_text(q, 5), SKD_SHA256_HEX_LEN + 1);
     } else if (step == SQLITE_DONE) {
         rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
     } else {
@@ -189,8 +187,8 @@ int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
 {
     sqlite3_stmt *q = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st), "UPDATE api_keys SET revoked=1 WHERE id=?", -1,
-                           &q, NULL) != SQLITE_OK)
+    if (sqlite3_prepare_v2(skd__store_db(st), "UPDATE api_keys SET revoked=1 WHERE id=?", -1, &q,
+                           NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "revoke key");
     sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
     int64_t changed = 0;
@@ -215,10 +213,10 @@ json_t *skd_store_key_list(skd_store *st, skd_err *err)
     while (sqlite3_step(q) == SQLITE_ROW) {
         skd_key_info k;
         row_to_info(q, &k);
-        json_array_append_new(arr, json_pack("{s:s, s:s, s:o, s:I, s:b}", "id", k.id, "name",
-                                             k.name, "scopes", skd_scopes_to_json(k.scopes),
-                                             "created", (json_int_t)k.created_ms, "revoked",
-                                             k.revoked));
+        json_array_append_new(arr,
+                              json_pack("{s:s, s:s, s:o, s:I, s:b}", "id", k.id, "name", k.name,
+                                        "scopes", skd_scopes_to_json(k.scopes), "created",
+                                        (json_int_t)k.created_ms, "revoked", k.revoked));
     }
     sqlite3_finalize(q);
     return arr;

@@ -82,15 +82,14 @@ static int migrate(skd_store *st, skd_err *err)
     sqlite3_finalize(q);
     int n = (int)(sizeof(migrations) / sizeof(migrations[0]));
     if (version > n)
-        return skd_err_set(err, SKD_EIO,
-                           "store: database schema %d is newer than this skilld (%d)", version, n);
+        return skd_err_set(err, SKD_EIO, "store: database schema %d is newer than this skilld (%d)",
+                           version, n);
     for (int i = version; i < n; i++) {
         char pragma[64];
         snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d;", i + 1);
         if ((rc = exec_sql(st, "BEGIN IMMEDIATE", err)) != 0)
             return rc;
-        if ((rc = exec_sql(st, migrations[i], err)) != 0 ||
-            (rc = exec_sql(st, pragma, err)) != 0) {
+        if ((rc = exec_sql(st, migrations[i], err)) != 0 || (rc = exec_sql(st, pragma, err)) != 0) {
             exec_sql(st, "ROLLBACK", NULL);
             return rc;
         }
@@ -114,8 +113,9 @@ int skd_store_open(const char *path, skd_store **out, skd_err *err)
         goto out;
     }
     sqlite3_busy_timeout(st->db, 5000);
-    if ((rc = exec_sql(st, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                           "PRAGMA foreign_keys=ON;",
+    if ((rc = exec_sql(st,
+                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
+                       "PRAGMA foreign_keys=ON;",
                        err)) != 0)
         goto out;
     if ((rc = migrate(st, err)) != 0)
