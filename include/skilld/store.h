@@ -1,8 +1,16 @@
 /*
- * The store: SQLite in WAL mode at $DATA_DIR/skilld.db holding API keys
- * (only a SHA-256 of each secret), the execution audit, and the state other
- * parts keep (custom skills, search cache, A2A tasks). Migrations are
- * versioned (PRAGMA user_version). Safe to use from many threads.
+ * The store: API keys (only a SHA-256 of each secret), the execution audit,
+ * and the state other parts keep (custom skills, search cache, A2A tasks).
+ * Two backends behind one interface: SQLite in WAL mode at
+ * $DATA_DIR/skilld.db (the embedded default) and PostgreSQL (SKILLD_STORE=
+ * postgresql://...), with the same versioned migrations in both dialects.
+ * Safe to use from many threads: a pool of connections, each with its own
+ * prepared statements (docs/store.md).
+ *
+ * Every function that touches the database fails with SKD_ESTORE
+ * (store_unavailable) when the database cannot answer: busy past the
+ * timeout, unreachable, corrupt. A read never reports "not found" or
+ * "no rows" for a database that failed.
  */
 #ifndef SKILLD_STORE_H
 #define SKILLD_STORE_H
@@ -14,8 +22,28 @@
 
 typedef struct skd_store skd_store;
 
-int skd_store_open(const char *path, skd_store **out, skd_err *err);
+typedef struct skd_store_opts {
+    int pool_size;            /* connections at most (default 8) */
+    int busy_timeout_ms;      /* SQLite busy wait; wait for a free connection (5000) */
+    int connect_timeout_s;    /* PostgreSQL connect_timeout (2) */
+    int statement_timeout_ms; /* PostgreSQL statement_timeout (5000) */
+} skd_store_opts;
+
+/* Open the store at where: a file path (SQLite) or a postgresql:// or
+ * postgres:// URL (PostgreSQL), and bring its schema up to date. opts may
+ * be NULL (defaults); zero fields take their default. */
+int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store **out,
+                        skd_err *err);
+/* skd_store_open_opts(where, NULL, ...). */
+int skd_store_open(const char *where, skd_store **out, skd_err *err);
 void skd_store_close(skd_store *st); /* NULL ok */
+/* 1 when where names a PostgreSQL database (postgresql:// or postgres://). */
+int skd_store_is_url(const char *where);
+/* "sqlite" or "postgresql". Static storage. */
+const char *skd_store_backend(const skd_store *st);
+/* Round trip to the database: 0 when it answers, SKD_ESTORE when not
+ * (/healthz). */
+int skd_store_ping(skd_store *st, skd_err *err);
 
 typedef struct skd_key_info {
     char id[64];
@@ -35,6 +63,8 @@ int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err
 int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err);
 /* Array of key objects {id, name, scopes[], created, revoked}. New ref. */
 json_t *skd_store_key_list(skd_store *st, skd_err *err);
+/* Number of keys, revoked ones included. SKD_ESTORE when the database
+ * cannot be read: never 0 for a read that failed. */
 int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err);
 
 /* Scope names <-> bits ("skills:read,skills:execute"). */

@@ -28,6 +28,12 @@ struct key {
 static const struct key keys[] = {
     /* core */
     {"DATA_DIR", K_STR, "./var", 0, 0, 0, "state directory: skilld.db, workspaces/, images/"},
+    /* the store (src/store, docs/store.md) */
+    {"SKILLD_STORE", K_STR, "", 0, 0, 1,
+     "postgresql://... to keep the store in PostgreSQL (empty: SQLite $DATA_DIR/skilld.db)"},
+    {"SKILLD_STORE_POOL", K_INT, "8", 1, 256, 0, "store connections at most"},
+    {"SKILLD_STORE_TIMEOUT_MS", K_INT, "5000", 100, 600000, 0,
+     "longest wait for the store (busy database, statement, free connection)"},
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},

@@ -74,7 +74,19 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         *out = e;
         return 0;
     }
-    if ((rc = skd_store_open(dbpath, &e->store, err)) != 0)
+    const char *where = skd_config_str(cfg, "SKILLD_STORE");
+    if (*where && !skd_store_is_url(where)) {
+        rc = skd_err_set(err, SKD_ECONFIG,
+                         "SKILLD_STORE must be a postgresql:// URL (or empty for SQLite in "
+                         "DATA_DIR)");
+        goto out;
+    }
+    skd_store_opts so = {
+        .pool_size = (int)skd_config_int(cfg, "SKILLD_STORE_POOL"),
+        .busy_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+        .statement_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+    };
+    if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
         goto out;

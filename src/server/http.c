@@ -154,6 +154,7 @@ unsigned skd__http_status_for(int code)
         return MHD_HTTP_BAD_GATEWAY;
     case SKD_ESANDBOX:
     case SKD_ECANCELLED:
+    case SKD_ESTORE:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;

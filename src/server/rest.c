@@ -13,9 +13,16 @@
 
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out)
 {
-    (void)req;
+    skd_err err = {0};
+    skd_store *st = skd_engine_store(skd__server_engine(req->srv));
+    if (skd_store_ping(st, &err) != 0) {
+        skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "store_unavailable", "%s",
+                        skd_err_msg(&err));
+        return;
+    }
     skd__http_json(out, MHD_HTTP_OK,
-                   json_pack("{s:s, s:s}", "status", "ok", "version", SKD_VERSION));
+                   json_pack("{s:s, s:s, s:s}", "status", "ok", "version", SKD_VERSION, "store",
+                             skd_store_backend(st)));
 }
 
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
