@@ -8,11 +8,12 @@ cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
     libcurl4-openssl-dev libseccomp-dev libsqlite3-dev libssl-dev libxml2-dev libcap-dev
-    libarchive-dev)
+    libarchive-dev libpq-dev)
 # Test-only packages. Add yours here (one list, sorted by purpose).
 TEST_PKGS=(valgrind clang-format python3 curl iproute2 busybox-static bubblewrap sqlite3
     nodejs npm procps psmisc util-linux time
-    docker.io podman catatonit uidmap slirp4netns fuse-overlayfs)
+    docker.io podman catatonit uidmap slirp4netns fuse-overlayfs
+    postgresql-15 postgresql-client-15 haproxy)
 
 want=("${BUILD_PKGS[@]}")
 [ "${1:-}" = "--test" ] && want+=("${TEST_PKGS[@]}")
