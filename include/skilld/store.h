@@ -130,4 +130,54 @@ json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *conte
 /* Delete tasks last updated before before_ms; *removed may be NULL. */
 int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err);
 
+/*
+ * Runs and replicas (src/store/runs.c, docs/store.md). Every sandbox run is
+ * a row with the replica that runs it and a lease that replica renews; a
+ * run whose lease ended (its replica died) is marked "lost" by any replica.
+ * Caps on concurrent runs are checked against the rows of every replica, so
+ * they hold across replicas; a cancel request is a flag on the row that the
+ * owning replica acts on (within 1 s: told at once on PostgreSQL by
+ * LISTEN/NOTIFY, else by polling every 200 ms).
+ */
+typedef struct skd_cancel skd_cancel;
+
+/* Start this process's replica duties under id (borrowed; "" for the host
+ * name): runs already in the store as this replica's are marked lost (they
+ * died with its previous life), then a thread renews leases every lease/3,
+ * marks expired leases lost, acts on cancel requests and on change
+ * notifications. Idempotent. */
+int skd_store_replica_start(skd_store *st, const char *id, int lease_ms, skd_err *err);
+/* This process's replica id ("" before skd_store_replica_start or the
+ * first run). Static for the store's life. */
+const char *skd_store_replica_id(skd_store *st);
+/* Draining: /healthz answers 503 so a load balancer stops sending. */
+void skd_store_set_draining(skd_store *st, int on);
+int skd_store_draining(skd_store *st);
+
+typedef struct skd_run_req {
+    const char *id; /* execution id */
+    const char *key_id;
+    const char *skill;
+    skd_cancel *cancel; /* borrowed until skd_store_run_end; fired on a cancel request */
+    int per_key;        /* runs at once for this key over every replica (0: no cap) */
+    int total;          /* runs at once over every replica (0: no cap) */
+    int wait_ms;        /* how long to wait for a free place */
+} skd_run_req;
+/* Record a run as started on this replica once the caps allow it, waiting
+ * up to wait_ms (or until cancel fires) for a place. SKD_EBUSY when none
+ * came, SKD_ECANCELLED when cancelled, SKD_ESTORE when the store failed. */
+int skd_store_run_begin(skd_store *st, const skd_run_req *r, skd_err *err);
+/* The run ended in state ("done", "error", "cancelled"). */
+void skd_store_run_end(skd_store *st, const char *id, const char *state);
+/* Ask the replica that runs the key's run id to cancel it. SKD_ENOENT when
+ * the key has no such running run. */
+int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* Runs of key_id (NULL: every key), newest first, at most limit; state NULL
+ * for every state. [{id, keyId, skill, replica, state, startedAt, endedAt,
+ * leaseUntil, cancelRequested}]. New ref. */
+json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state, int limit,
+                           skd_err *err);
+/* fn(arg) is called from the replica thread when another process changed
+ * the stored custom skills. One watcher. */
+void skd_store_watch_skills(skd_store *st, void (*fn)(void *arg), void *arg);
 #endif

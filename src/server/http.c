@@ -296,6 +296,9 @@ static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn, 
             return MHD_NO;
     }
     skd__metrics_request(route_label(r), out->status);
+    const char *replica = skd_store_replica_id(skd_engine_store(skd__server_engine(srv)));
+    if (*replica) /* which replica answered, behind a load balancer (docs/store.md) */
+        MHD_add_response_header(out->resp, "Skilld-Replica", replica);
     if (atomic_load(&srv->stopping))
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(conn, out->status, out->resp);

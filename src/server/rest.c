@@ -15,6 +15,11 @@ void skd__rest_healthz(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
     skd_store *st = skd_engine_store(skd__server_engine(req->srv));
+    if (skd_store_draining(st)) {
+        skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "draining",
+                        "this replica is stopping; calls in flight finish");
+        return;
+    }
     if (skd_store_ping(st, &err) != 0) {
         skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "store_unavailable", "%s",
                         skd_err_msg(&err));
@@ -226,4 +231,38 @@ void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd__http_empty(out, MHD_HTTP_NO_CONTENT);
+}
+
+/* GET /v1/runs: the caller's sandbox runs over every replica (admin: every
+ * key's), newest first; ?state=running filters. */
+void skd__rest_runs(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    const char *state = skd__http_query(req, "state");
+    int all = (req->key.scopes & SKD_SCOPE_ADMIN) != 0;
+    json_t *runs = skd_store_run_list(skd_engine_store(skd__server_engine(req->srv)),
+                                      all ? NULL : req->key.id, state, 500, &err);
+    if (!runs) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "runs", runs));
+}
+
+/* DELETE /v1/runs/{id}: cancel the caller's running run, on whichever
+ * replica runs it. 202: the request is recorded; the run ends cancelled. */
+void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    if (!(req->key.scopes & SKD_SCOPE_EXECUTE)) {
+        skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden", "this API key lacks skills:execute");
+        return;
+    }
+    if (skd_store_run_cancel(skd_engine_store(skd__server_engine(req->srv)), req->key.id,
+                             req->param, &err) != 0) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_ACCEPTED,
+                   json_pack("{s:s, s:s}", "id", req->param, "state", "cancel_requested"));
 }

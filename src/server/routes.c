@@ -21,6 +21,8 @@ const skd_route skd__routes[] = {
     {"POST", "/v1/execute", 1, 0, skd__rest_execute},
     {"GET", "/v1/executions", 1, R, skd__rest_executions},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution},
+    {"GET", "/v1/runs", 1, R, skd__rest_runs},
+    {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke},

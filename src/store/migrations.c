@@ -43,6 +43,16 @@ static const char *const sqlite_migrations[] = {
     "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
+    /* 5: sandbox runs with their replica and lease (src/store/runs.c), and
+     * change counters that replicas poll (and, on PostgreSQL, are told of) */
+    "CREATE TABLE runs ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, skill TEXT NOT NULL, replica TEXT NOT NULL,"
+    "  state TEXT NOT NULL, started_ms INTEGER NOT NULL, ended_ms INTEGER,"
+    "  lease_until_ms INTEGER NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX runs_state_key ON runs(state, key_id);"
+    "CREATE INDEX runs_replica ON runs(replica, state);"
+    "CREATE TABLE changes (topic TEXT PRIMARY KEY, seq INTEGER NOT NULL);"
+    "INSERT INTO changes VALUES ('skills', 0);",
 };
 
 static const char *const pg_migrations[] = {
@@ -70,6 +80,15 @@ static const char *const pg_migrations[] = {
     "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms BIGINT NOT NULL,"
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
+    /* 5 */
+    "CREATE TABLE runs ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, skill TEXT NOT NULL, replica TEXT NOT NULL,"
+    "  state TEXT NOT NULL, started_ms BIGINT NOT NULL, ended_ms BIGINT,"
+    "  lease_until_ms BIGINT NOT NULL, cancel_requested INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX runs_state_key ON runs(state, key_id);"
+    "CREATE INDEX runs_replica ON runs(replica, state);"
+    "CREATE TABLE changes (topic TEXT PRIMARY KEY, seq BIGINT NOT NULL);"
+    "INSERT INTO changes VALUES ('skills', 0);",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -52,6 +52,8 @@ out:
     skd__q_end(&q);
     skd__conn_put(st, c);
     free(text);
+    if (rc == 0) /* other replicas load it (runs.c) */
+        skd__store_changed(st, "skills", NULL);
     return rc;
 }
 
@@ -79,6 +81,8 @@ static int where_update(skd_store *st, skd__sql *all, skd__sql *one, const int64
 out:
     skd__q_end(&q);
     skd__conn_put(st, c);
+    if (rc == 0)
+        skd__store_changed(st, "skills", NULL);
     return rc;
 }
 

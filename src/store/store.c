@@ -60,6 +60,7 @@ int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     int rc;
     pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->rep_mu, NULL);
     pthread_cond_init(&st->cv, NULL);
     st->kind = skd_store_is_url(where) ? SKD__STORE_PG : SKD__STORE_SQLITE;
     if (opts)
@@ -87,9 +88,11 @@ void skd_store_close(skd_store *st)
 {
     if (!st)
         return;
+    skd__replica_free(st);
     skd__pool_free(st);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->rep_mu);
     free(st->where);
     free(st);
 }
@@ -112,4 +115,14 @@ int skd_store_ping(skd_store *st, skd_err *err)
     }
     skd__conn_put(st, c);
     return rc;
+}
+
+void skd_store_set_draining(skd_store *st, int on)
+{
+    __atomic_store_n(&st->draining, on ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+int skd_store_draining(skd_store *st)
+{
+    return st ? __atomic_load_n(&st->draining, __ATOMIC_ACQUIRE) : 0;
 }

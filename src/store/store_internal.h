@@ -63,7 +63,16 @@ struct skd_store {
     int64_t prepares; /* statements parsed, for tests of the cache */
     int64_t connects; /* connections opened */
     int closing;
+    struct skd__replica *rep; /* runs.c; created on first use under rep_mu */
+    pthread_mutex_t rep_mu;
+    int draining;
 };
+
+/* Bump the change counter of topic and tell the other replicas
+ * (PostgreSQL NOTIFY); on c when not NULL (inside its transaction). */
+int skd__store_changed(skd_store *st, const char *topic, skd_err *err);
+/* Stop and free the replica thread (store close). */
+void skd__replica_free(skd_store *st);
 
 /* A statement being run on a connection (caller's storage). */
 typedef struct skd__q {
