@@ -131,6 +131,26 @@ json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *conte
 int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err);
 
 /*
+ * MCP (2025 revisions) sessions (src/store/sessions.c): what a replica needs
+ * to continue a session another one began. Read through the key only.
+ */
+typedef struct skd_session_row {
+    char id[64];
+    char key_id[64];
+    unsigned scopes;
+    char version[16];
+    int initialized;
+    int log_level;
+} skd_session_row;
+/* Insert or update row (borrowed); rows idle longer than idle_ms go. */
+int skd_store_session_put(skd_store *st, const skd_session_row *row, int64_t idle_ms, skd_err *err);
+/* The key's session id into *row; SKD_ENOENT when absent, another key's,
+ * or idle longer than idle_ms. */
+int skd_store_session_get(skd_store *st, const char *key_id, const char *id, int64_t idle_ms,
+                          skd_session_row *row, skd_err *err);
+int skd_store_session_delete(skd_store *st, const char *id, skd_err *err);
+
+/*
  * Runs and replicas (src/store/runs.c, docs/store.md). Every sandbox run is
  * a row with the replica that runs it and a lease that replica renews; a
  * run whose lease ended (its replica died) is marked "lost" by any replica.

@@ -53,6 +53,12 @@ static const char *const sqlite_migrations[] = {
     "CREATE INDEX runs_replica ON runs(replica, state);"
     "CREATE TABLE changes (topic TEXT PRIMARY KEY, seq INTEGER NOT NULL);"
     "INSERT INTO changes VALUES ('skills', 0);",
+    /* 6: MCP (2025) sessions, so any replica continues a session (sessions.c) */
+    "CREATE TABLE mcp_sessions ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, scopes INTEGER NOT NULL,"
+    "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
+    "  updated_ms INTEGER NOT NULL);"
+    "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
 };
 
 static const char *const pg_migrations[] = {
@@ -89,6 +95,12 @@ static const char *const pg_migrations[] = {
     "CREATE INDEX runs_replica ON runs(replica, state);"
     "CREATE TABLE changes (topic TEXT PRIMARY KEY, seq BIGINT NOT NULL);"
     "INSERT INTO changes VALUES ('skills', 0);",
+    /* 6 */
+    "CREATE TABLE mcp_sessions ("
+    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, scopes INTEGER NOT NULL,"
+    "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
+    "  updated_ms BIGINT NOT NULL);"
+    "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -9,7 +9,10 @@
  *   - many threads creating, authenticating, auditing and revoking keys at
  *     once each get their own correct answers;
  *   - processes (here: threads) opening a fresh database at once run the
- *     migrations exactly once.
+ *     migrations exactly once;
+ *   - two store handles as two replicas: a per-key cap of 2 holds over
+ *     both, a cancel request through one reaches the other's run, and a
+ *     replica that stops renewing has its runs marked lost.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
@@ -380,6 +383,162 @@ TEST(concurrent_first_opens_migrate_once)
     skd_store_close(st);
 }
 
+/* ---- runs: caps over two "replicas", leases, cancel requests ---- */
+
+struct runner_arg {
+    skd_store *st;
+    int idx;
+    int rc;
+    int64_t t_start, t_end;
+};
+
+static void *one_run(void *arg)
+{
+    struct runner_arg *a = arg;
+    char id[32];
+    snprintf(id, sizeof(id), "run-%d", a->idx);
+    skd_cancel *c = skd_cancel_new();
+    skd_run_req rq = {.id = id,
+                      .key_id = "capped",
+                      .skill = "execute_command",
+                      .cancel = c,
+                      .per_key = 2,
+                      .wait_ms = 20000};
+    a->rc = skd_store_run_begin(a->st, &rq, NULL);
+    if (a->rc == 0) {
+        a->t_start = now_ms();
+        usleep(150 * 1000);
+        a->t_end = now_ms();
+        skd_store_run_end(a->st, id, "done");
+    }
+    skd_cancel_free(c);
+    return NULL;
+}
+
+TEST(run_cap_holds_over_two_replicas)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    pg_reset();
+    skd_store *a = NULL, *b = NULL;
+    skd_err err = {0};
+    CHECK(skd_store_open(where, &a, &err) == 0);
+    CHECK(skd_store_open(where, &b, &err) == 0);
+    if (!a || !b) {
+        skd_store_close(a);
+        skd_store_close(b);
+        return;
+    }
+    CHECK_EQ_INT(skd_store_replica_start(a, "ra", 3000, &err), 0);
+    CHECK_EQ_INT(skd_store_replica_start(b, "rb", 3000, &err), 0);
+    struct runner_arg args[8];
+    pthread_t t[8];
+    for (int i = 0; i < 8; i++) {
+        args[i] = (struct runner_arg){.st = i % 2 ? b : a, .idx = i};
+        pthread_create(&t[i], NULL, one_run, &args[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        CHECK_EQ_INT(args[i].rc, 0);
+    }
+    /* From the rows: never more than 2 running at once. */
+    json_t *runs = skd_store_run_list(a, "capped", NULL, 100, &err);
+    CHECK(runs && json_array_size(runs) == 8);
+    int best = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach (runs, i, r) {
+        int64_t s0 = json_integer_value(json_object_get(r, "startedAt"));
+        int over = 0;
+        size_t j;
+        json_t *o;
+        json_array_foreach (runs, j, o) {
+            int64_t s1 = json_integer_value(json_object_get(o, "startedAt"));
+            int64_t e1 = json_integer_value(json_object_get(o, "endedAt"));
+            if (s1 <= s0 && s0 < e1)
+                over++;
+        }
+        if (over > best)
+            best = over;
+        CHECK_STR(json_string_value(json_object_get(r, "state")), "done");
+    }
+    json_decref(runs);
+    CHECK(best >= 1 && best <= 2);
+    /* A third run at the cap waits, and gives up with busy. */
+    skd_cancel *c1 = skd_cancel_new(), *c2 = skd_cancel_new(), *c3 = skd_cancel_new();
+    skd_run_req r1 = {.id = "x1", .key_id = "k", .cancel = c1, .per_key = 2};
+    skd_run_req r2 = {.id = "x2", .key_id = "k", .cancel = c2, .per_key = 2};
+    skd_run_req r3 = {.id = "x3", .key_id = "k", .cancel = c3, .per_key = 2, .wait_ms = 200};
+    CHECK_EQ_INT(skd_store_run_begin(a, &r1, &err), 0);
+    CHECK_EQ_INT(skd_store_run_begin(b, &r2, &err), 0);
+    CHECK_EQ_INT(skd_store_run_begin(a, &r3, &err), SKD_EBUSY);
+    /* A cancel request through b reaches a's run. */
+    CHECK_EQ_INT(skd_store_run_cancel(b, "k", "x1", &err), 0);
+    CHECK_EQ_INT(skd_store_run_cancel(b, "other-key", "x1", NULL), SKD_ENOENT);
+    int64_t t0 = now_ms();
+    while (!skd_cancel_is_set(c1) && now_ms() - t0 < 5000)
+        usleep(10 * 1000);
+    CHECK(skd_cancel_is_set(c1));
+    printf("# cancel through the other replica seen after %lld ms\n", (long long)(now_ms() - t0));
+    skd_store_run_end(a, "x1", "cancelled");
+    skd_store_run_end(b, "x2", "done");
+    skd_cancel_free(c1);
+    skd_cancel_free(c2);
+    skd_cancel_free(c3);
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(dead_replica_runs_are_marked_lost)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    pg_reset();
+    skd_store *dead = NULL, *live = NULL;
+    skd_err err = {0};
+    CHECK(skd_store_open(where, &dead, &err) == 0);
+    CHECK(skd_store_open(where, &live, &err) == 0);
+    if (!dead || !live) {
+        skd_store_close(dead);
+        skd_store_close(live);
+        return;
+    }
+    CHECK_EQ_INT(skd_store_replica_start(dead, "dying", 600, &err), 0);
+    CHECK_EQ_INT(skd_store_replica_start(live, "living", 600, &err), 0);
+    skd_run_req d = {.id = "d1", .key_id = "k", .skill = "s"};
+    skd_run_req l = {.id = "l1", .key_id = "k", .skill = "s"};
+    CHECK_EQ_INT(skd_store_run_begin(dead, &d, &err), 0);
+    CHECK_EQ_INT(skd_store_run_begin(live, &l, &err), 0);
+    /* "dying" stops renewing (its thread ends with the handle; the row is
+     * left as a crash leaves it), "living" renews its own. */
+    skd_store_close(dead);
+    int64_t t0 = now_ms();
+    const char *state = "";
+    json_t *runs = NULL;
+    while (now_ms() - t0 < 5000) {
+        json_decref(runs);
+        runs = skd_store_run_list(live, "k", NULL, 10, &err);
+        state = "";
+        size_t i;
+        json_t *r;
+        json_array_foreach (runs, i, r)
+            if (strcmp(json_string_value(json_object_get(r, "id")), "d1") == 0)
+                state = json_string_value(json_object_get(r, "state"));
+        if (strcmp(state, "lost") == 0)
+            break;
+        usleep(50 * 1000);
+    }
+    CHECK_STR(state, "lost");
+    size_t i;
+    json_t *r;
+    json_array_foreach (runs, i, r)
+        if (strcmp(json_string_value(json_object_get(r, "id")), "l1") == 0)
+            CHECK_STR(json_string_value(json_object_get(r, "state")), "running");
+    json_decref(runs);
+    skd_store_run_end(live, "l1", "done");
+    skd_store_close(live);
+}
+
 int main(void)
 {
     TAP_BEGIN("store_concurrency");
@@ -399,6 +558,8 @@ int main(void)
     RUN(statements_are_prepared_once);
     RUN(threads_hammer_keys_and_audit);
     RUN(concurrent_first_opens_migrate_once);
+    RUN(run_cap_holds_over_two_replicas);
+    RUN(dead_replica_runs_are_marked_lost);
     /* remove the temporary files */
     for (int i = 0; i < seq; i++) {
         const char *sfx[] = {"", "-wal", "-shm"};
