@@ -13,7 +13,7 @@ BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
 TEST_PKGS=(valgrind clang-format python3 curl iproute2 busybox-static bubblewrap sqlite3
     nodejs npm procps psmisc util-linux time
     docker.io podman catatonit uidmap slirp4netns fuse-overlayfs
-    postgresql-15 postgresql-client-15 haproxy)
+    postgresql-15 postgresql-client-15 haproxy python3-yaml)
 
 want=("${BUILD_PKGS[@]}")
 [ "${1:-}" = "--test" ] && want+=("${TEST_PKGS[@]}")
