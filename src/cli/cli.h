@@ -24,6 +24,9 @@ typedef struct skd_cli {
 /* Open the engine on first use. Prints the error and returns NULL when it
  * cannot be opened. Borrowed; closed by main. */
 skd_engine *skd__cli_engine(skd_cli *cli);
+/* The same with skd_engine_open_flags flags; starts the sandbox spawner
+ * and, as root, drops to SKILLD_USER first (src/cli/privsep.c). */
+skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags);
 
 /* Print a usage error for subcommand cmd and return CLI_USAGE. */
 /* Block SIGINT and SIGTERM in this thread (threads started afterwards

@@ -31,6 +31,8 @@ static const struct key keys[] = {
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},
+    {"SKILLD_USER", K_STR, "skilld", 0, 0, 0,
+     "unprivileged user the server drops to when started as root"},
     /* workspace and file skills */
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
