@@ -79,7 +79,7 @@ struct skd_runner {
     skd_sandbox_config defaults;
     skd__spawner_client *spawner; /* made by the supervisor thread */
     skd__spawner_conf spawner_conf;
-    int spawner_ready;            /* under mu: 1 ok, -1 failed */
+    int spawner_ready; /* under mu: 1 ok, -1 failed */
     pthread_cond_t spawner_cv;
     skd_err spawner_err;
 };
