@@ -99,6 +99,8 @@ static const struct key keys[] = {
     {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
     {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
      "key id that requests without Authorization act as (empty: they get 401)"},
+    {"SKILLD_TEST_THREAD_CHURN", K_INT, "0", 0, 10000, 0,
+     "test only (with SKILLD_TEST_SKILLS): threads a second the server creates and destroys"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
