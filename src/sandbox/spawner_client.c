@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -324,16 +325,15 @@ void skd__spawner_client_free(skd__spawner_client *c)
     if (c->ctrl >= 0)
         close(c->ctrl);
     if (c->zygote > 0) {
-        /* Bounded: the zygote polls its socket every second at most. */
-        for (int i = 0; i < 300; i++) {
-            if (waitpid(c->zygote, NULL, WNOHANG) != 0)
-                break;
-            usleep(10000);
-            if (i == 299) {
-                kill(c->zygote, SIGKILL);
-                waitpid(c->zygote, NULL, 0);
-            }
-        }
+        /* Bounded: the zygote waits for its spawner, which kills and cleans
+         * up its runs; past 5 s it is killed (and the spawner with it). */
+        int pfd = (int)syscall(SYS_pidfd_open, c->zygote, 0);
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        if (pfd < 0 || poll(&p, 1, 5000) != 1)
+            kill(c->zygote, SIGKILL);
+        if (pfd >= 0)
+            close(pfd);
+        waitpid(c->zygote, NULL, 0);
     }
     pthread_mutex_destroy(&c->mu);
     free(c);
