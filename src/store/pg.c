@@ -7,10 +7,12 @@
  * with text parameters and text results.
  *
  * A connection the server closed (a restart, an administrator's
- * pg_terminate_backend) is noticed before it is used: an idle connection
- * whose socket is readable is read, and a dead one is replaced. A read that
- * still meets a dead connection is retried once on a new one; a write is
- * not (it may have committed), it fails with SKD_ESTORE.
+ * pg_terminate_backend) is noticed before it is used: an idle pooled
+ * connection whose socket turned readable is replaced. A statement that
+ * still meets a dead connection outside a transaction is run once more on a
+ * new one when that is safe: a read, or an insert (keyed rows: a duplicate
+ * on the second run means the first had committed). Other writes fail with
+ * SKD_ESTORE (they may have committed).
  */
 #include "store/store_internal.h"
 
@@ -87,9 +89,10 @@ void skd__pg_disconnect(skd__conn *c)
     memset(c->stmts, 0, sizeof(c->stmts));
 }
 
-/* An idle connection whose socket is readable has a message waiting: a
- * notification, or the server's goodbye. Read it, and report whether the
- * connection is still good. */
+/* An idle pooled connection has nothing to say: it never LISTENs and sets
+ * nothing that the server would report. A socket that turned readable
+ * carries the server's goodbye (a restart, pg_terminate_backend), whose
+ * EOF libpq may not have seen yet: such a connection is not used again. */
 int skd__pg_alive(skd__conn *c)
 {
     PGconn *db = c->db;
@@ -98,14 +101,7 @@ int skd__pg_alive(skd__conn *c)
     struct pollfd p = {.fd = PQsocket(db), .events = POLLIN};
     if (p.fd < 0)
         return 0;
-    if (poll(&p, 1, 0) > 0) {
-        if (!PQconsumeInput(db))
-            return 0;
-        PGnotify *n;
-        while ((n = PQnotifies(db)))
-            PQfreemem(n);
-    }
-    return PQstatus(db) == CONNECTION_OK;
+    return poll(&p, 1, 0) == 0;
 }
 
 /* Copy text, turning ?N into $N (SQL text of ours: no '?' in literals). */
@@ -184,10 +180,18 @@ static PGresult *run(skd__q *q)
     return PQexecPrepared(q->c->db, name, n, q->pv, NULL, NULL, 0);
 }
 
-static int is_read(const skd__sql *sql)
+/* Statements that may run again on a fresh connection when the old one
+ * died under them: reads, and inserts (every one of ours names its row by
+ * a key, so a second run of one that did commit is refused as a duplicate,
+ * which is then its success). */
+static int retry_kind(const skd__sql *sql)
 {
     const char *t = sql->pg ? sql->pg : sql->text;
-    return strncasecmp(t, "SELECT", 6) == 0;
+    if (strncasecmp(t, "SELECT", 6) == 0)
+        return 1;
+    if (strncasecmp(t, "INSERT", 6) == 0)
+        return 2;
+    return 0;
 }
 
 int skd__pg_step(skd__q *q, skd_err *err)
@@ -196,9 +200,10 @@ int skd__pg_step(skd__q *q, skd_err *err)
     if (!q->ran) {
         q->ran = 1;
         PGresult *res = run(q);
-        /* A read on a connection that died under us is safe to repeat on a
-         * fresh one, outside a transaction. */
-        if (PQstatus(c->db) == CONNECTION_BAD && is_read(q->sql) &&
+        int retried = 0, kind = retry_kind(q->sql);
+        /* Outside a transaction (ours are explicit), on a connection that
+         * died: once more on a new one. */
+        if (PQstatus(c->db) == CONNECTION_BAD && kind &&
             PQtransactionStatus(c->db) != PQTRANS_INTRANS) {
             PQclear(res);
             res = NULL;
@@ -210,6 +215,15 @@ int skd__pg_step(skd__q *q, skd_err *err)
                 if (rc)
                     return rc;
                 res = run(q);
+                retried = 1;
+            }
+        }
+        if (retried && kind == 2 && res && PQresultStatus(res) == PGRES_FATAL_ERROR) {
+            const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+            if (state && strcmp(state, "23505") == 0) { /* the first run had committed */
+                PQclear(res);
+                q->changes = 1;
+                return 0;
             }
         }
         ExecStatusType s = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;

@@ -110,6 +110,7 @@ void skd__conn_put(skd_store *st, skd__conn *c)
     }
     if (c->broken)
         disconnect_conn(c);
+    c->in_tx = 0;
     pthread_mutex_lock(&st->mu);
     st->free_list[st->nfree++] = c;
     pthread_cond_signal(&st->cv);
@@ -205,17 +206,23 @@ int skd__conn_exec(skd__conn *c, const char *sql, skd_err *err)
 
 int skd__conn_begin(skd__conn *c, skd_err *err)
 {
-    return skd__conn_exec(c, c->st->kind == SKD__STORE_PG ? "BEGIN" : "BEGIN IMMEDIATE", err);
+    int rc = skd__conn_exec(c, c->st->kind == SKD__STORE_PG ? "BEGIN" : "BEGIN IMMEDIATE", err);
+    c->in_tx = rc == 0;
+    return rc;
 }
 
 int skd__conn_commit(skd__conn *c, skd_err *err)
 {
-    return skd__conn_exec(c, "COMMIT", err);
+    int rc = skd__conn_exec(c, "COMMIT", err);
+    if (rc == 0)
+        c->in_tx = 0;
+    return rc;
 }
 
 void skd__conn_rollback(skd__conn *c)
 {
     skd__conn_exec(c, "ROLLBACK", NULL);
+    c->in_tx = 0;
 }
 
 void skd__store_counters(skd_store *st, int64_t *prepares, int64_t *connects)

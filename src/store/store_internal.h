@@ -144,6 +144,7 @@ struct skd__conn {
     skd_store *st;
     void *db;                    /* sqlite3 * or PGconn * */
     int broken;                  /* the connection failed: close it when it comes back */
+    int in_tx;                   /* between skd__conn_begin and commit/rollback */
     void *stmts[SKD__MAX_STMTS]; /* SQLite: sqlite3_stmt *; PG: non-NULL once prepared */
 };
 int skd__sqlite_connect(skd__conn *c, skd_err *err);

@@ -178,7 +178,8 @@ R2RUN=$(psql -X -tA "$PG_URL" -c "SELECT id FROM runs WHERE replica='r2' AND sta
 kill_ms=$(now_ms)
 kill -9 "${R_PID[2]}"
 t0=$(now_ms); lost=""
-while [ $(($(now_ms) - t0)) -lt 6000 ]; do
+# bound: the lease (3000 ms) plus a sweep interval (a third of it), plus a margin
+while [ $(($(now_ms) - t0)) -lt 5500 ]; do
     lost=$(psql -X -tA "$PG_URL" -c "SELECT state FROM runs WHERE id='$R2RUN'")
     [ "$lost" = lost ] && break
     sleep 0.1
@@ -212,7 +213,13 @@ python3 -c 'import json,sys; [print(json.loads(l)["eid"]) for l in open(sys.argv
 audit=$( (echo "CREATE TEMP TABLE ok(id text);"; echo "COPY ok FROM STDIN;"; cat "$TMP/s4.eids"; echo '\.';
     echo "SELECT (SELECT count(*) FROM ok), (SELECT count(*) FROM ok WHERE (SELECT count(*) FROM executions e WHERE e.id=ok.id AND e.status='success') <> 1);") |
     psql -X -q -tA "$PG_URL" | tail -1)
-if [ "${audit%|*}" -gt 0 ] && [ "${audit#*|}" = 0 ]; then pass "S4_audit_one_row_per_successful_call"; else fail "S4_audit_one_row_per_successful_call" "ok calls|without exactly one row: $audit"; fi
+if [ "${audit%|*}" -gt 0 ] && [ "${audit#*|}" = 0 ]; then pass "S4_audit_one_row_per_successful_call"; else
+    fail "S4_audit_one_row_per_successful_call" "ok calls|without exactly one row: $audit"
+    (echo "CREATE TEMP TABLE ok(id text);"; echo "COPY ok FROM STDIN;"; cat "$TMP/s4.eids"; echo '\.';
+        echo "SELECT ok.id, (SELECT count(*) FROM executions e WHERE e.id=ok.id), (SELECT string_agg(status, ',') FROM executions e WHERE e.id=ok.id) FROM ok WHERE (SELECT count(*) FROM executions e WHERE e.id=ok.id AND e.status='success') <> 1 LIMIT 5;") |
+        psql -X -q -tA "$PG_URL" | sed 's/^/#   /'
+    grep -h "audit" "$TMP"/r*.err | head -5 | sed 's/^/#   /'
+fi
 wait_lb_up 3 10 || fail "S4_haproxy_sees_r2_again" "$(lb_up_count) up"
 
 # ---------------- S9 ----------------

@@ -21,6 +21,8 @@ pg_free_port() {
 
 pg_start() {
     PG_DIR=$(mktemp -d /tmp/skilld-pg.XXXXXX) || return 1
+    # reachable (its unix socket) by the unprivileged user skilld serve drops to
+    chmod 755 "$PG_DIR"
     [ "$(id -u)" -eq 0 ] && chown postgres:postgres "$PG_DIR"
     PG_PORT=$(pg_free_port)
     pg_as "$PG_BIN/initdb" -D "$PG_DIR/data" -U skilld --auth=trust -E UTF8 --locale=C.UTF-8 \
