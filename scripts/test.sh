@@ -117,6 +117,7 @@ for t in tests/integration/*.sh; do
     case $(basename "$t") in
     store_errors.sh) continue ;; # SQLite's own failure cases
     echo_example.sh) continue ;; # the C API example finds itself beside build/skilld
+    server_spawner_stress.sh) continue ;; # the spawner's own stress, nothing of the store (95 s)
     esac
     [ -x "$t" ] && pg_labels+=("pg/${t#tests/}")
 done
