@@ -16,6 +16,7 @@
 #define SKILLD_STORE_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "skilld/error.h"
@@ -182,6 +183,8 @@ typedef struct skd_run_req {
     int per_key;        /* runs at once for this key over every replica (0: no cap) */
     int total;          /* runs at once over every replica (0: no cap) */
     int wait_ms;        /* how long to wait for a free place */
+    const char *kind;   /* NULL or "sandbox": counted by the caps; "task": an A2A task,
+                           recorded for its lease and cancel only */
 } skd_run_req;
 /* Record a run as started on this replica once the caps allow it, waiting
  * up to wait_ms (or until cancel fires) for a place. SKD_EBUSY when none
@@ -192,6 +195,10 @@ void skd_store_run_end(skd_store *st, const char *id, const char *state);
 /* Ask the replica that runs the key's run id to cancel it. SKD_ENOENT when
  * the key has no such running run. */
 int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* The state of the key's run id ("running", "done", "lost", ...) into
+ * state (cap bytes). SKD_ENOENT when there is none. */
+int skd_store_run_state(skd_store *st, const char *key_id, const char *id, char *state, size_t cap,
+                        skd_err *err);
 /* Runs of key_id (NULL: every key), newest first, at most limit; state NULL
  * for every state. [{id, keyId, skill, replica, state, startedAt, endedAt,
  * leaseUntil, cancelRequested}]. New ref. */

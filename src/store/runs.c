@@ -65,10 +65,10 @@ static skd__sql q_insert =
               "INSERT INTO runs(id,key_id,skill,replica,state,started_ms,lease_until_ms) "
               "VALUES($1,$2,$3,$4,'running'," NOW_PG "," NOW_PG "+$5)");
 static skd__sql q_count_key =
-    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND key_id=?1 AND "
-              "lease_until_ms > " NOW_SQLITE,
-              "SELECT count(*) FROM runs WHERE state='running' AND key_id=$1 AND "
-              "lease_until_ms > " NOW_PG);
+    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND key_id=?1 "
+              "AND lease_until_ms > " NOW_SQLITE,
+              "SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND key_id=$1 "
+              "AND lease_until_ms > " NOW_PG);
 static skd__sql q_count_all =
     SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND lease_until_ms > " NOW_SQLITE,
               "SELECT count(*) FROM runs WHERE state='running' AND lease_until_ms > " NOW_PG);
@@ -89,6 +89,7 @@ static skd__sql q_cancel =
     SKD__SQL("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND key_id=?2 AND state='running'");
 static skd__sql q_cancels =
     SKD__SQL("SELECT id FROM runs WHERE replica=?1 AND state='running' AND cancel_requested=1");
+static skd__sql q_state = SKD__SQL("SELECT state FROM runs WHERE id=?1 AND key_id=?2");
 static skd__sql q_seq = SKD__SQL("SELECT seq FROM changes WHERE topic=?1");
 static skd__sql q_bump = SKD__SQL("UPDATE changes SET seq=seq+1 WHERE topic=?1");
 static skd__sql q_notify = SKD__SQL("SELECT pg_notify('skilld', ?1)");
@@ -325,6 +326,7 @@ static int try_begin(skd_store *st, struct skd__replica *r, const skd_run_req *q
     skd__q_text(&qq, 3, q->skill ? q->skill : "");
     skd__q_text(&qq, 4, r->id);
     skd__q_int(&qq, 5, r->lease_ms);
+    skd__q_text(&qq, 6, q->kind ? q->kind : "sandbox");
     rc = skd__q_run(&qq, NULL, err);
     skd__q_end(&qq);
     if (rc || (rc = skd__conn_commit(c, err)))
@@ -399,6 +401,30 @@ int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_
     skd__conn_put(st, c);
     if (rc == 0 && st->rep)
         local_fire(st->rep, id); /* ours: no need to wait for the thread */
+    return rc;
+}
+
+int skd_store_run_state(skd_store *st, const char *key_id, const char *id, char *state, size_t cap,
+                        skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_state, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    skd__q_text(&q, 2, key_id);
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        const char *v = skd__q_col(&q, 0);
+        snprintf(state, cap, "%s", v ? v : "");
+        rc = 0;
+    } else if (rc == 0) {
+        rc = skd_err_set(err, SKD_ENOENT, "no run %s", id);
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return rc;
 }
 

@@ -12,8 +12,8 @@
 #   S1 300 MCP (2025) sessions through round robin: all succeed, >= 90%
 #      served by two or more replicas (the 2026-07-28 stateless half waits
 #      for that protocol revision)
-# Not here (see docs/store.md): S8 (A2A tasks across replicas): a live task
-# is still held in the memory of the replica that runs it.
+#   S8 an A2A task created through r1 reads the same through r2; a cancel
+#      through r3 stops it; a subscription on r2 gets the terminal event
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/scale_lib.sh"
 trap 'scale_down; rm -rf "$TMP"' EXIT
@@ -139,6 +139,35 @@ echo "# S7: cancel to end ${dt} ms"
 if ! pgrep -f "sleep 37" >/dev/null; then pass "S7_sandbox_process_gone"; else fail "S7_sandbox_process_gone" "$(pgrep -af 'sleep 37')"; fi
 st=$(psql -X -tA "$PG_URL" -c "SELECT state FROM runs WHERE id='$RID'")
 if [ "$st" = cancelled ]; then pass "S7_run_row_cancelled"; else fail "S7_run_row_cancelled" "state $st"; fi
+
+# ---------------- S8 ----------------
+A2H=(-H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0')
+rreq 1 POST /a2a "${A2H[@]}" -d '{"jsonrpc":"2.0","id":1,"method":"SendMessage","params":{"message":{"role":"ROLE_USER","messageId":"s8","parts":[{"data":{"skill":"execute_command","input":{"command":"sleep","args":["38"],"timeoutMs":60000}}}]},"configuration":{"returnImmediately":true}}}'
+TID=$(json_get "$BODY" 'j["result"]["task"]["id"]' 2>/dev/null)
+for _ in $(seq 1 100); do # until it works on r1
+    rreq 2 POST /a2a "${A2H[@]}" -d "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"GetTask\",\"params\":{\"id\":\"$TID\"}}"
+    [ "$(json_get "$BODY" 'j["result"]["status"]["state"]' 2>/dev/null)" = TASK_STATE_WORKING ] && break
+    sleep 0.05
+done
+if [ -n "$TID" ] && [ "$(json_get "$BODY" 'j["result"]["id"]' 2>/dev/null)" = "$TID" ]; then pass "S8_task_created_on_r1_reads_the_same_on_r2"; else fail "S8_task_created_on_r1_reads_the_same_on_r2" "${BODY:0:300}"; fi
+# a subscription on r2, then a cancel through r3
+curl -sS -N -m 20 -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -H 'A2A-Version: 1.0' \
+    -H 'Accept: text/event-stream' "http://127.0.0.1:${R_PORT[2]}/a2a" \
+    -d "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"SubscribeToTask\",\"params\":{\"id\":\"$TID\"}}" >"$TMP/s8.sse" 2>/dev/null &
+SUBPID=$!
+sleep 0.5
+t0=$(now_ms)
+rreq 3 POST /a2a "${A2H[@]}" -d "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"CancelTask\",\"params\":{\"id\":\"$TID\"}}"
+dt=$(($(now_ms) - t0))
+st=$(json_get "$BODY" 'j["result"]["status"]["state"]' 2>/dev/null)
+if [ "$st" = TASK_STATE_CANCELED ]; then pass "S8_cancel_through_r3_stops_it"; else fail "S8_cancel_through_r3_stops_it" "${BODY:0:300}"; fi
+echo "# S8: CancelTask through r3 answered canceled after ${dt} ms"
+if ! pgrep -f "sleep 38" >/dev/null; then pass "S8_task_sandbox_gone"; else fail "S8_task_sandbox_gone" "$(pgrep -af 'sleep 38')"; fi
+wait "$SUBPID"
+last=$(grep '^data:' "$TMP/s8.sse" | tail -1 | cut -c6-)
+if [ "$(json_get "$last" 'j["result"]["task"]["status"]["state"]' 2>/dev/null)" = TASK_STATE_CANCELED ]; then
+    pass "S8_subscription_on_r2_gets_the_terminal_event"
+else fail "S8_subscription_on_r2_gets_the_terminal_event" "$(head -c 600 "$TMP/s8.sse")"; fi
 
 # ---------------- S5 ----------------
 pg_halt
