@@ -135,6 +135,11 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
             skd_store_set_draining(st, 1);
             skd_info("draining for %d ms", drain);
             usleep((useconds_t)drain * 1000);
+            /* then calls in flight finish, up to the grace period, before
+             * the stop cancels what is left */
+            int64_t until = skd_mono_ms() + skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS");
+            while (skd_server_in_flight(srv) > 0 && skd_mono_ms() < until)
+                usleep(50 * 1000);
         }
     }
     skd_server_stop(srv, (int)skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS"));

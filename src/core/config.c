@@ -43,7 +43,8 @@ static const struct key keys[] = {
     {"SKILLD_CLUSTER_MAX_RUNS", K_INT, "0", 0, 1000000, 0,
      "sandbox runs at once over every replica sharing the store (0: no cluster cap)"},
     {"SKILLD_DRAIN_MS", K_INT, "0", 0, 600000, 0,
-     "on SIGTERM, /healthz says 503 for this long while calls go on, before the stop"},
+     "on SIGTERM, /healthz says 503 for this long while calls go on; then calls in flight "
+     "finish (up to SKILLD_SHUTDOWN_GRACE_MS) before the stop"},
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},

@@ -467,6 +467,11 @@ out:
     return rc;
 }
 
+size_t skd_server_in_flight(skd_server *s)
+{
+    return s && s->calls ? skd__calls_count(s->calls) : 0;
+}
+
 void skd_server_stop(skd_server *s, int grace_ms)
 {
     if (!s || s->stopped)

@@ -257,7 +257,24 @@ python3 "$LOAD" loop "$LB" "$ADMIN" "$TMP/stop9" 4 "$TMP/s9.jsonl" &
 LOADPID=$!
 sleep 1
 for n in 1 2 3; do
+    if [ "$n" = 1 ]; then # a call in flight when SIGTERM comes finishes
+        (curl -sS -o "$TMP/s9.body" "${ADM[@]}" "http://127.0.0.1:${R_PORT[1]}/v1/execute" \
+            -d '{"skill":"execute_command","input":{"command":"sleep","args":["3"],"timeoutMs":60000}}' || true) &
+        INFL=$!
+        sleep 0.5
+    fi
     kill -TERM "${R_PID[$n]}"
+    if [ "$n" = 1 ]; then
+        sleep 0.3
+        rreq 1 GET /healthz
+        if [ "$STATUS" = 503 ] && [ "$(json_get "$BODY" 'j["error"]["code"]' 2>/dev/null)" = draining ]; then
+            pass "S9_sigterm_turns_healthz_503_draining_first"
+        else fail "S9_sigterm_turns_healthz_503_draining_first" "status $STATUS ${BODY:0:200}"; fi
+        wait "$INFL"
+        if [ "$(json_get "$(cat "$TMP/s9.body")" 'j["success"]' 2>/dev/null)" = true ]; then
+            pass "S9_call_in_flight_at_sigterm_finishes"
+        else fail "S9_call_in_flight_at_sigterm_finishes" "$(head -c 300 "$TMP/s9.body")"; fi
+    fi
     wait "${R_PID[$n]}" 2>/dev/null
     start_replica "$n" || fail "S9_r${n}_restarts" "$(tail -3 "$TMP/r$n.err")"
     wait_lb_up 3 10 || fail "S9_r${n}_rejoins" "$(lb_up_count) up"
