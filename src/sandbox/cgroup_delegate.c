@@ -159,16 +159,18 @@ int skd__cgroup_delegated(const char *path, const char *self, char *why, size_t 
     char *unit = own_unit(&system_unit);
     if (!unit) {
         snprintf(why, cap, "systemd runs, but no unit owns our cgroup %s", self);
-        return 0;
+        return -2;
     }
     int rc;
     sd_bus *bus = NULL;
     if (geteuid() != 0 && system_unit) {
-        snprintf(why, cap, "our cgroup belongs to the system unit %s, not to our user manager",
+        snprintf(why, cap,
+                 "our cgroup belongs to the system unit %s, which our user manager cannot "
+                 "delegate",
                  unit);
-        rc = 0;
+        rc = -2;
     } else if (!(bus = manager_bus(why, cap))) {
-        rc = 0;
+        rc = -2;
     } else if ((rc = unit_delegates(bus, unit, why, cap)) == 0 && !why[0]) {
         if (strncmp(unit, "session-", 8) == 0)
             snprintf(why, cap,
@@ -182,8 +184,8 @@ int skd__cgroup_delegated(const char *path, const char *self, char *why, size_t 
         snprintf(why, cap, "%s is delegated, but without the %s controller(s)", unit, missing);
         rc = 0;
     }
-    if (rc < 0)
-        rc = 0;
+    if (rc == -1)
+        rc = -2;
     sd_bus_flush_close_unref(bus);
     free(unit);
     return rc;

@@ -61,8 +61,10 @@ void skd__cgroup_destroy(skd__cgroup *cg);
 void skd__cgroup_release(void);
 /* Delegation (cgroup_delegate.c). 1 when systemd delegated the cgroup v2
  * at path (our cgroup "self" under the mount) with memory, pids and cpu; 0
- * when it did not (why: a session scope, a unit without Delegate=, a missing
- * controller); -1 without systemd (the caller tries the cgroup as it is). */
+ * when it did not and may give us a scope that is (why: a session scope, a
+ * unit without Delegate=, a missing controller); -2 when it did not and
+ * cannot (why: no manager answers, a user in a system unit); -1 without
+ * systemd (the caller tries the cgroup as it is). */
 int skd__cgroup_delegated(const char *path, const char *self, char *why, size_t cap);
 /* Ask systemd for a transient scope with Delegate=yes holding this process
  * and wait until we are in it. 0 or SKD_ESANDBOX naming reason and the fix. */

@@ -253,6 +253,11 @@ static int setup_v2(void)
     /* Under systemd the cgroup is ours only when systemd delegated it;
      * otherwise ask it for a scope that is (cgroup_delegate.c). */
     int delegated = skd__cgroup_delegated(base, self, why, sizeof(why));
+    if (delegated == -2) {
+        snprintf(G.why, sizeof(G.why), "cgroups: not delegated (%s); fix: %s", why,
+                 skd__cgroup_delegate_fix());
+        return -2;
+    }
     if (delegated == 0) {
         skd_err err = {0};
         if (skd__cgroup_delegate(why, &err)) {

@@ -34,7 +34,11 @@ trap cleanup EXIT
 
 # -- kernel: the package linux-image-cloud-amd64 points at ------------------
 log "kernel: apt-get download linux-image-cloud-amd64"
-kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+kpkg=$(apt-cache depends linux-image-cloud-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+if [ -z "$kpkg" ]; then
+    apt-get update -qq >&2
+    kpkg=$(apt-cache depends linux-image-cloud-amd64 | awk '/Depends: linux-image-[0-9]/{print $2; exit}')
+fi
 [ -n "$kpkg" ] || { log "apt-cache knows no linux-image-cloud-amd64 (run apt-get update)"; exit 1; }
 (cd "$CACHE/dl" && { ls "$kpkg"_*.deb >/dev/null 2>&1 || apt-get download -q "$kpkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2 || true; })
 kdeb=$(ls "$CACHE/dl/$kpkg"_*.deb | tail -n1)
@@ -73,10 +77,11 @@ chmod 755 "$I/init"
 # -- root: debootstrap bookworm ----------------------------------------------
 # Runtime libraries of build/skilld (ldd), systemd with logind (for a real
 # login session scope), udev (device units for the payload disk), and what
-# the guest's tests drive (python3, curl, busybox, gcc for the escape
-# battery's two C programs, procps/psmisc for pgrep/pkill).
-PKGS=systemd,systemd-sysv,udev,dbus,libpam-systemd,login,passwd,util-linux,procps,psmisc,
-PKGS+=python3,curl,busybox-static,gcc,libc6-dev,time,e2fsprogs,ca-certificates,
+# the guest's tests drive (python3 and nodejs for eval_code, curl,
+# busybox, gcc for the escape battery's two C programs, procps/psmisc for
+# pgrep/pkill, make for `make install`).
+PKGS=systemd,systemd-sysv,udev,dbus,libpam-systemd,login,passwd,util-linux,procps,psmisc,make,
+PKGS+=python3,nodejs,curl,busybox-static,gcc,libc6-dev,time,e2fsprogs,ca-certificates,
 PKGS+=libjansson4,libmicrohttpd12,libcurl4,libseccomp2,libsqlite3-0,libssl3,libxml2,
 PKGS+=libarchive13,libsystemd0,libcap2,libpq5
 R=$WORK/root
