@@ -10,7 +10,8 @@
 #            login shell; skilld exec, doctor, the native sandbox tests
 #   service  `make install`, then skilld.service (Delegate=yes) started by
 #            systemd; its admin key from the 0600 file; the journal
-#   rootless skilld-user.service as an ordinary user (see RING_CASES)
+#   rootless skilld-user.service as user alice (after service: it uses the
+#            installed files), the tests in her user manager
 # and in each: doctor clean, tests/integration/sandbox_exec.sh and
 # tests/security/escape.sh, an MCP tools/call of execute_command with
 # memory, pids and cpu limits (read back from the run's cgroup), OOM
@@ -75,10 +76,10 @@ mcp_checks() {
     local d=${f%/memory.max}
     if [ -n "$f" ] && [ "$(cat "$d/memory.max")" = $((RING_MEM_MB << 20)) ] &&
         [ "$(cat "$d/pids.max")" = "$RING_PIDS" ] && [ "$(cat "$d/cpu.max")" = "$((RING_CPU * 1000)) 100000" ] &&
-        [ "$(cat "$d/memory.swap.max")" = 0 ]; then
-        pass "execute_command runs with memory, pids, cpu limits in its cgroup"
+        [ "$(cat "$d/memory.swap.max")" = 0 ] && [ -n "$(cat "$d/cgroup.procs")" ]; then
+        pass "execute_command runs in its own cgroup with memory, pids, cpu limits"
     else
-        fail "execute_command runs with memory, pids, cpu limits in its cgroup" "cgroup '$d': $(cat "$d"/memory.max "$d"/pids.max "$d"/cpu.max 2>&1 | tr '\n' ' ')"
+        fail "execute_command runs in its own cgroup with memory, pids, cpu limits" "cgroup '$d': $(cat "$d"/memory.max "$d"/pids.max "$d"/cpu.max "$d"/cgroup.procs 2>&1 | tr '\n' ' ')"
     fi
     wait $cpid
     out=$(cat /tmp/lim.json)
@@ -134,7 +135,10 @@ for CASE in $RING_CASES; do
         cg=$(cat /proc/self/cgroup)
         if [[ $cg =~ ^0::/user.slice/user-0.slice/session-[0-9]+.scope$ ]]; then pass "shell runs in a login session scope"; else fail "shell runs in a login session scope" "$cg"; fi
         B=$SRC/build/skilld
-        mkdir -p /root/q && cd /root/q || exit 1
+        # As scripts/deps.sh does: the system user the server drops to.
+        getent passwd skilld >/dev/null ||
+            useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
+        cd "$SRC" || exit 1
         out=$("$B" exec --key ring -- echo hi 2>&1)
         if [ "$(jf "$out" 'j["stdout"]')" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:400}"; fi
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
@@ -142,16 +146,19 @@ for CASE in $RING_CASES; do
         doctor_clean "$B"
         run_tests "$B"
         # The server as scripts/quickstart.sh runs it: build/skilld serve in
-        # the repository, DATA_DIR ./var, 127.0.0.1:8080.
+        # the repository, DATA_DIR ./var (or /var/lib/skilld when the
+        # checkout is not reachable by the skilld user), 127.0.0.1:8080.
+        unset DATA_DIR
+        runuser -u skilld -- test -x "$PWD" || export DATA_DIR=/var/lib/skilld
         serve() {
             SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU \
-                "$B" serve >>/root/q/serve.out 2>>/root/q/serve.err &
+                "$B" serve >>/tmp/serve.out 2>>/tmp/serve.err &
             SRV=$!
             within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         }
         serve
-        KEY=$(awk '/^  secret: /{print $2}' /root/q/serve.out)
-        if [ -n "$KEY" ]; then pass "first start prints the admin key in a terminal session"; else fail "first start prints the admin key" "$(tail -n 5 /root/q/serve.err)"; fi
+        KEY=$(awk '/^  secret: /{print $2}' /tmp/serve.out)
+        if [ -n "$KEY" ]; then pass "first start prints the admin key in a terminal session"; else fail "first start prints the admin key" "$(tail -n 5 /tmp/serve.err)"; fi
         mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
@@ -207,6 +214,37 @@ for CASE in $RING_CASES; do
         if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted by systemd after kill -9, sandbox works"; else fail "restarted by systemd after kill -9, sandbox works" "${out:0:300}"; fi
         systemctl stop skilld
         if within 10 eval '[ ! -d /sys/fs/cgroup/system.slice/skilld.service ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl stop skilld removes its cgroups"; else fail "systemctl stop skilld removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        ;;
+    rootless)
+        # -- skilld-user.service for an ordinary user (installed above) ------
+        getent passwd alice >/dev/null || useradd --create-home --uid 1000 alice
+        loginctl enable-linger alice
+        within 30 systemctl --user -M alice@ is-system-running >/dev/null 2>&1
+        U=(systemd-run --user -M alice@ --quiet --wait --pipe --collect -p Delegate=yes)
+        ctl() { systemctl --user -M alice@ "$@"; }
+        ok "alice's user manager runs" ctl is-system-running
+        doctor_clean /usr/local/bin/skilld "${U[@]}"
+        run_tests /usr/local/bin/skilld "${U[@]}"
+        ctl start skilld-user
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        ok "systemctl --user start skilld-user: active" ctl is-active skilld-user
+        f=/home/alice/.local/state/skilld/admin-key
+        within 20 test -s $f
+        if [ "$(stat -c '%a %U' $f 2>&1)" = "600 alice" ]; then pass "admin key in $f, mode 0600, owned by alice"; else fail "admin key in $f, mode 0600, owned by alice" "$(stat -c '%a %U' $f 2>&1)"; fi
+        KEY=$(cat $f)
+        ucg=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/skilld-user.service
+        mcp_checks http://127.0.0.1:8080/mcp "$KEY" $ucg
+        mark="ring-kill9-$RANDOM$RANDOM"
+        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
+        main=$(ctl show -p MainPID --value skilld-user)
+        kill -9 "$main"
+        if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
+        within 30 eval '[ "$(ctl show -p MainPID --value skilld-user)" != "$main" ] && [ "$(ctl show -p MainPID --value skilld-user)" != 0 ]'
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
+        if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted after kill -9, sandbox works"; else fail "restarted after kill -9, sandbox works" "${out:0:300}"; fi
+        ctl stop skilld-user
+        if within 10 eval '[ ! -d $ucg ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl --user stop skilld-user removes its cgroups"; else fail "systemctl --user stop skilld-user removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
         ;;
     *)
         fail "unknown case" "$CASE"

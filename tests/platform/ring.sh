@@ -41,12 +41,13 @@ cp -a tests/security/escape.sh "$PL/src/tests/security/"
 cp -a tests/platform "$PL/src/tests/"
 cp -a tests/platform/guest.sh "$PL/guest.sh"
 cat >"$PL/ring.env" <<EOF
-RING_CASES="${RING_CASES:-session service}"
+RING_CASES="${RING_CASES:-session service rootless}"
 RING_MEM_MB=64
 RING_PIDS=48
 RING_CPU=150
 EOF
 : >"$PL/results.log"
+chmod 755 "$PL" # reachable by the guest's skilld user, as a checkout would be
 truncate -s 512M "$W/payload.img"
 mkfs.ext4 -q -F -L payload -d "$PL" "$W/payload.img" || fail "payload disk" "mkfs.ext4 -d failed"
 
