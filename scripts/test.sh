@@ -42,7 +42,8 @@ run_prog() {
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
-    grep -E '^(FAIL) ' "$out" | sed "s|^|[$label] |"
+    # SHOW_PASS=1: the program's PASS lines and "#" notes too (the VM ring).
+    grep -E "^(FAIL${SHOW_PASS:+|PASS|#}) " "$out" | sed "s|^|[$label] |"
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL [$label] exited with status $rc; last lines:"
         tail -n 15 "$out" | sed 's/^/    /'
@@ -133,7 +134,7 @@ echo "== platform (Debian 12 VM under qemu)"
 for t in tests/platform/ring*.sh; do
     runnable "$t" || continue
     # A cold run builds the VM image first (debootstrap, a few minutes).
-    TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
+    SHOW_PASS=1 TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
 done
 
 echo

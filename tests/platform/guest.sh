@@ -40,6 +40,10 @@ within() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $en
 jf() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$1" "$2" 2>/dev/null; }
 prefixed() { sed -u -E "s/^(PASS|FAIL) /\1 $CASE: /"; }
 skilld_cgroups() { find /sys/fs/cgroup -name 'skilld*' -type d 2>/dev/null; }
+# The cgroups a spawner made: its transient scope and its "skilld/<pid>".
+own_cgroups() { find /sys/fs/cgroup -type d \( -regex '.*/skilld-[0-9]+\.scope' -o -regex '.*/skilld/[0-9]+' \) 2>/dev/null; }
+still_there_list() { local d; for d in "$@"; do [ -d "$d" ] && echo "$d"; done; }
+still_there() { [ -z "$(still_there_list "$@")" ]; }
 # Sandboxed python3 processes carrying a marker as their last argument
 # (not the MCP clients, whose JSON argument merely contains it).
 marked() { pgrep -f "^python3 -c .* $1\$"; }
@@ -51,7 +55,7 @@ run_tests() {
     local bin=$1; shift
     for t in tests/integration/sandbox_exec.sh tests/security/escape.sh; do
         local t0=$SECONDS
-        "$@" env SKILLD="$bin" SKILLD_ROOT="$SRC" bash "$SRC/$t" 2>&1 | prefixed | grep -E '^(PASS|FAIL) '
+        "$@" env SKILLD="$bin" SKILLD_ROOT="$SRC" bash "$SRC/$t" 2>&1 | prefixed | grep --line-buffered -E '^(PASS|FAIL) '
         note "$t took $((SECONDS - t0)) s"
     done
 }
@@ -139,8 +143,8 @@ for CASE in $RING_CASES; do
         getent passwd skilld >/dev/null ||
             useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
         cd "$SRC" || exit 1
-        out=$("$B" exec --key ring -- echo hi 2>&1)
-        if [ "$(jf "$out" 'j["stdout"]')" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:400}"; fi
+        out=$("$B" exec --key ring -- echo hi 2>/tmp/exec.err)
+        if [ "$(jf "$out" 'j["stdout"]')" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
         if [ "$(cat /proc/self/cgroup)" = "$cg" ] && echo $$ >/dev/null; then pass "the session keeps its cgroup"; else fail "the session keeps its cgroup" "$(cat /proc/self/cgroup)"; fi
         doctor_clean "$B"
@@ -163,14 +167,14 @@ for CASE in $RING_CASES; do
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         note "sandboxes running: $(marked "$mark" | wc -l)"
+        old=$(own_cgroups)
+        note "cgroups of the server before kill -9: $(echo $old)"
         kill -9 $SRV
         wait $SRV 2>/dev/null
         if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
-        dead=$SRV
         serve
         $MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60 >/dev/null
-        left=$(skilld_cgroups | grep -E "/(skilld-$dead\\.scope|skilld/$dead)(/|\$)")
-        if within 10 eval '[ -z "$(skilld_cgroups | grep -E "/(skilld-$dead\\.scope|skilld/$dead)(/|\$)")" ]'; then pass "the next start removes the dead server's cgroups"; else fail "the next start removes the dead server's cgroups" "$left"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the next start removes the dead server's cgroups"; else fail "the next start removes the dead server's cgroups" "before: $(echo $old); left: $(still_there_list $old)"; fi
         kill -TERM $SRV; wait $SRV
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "a stopped server leaves no cgroup behind"; else fail "a stopped server leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
         ;;
@@ -206,12 +210,14 @@ for CASE in $RING_CASES; do
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(systemctl show -p MainPID --value skilld)
+        old=$(own_cgroups)
         kill -9 "$main"
         if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
         within 30 eval '[ "$(systemctl show -p MainPID --value skilld)" != "$main" ] && [ "$(systemctl show -p MainPID --value skilld)" != 0 ]'
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
         if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted by systemd after kill -9, sandbox works"; else fail "restarted by systemd after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
         systemctl stop skilld
         if within 10 eval '[ ! -d /sys/fs/cgroup/system.slice/skilld.service ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl stop skilld removes its cgroups"; else fail "systemctl stop skilld removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
         ;;
@@ -237,12 +243,14 @@ for CASE in $RING_CASES; do
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(ctl show -p MainPID --value skilld-user)
+        old=$(own_cgroups)
         kill -9 "$main"
         if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
         within 30 eval '[ "$(ctl show -p MainPID --value skilld-user)" != "$main" ] && [ "$(ctl show -p MainPID --value skilld-user)" != 0 ]'
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
         if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted after kill -9, sandbox works"; else fail "restarted after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
         ctl stop skilld-user
         if within 10 eval '[ ! -d $ucg ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl --user stop skilld-user removes its cgroups"; else fail "systemctl --user stop skilld-user removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
         ;;
