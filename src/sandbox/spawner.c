@@ -470,6 +470,7 @@ static void on_message(void)
     int rc = skd__spawn_recv(S.sock, &m, &err);
     if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
         shutdown_all();
+        skd__cgroup_release(); /* the cgroups this spawner made; _exit skips atexit */
         _exit(0);
     }
     if (rc != 0) {
