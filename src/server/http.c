@@ -292,13 +292,14 @@ static const char *route_label(const skd_route *r)
 /* Answer a refusal in the dialect of the route: JSON-RPC for /mcp and /a2a,
  * the REST error object elsewhere. */
 static void refuse(const skd_route *r, skd_http_reply *out, unsigned status, const char *code,
-                   const char *msg)
+                   const char *msg, unsigned retry_after_s)
 {
     if (r && (r->flags & SKD_ROUTE_JSONRPC)) {
         json_t *e = skd__rpc_error(NULL, RPC_REFUSED, "%s", msg);
         json_t *eo = json_object_get(e, "error");
         if (eo)
-            json_object_set_new(eo, "data", json_pack("{s:s}", "code", code));
+            json_object_set_new(eo, "data",
+                                json_pack("{s:s, s:i}", "code", code, "retryAfter", retry_after_s));
         skd__http_json(out, status, e);
     } else {
         skd__http_error(out, status, code, "%s", msg);
@@ -346,13 +347,13 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     }
     unsigned retry = 0;
     if (skd__ratelimit_take(srv->rl, req->key.id, skd_mono_ms(), &retry) != 0) {
+        const skd_config *cfg = skd_engine_config(srv->e);
         char ra[16];
         snprintf(msg, sizeof(msg),
-                 "this API key made more than %lld requests a second "
+                 "this API key is over its rate limit of %lld requests a second "
                  "(SKILLD_RATE_LIMIT_PER_KEY); retry after %u s",
-                 (long long)skd_config_int(skd_engine_config(srv->e), "SKILLD_RATE_LIMIT_PER_KEY"),
-                 retry);
-        refuse(r, out, MHD_HTTP_TOO_MANY_REQUESTS, skd_errcode(SKD_EBUSY), msg);
+                 (long long)skd_config_int(cfg, "SKILLD_RATE_LIMIT_PER_KEY"), retry);
+        refuse(r, out, MHD_HTTP_TOO_MANY_REQUESTS, skd_errcode(SKD_EBUSY), msg, retry);
         snprintf(ra, sizeof(ra), "%u", retry);
         if (out->resp)
             MHD_add_response_header(out->resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
@@ -405,7 +406,7 @@ static enum MHD_Result on_complete(skd_server *srv, struct MHD_Connection *conn,
     }
     if (cr->over_budget || !cr->sc) {
         refuse(cr->route, &cr->out, MHD_HTTP_SERVICE_UNAVAILABLE, skd_errcode(SKD_EBUSY),
-               "the server holds too many request bodies; retry later");
+               "the server holds too many request bodies; retry later", 1);
         if (cr->out.resp)
             MHD_add_response_header(cr->out.resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         return send_reply(srv, conn, cr);
@@ -418,7 +419,7 @@ static enum MHD_Result on_complete(skd_server *srv, struct MHD_Connection *conn,
     skd__conn_suspend(srv->conns, cr->sc);
     if (skd__calls_spawn(srv->calls, SKD__CALLS_MAX_JOBS, run_handler, cr) != 0) {
         refuse(cr->route, &cr->out, MHD_HTTP_SERVICE_UNAVAILABLE, skd_errcode(SKD_EBUSY),
-               "too many requests in flight; retry later");
+               "too many requests in flight; retry later", 1);
         if (cr->out.resp)
             MHD_add_response_header(cr->out.resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
         cr->state = R_DONE;

@@ -83,11 +83,12 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
         json_decref(body);
         return;
     }
-    skd_cancel *cancel = skd_cancel_new();
+    /* req->cancel fires when the client hangs up (http.c) and on a stop
+     * (the tracker): either way the call ends and its sandbox is killed. */
+    skd_cancel *cancel = req->cancel;
     skd_calls *calls = skd__server_calls(req->srv);
-    if (!cancel || skd__calls_begin(calls, cancel) != 0) {
+    if (skd__calls_begin(calls, cancel) != 0) {
         skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "busy", "the server is stopping");
-        skd_cancel_free(cancel);
         json_decref(body);
         return;
     }
@@ -103,7 +104,6 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
     int64_t t0 = skd_mono_ms();
     json_t *result = skd_engine_execute(skd__server_engine(req->srv), &call, exec_id);
     skd__calls_end(calls, cancel);
-    skd_cancel_free(cancel);
     int ok = skd_result_success(result);
     skd_metrics_execution(call.skill, ok, skd_mono_ms() - t0);
     unsigned status = MHD_HTTP_OK;
