@@ -74,7 +74,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    if (flags & SKD_ENGINE_SANDBOX_ONLY) { /* skilld exec: no store, no skills */
+    if (flags & SKD_ENGINE_SANDBOX_ONLY) { /* no store, no skills: a runner only */
         *out = e;
         return 0;
     }
@@ -119,6 +119,15 @@ skd_registry *skd_engine_registry(skd_engine *e)
 skd_store *skd_engine_store(skd_engine *e)
 {
     return e->store;
+}
+
+void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
+{
+    pthread_mutex_lock(&e->runner_mu);
+    skd_runner *old = e->runner;
+    e->runner = r;
+    pthread_mutex_unlock(&e->runner_mu);
+    skd_runner_free(old);
 }
 
 skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
