@@ -165,12 +165,17 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         return skd_result_from_err(&err);
     }
     skd_sandbox_config sc;
+    skd_sandbox_ceilings ceil;
     skd_sandbox_config_defaults(&sc, cfg);
+    skd_sandbox_ceilings_from_config(&ceil, cfg);
     sc.timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : sc.timeout_ms;
-    if (sc.timeout_ms > SKD__SKILL_MAX_TIMEOUT_MS)
-        sc.timeout_ms = SKD__SKILL_MAX_TIMEOUT_MS;
     if (call->network_enabled >= 0)
         sc.network_enabled = call->network_enabled;
+    /* The caller narrows the operator's limits, never widens them. */
+    if (skd_sandbox_config_check(&sc, &ceil, &err)) {
+        free_env(env);
+        return skd_result_from_err(&err);
+    }
     struct progress pr = {ctx, sc.timeout_ms};
     skd_sandbox_spec spec = {
         .image = call->image,

@@ -401,6 +401,29 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
+/* networkEnabled allowed by the operator: native refuses it until the
+ * egress proxy exists; docker and podman give the container a bridge with
+ * no guard (cloud metadata and private networks are reachable). */
+static void check_network(json_t *checks, const skd_config *cfg)
+{
+    if (!cfg || !skd_config_bool(cfg, "SKILLS_SANDBOX_NETWORK_ENABLED")) {
+        add(checks, "sandbox_network", OK, NULL,
+            "networkEnabled:true is refused (SKILLS_SANDBOX_NETWORK_ENABLED=false)");
+        return;
+    }
+    const char *rt = skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME");
+    int ctr = strcmp(rt, "native") != 0; /* docker, podman, or auto that may pick them */
+    add(checks, "sandbox_network", ctr ? WARN : OK,
+        ctr ? "set SKILLS_SANDBOX_NETWORK_ENABLED=false until the egress proxy guards sandboxes"
+            : NULL,
+        ctr ? "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: a container with "
+              "networkEnabled gets --network=bridge with NO outbound guard (metadata and private "
+              "addresses reachable)"
+            : "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: native still refuses "
+              "networkEnabled (no egress proxy yet)",
+        rt);
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -421,6 +444,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
+    check_network(checks, cfg);
     check_native(checks, cfg);
     int worst = OK;
     size_t i;

@@ -115,6 +115,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
+    if ((rc = skd_sandbox_config_check(&run->cfg, &r->ceilings, err)) != 0)
+        goto fail;
     if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {
         rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
         goto fail;
@@ -387,6 +389,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
                                    : "",
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
+    skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;

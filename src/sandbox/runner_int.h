@@ -75,6 +75,7 @@ struct skd_runner {
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
+    skd_sandbox_ceilings ceilings; /* checked at submission (the spawner checks again) */
 };
 
 void skd__run_free(struct run *run);
