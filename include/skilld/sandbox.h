@@ -232,6 +232,11 @@ int skd_runner_queued_count(skd_runner *r);
 int skd_sandbox_image_rootfs(const char *data_dir, const char *allowed, const char *image,
                              char **rootfs, skd_err *err);
 
+/* The provider runtime ("native", "docker", "podman" or "auto") stands
+ * for: itself, or for auto the first that works here (native, podman,
+ * docker). Returns its name (static) or NULL with err set. */
+const char *skd_sandbox_runtime_pick(const char *runtime, skd_err *err);
+
 /* Is the named provider usable here? 0 or SKD_ESANDBOX with why. */
 int skd_sandbox_provider_detect(const char *runtime, skd_err *err);
 

@@ -84,7 +84,16 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
     char *rootfs = NULL; /* the image must be imported before a skill uses it */
     const char *image = skd_json_str(json_object_get(m, "run"), "image", SKD_IMAGE_HOST);
     skd_err ierr = {0};
-    if (skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr))
+    rc = skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr);
+    if (rc == SKD_ENOENT) {
+        /* docker and podman run images from their own store: not imported
+         * under DATA_DIR is fine for them (for auto: the one it picks). */
+        const char *rt = skd_sandbox_runtime_pick(
+            skd_config_str(skd_engine_config(e), "SKILLS_SANDBOX_RUNTIME"), NULL);
+        if (rt && strcmp(rt, "native") != 0)
+            rc = 0;
+    }
+    if (rc)
         return skd_err_set(err, ierr.code, "manifest.run.image: %s", skd_err_msg(&ierr));
     free(rootfs);
     const char *owner = new_owner(who);

@@ -53,6 +53,7 @@
 
 #include "sandbox/container.h"
 #include "sandbox/provider.h"
+#include "skilld/image.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -352,18 +353,6 @@ static void ws_release(const char *ws)
     pthread_mutex_unlock(&ws_mu);
 }
 
-/* An image reference the engine may be given: no option-like or odd text. */
-static int image_ok(const char *image)
-{
-    if (!image || !*image || image[0] == '-' || strlen(image) > 255)
-        return 0;
-    for (const char *p = image; *p; p++)
-        if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
-            !strchr("._-:/@", *p))
-            return 0;
-    return 1;
-}
-
 /* A growable argv with strings owned by it (freed by argv_free). */
 typedef struct argv_b {
     char **v;
@@ -473,9 +462,15 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
             return skd_err_set(err, SKD_EINVAL, "bad environment entry");
         argv_addf(a, "--env=%s", req->envp[i]);
     }
-    /* Podman stores imported images as localhost/<name>; say so, so that
-     * no registry search is ever attempted. */
-    if (podman && !strchr(req->image, '/'))
+    /* Podman stores imported images as localhost/<name>; a reference with
+     * no registry domain gets that prefix, so that no short-name search of
+     * registries is ever attempted. Docker's store keys the same reference
+     * as docker.io/<name>, which is what it resolves "name" and "ns/name"
+     * to, so docker gets it as written. */
+    skd_image_ref ref;
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
+    if (podman && !ref.has_domain)
         argv_addf(a, "localhost/%s", req->image);
     else
         argv_add(a, req->image);
@@ -525,8 +520,9 @@ static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *e
     if (!req->image || !*req->image || strcmp(req->image, "host") == 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "the %s runtime needs an image (the host image is native only)", engine);
-    if (!image_ok(req->image))
-        return skd_err_set(err, SKD_EINVAL, "bad image name");
+    skd_image_ref ref; /* the engines' grammar; nothing option-like reaches them */
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
     return 0;
 }
 

@@ -96,8 +96,10 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* Build a run from spec: copies, validation, image resolution. */
-static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
+/* Build a run from spec for provider prov: copies, validation, the
+ * ceilings, image resolution. */
+static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const skd__provider *prov,
+                   struct run **out, skd_err *err)
 {
     int rc, bad = 0;
     struct run *run = calloc(1, sizeof(*run));
@@ -143,9 +145,9 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     }
     rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
     /* docker and podman run the image from their own store (skilld image
-     * import loads it there too); the allow-list still applies. */
-    if (rc == SKD_ENOENT &&
-        is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime : r->runtime)) {
+     * import loads it there too); the allow-list still applies. The
+     * provider is the one actually picked (auto included). */
+    if (rc == SKD_ENOENT && is_container_runtime(prov->name)) {
         skd_err_clear(err);
         rc = 0;
     }
@@ -180,15 +182,14 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
                       void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err)
 {
     struct run *run = NULL;
-    int rc = run_new(r, spec, &run, err);
+    const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
+    const skd__provider *prov = skd__provider_find(rt, err);
+    if (!prov)
+        return SKD_ESANDBOX;
+    int rc = run_new(r, spec, prov, &run, err);
     if (rc)
         return rc;
-    const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
-    run->prov = skd__provider_find(rt, err);
-    if (!run->prov) {
-        skd__run_free(run);
-        return SKD_ESANDBOX;
-    }
+    run->prov = prov;
     if ((rc = run->prov->prepare(&run->req, &run->pstate, err)) != 0) {
         skd__run_free(run);
         return rc;
