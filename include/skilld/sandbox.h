@@ -43,6 +43,9 @@ typedef struct skd_sandbox_config {
     int64_t output_limit;    /* outputLimit: bytes kept per stream */
     int64_t file_size_limit; /* fileSizeLimit: bytes per file written (RLIMIT_FSIZE) */
     int64_t tmp_size;        /* tmpSize: bytes of the /tmp tmpfs */
+    /* Not on the wire: set by the runner from the operator's settings. */
+    int64_t workspace_quota; /* SKILLS_WORKSPACE_QUOTA_BYTES for the overlay; 0: none */
+    int64_t data_reserve;    /* SKILLS_DATA_RESERVE_BYTES kept free when committing */
 } skd_sandbox_config;
 
 /* Hard bounds accepted from a caller. */
@@ -136,6 +139,14 @@ typedef struct skd_sandbox_result {
     int killed; /* killed by the runner: timeout, kill(), cancel, OOM */
     int timed_out;
     int oom_killed;
+    /* The workspace quota overlay (a writable workspace with a quota):
+     * ws_checked 1 when there was one; ws_error 0 when the run's changes
+     * were kept (ws_bytes: what the workspace holds now), else SKD_EQUOTA
+     * or SKD_ECANCELLED (killed: nothing kept) with ws_message. */
+    int ws_checked;
+    int ws_error;
+    uint64_t ws_bytes;
+    char ws_message[SKD_ERR_MSG_MAX];
 } skd_sandbox_result;
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
@@ -143,7 +154,9 @@ void skd_sandbox_result_free(skd_sandbox_result *r);
 
 /* {id, runtime, exitCode (null when signalled or not run), signal (name or
  * null), stdout, stderr, truncated, duration, killed, timedOut, oomKilled}
- * plus error {code, message} when the command did not run. Output bytes that
+ * plus error {code, message} when the command did not run, and workspace
+ * {kept, bytes} or {kept: false, error: {code, message}} when the run had
+ * the quota overlay. Output bytes that
  * are not UTF-8 are replaced with U+FFFD. New reference. */
 json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r);
 

@@ -39,6 +39,10 @@ int skd_workspace_check_path(const char *path, int allow_root, skd_err *err);
  * control characters (0x01-0x1f, 0x7f), which no sensible name holds. */
 int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_err *err);
 
+/* The same for a path a client gives, which also may not use the reserved
+ * SKD_WORKSPACE_TMP_PREFIX in any component (SKD_EPATH). */
+int skd_workspace_check_client_pathn(const char *path, size_t len, int allow_root, skd_err *err);
+
 /* 1 when path names the workspace itself ("", ".", "./", "./." ...). */
 int skd_workspace_path_is_root(const char *path);
 

@@ -123,7 +123,8 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
     if (!j)
         return NULL;
     json_t *out = json_object();
-    int ok = !r->error && r->exited && r->exit_code == 0;
+    /* A run whose workspace changes were not kept did not do its work. */
+    int ok = !r->error && r->exited && r->exit_code == 0 && !(r->ws_checked && r->ws_error);
     json_object_set_new(out, "success", json_boolean(ok));
     json_object_set(out, "exitCode", json_object_get(j, "exitCode"));
     json_object_set(out, "stdout", json_object_get(j, "stdout"));
@@ -145,6 +146,10 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
                         "the command did not finish before the timeout and was killed");
     else if (cancelled)
         err = json_pack("{s:s, s:s}", "code", "cancelled", "message", "the call was cancelled");
+    else if (r->ws_checked && r->ws_error)
+        err = json_pack("{s:s, s:s}", "code", skd_errcode(r->ws_error), "message", r->ws_message);
+    if (json_object_get(j, "workspace"))
+        json_object_set(out, "workspace", json_object_get(j, "workspace"));
     if (err)
         json_object_set_new(out, "error", err);
     json_decref(j);

@@ -34,7 +34,12 @@ static const struct key keys[] = {
     /* workspace and file skills */
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
-     "bytes a workspace may hold"},
+     "bytes a workspace may hold (file skills and sandboxed code alike)"},
+    {"SKILLS_SANDBOX_WORKSPACE_QUOTA", K_STR, "overlay", 0, 0, 0,
+     "how sandboxes are held to the quota: overlay (tmpfs upper layer, committed when within "
+     "quota; needs root) or off (not enforced inside sandboxes; doctor warns)"},
+    {"SKILLS_DATA_RESERVE_BYTES", K_INT, "268435456", 0, I64MAX, 0,
+     "bytes of DATA_DIR's filesystem tenant writes never take (kept for the store)"},
     /* outbound */
     {"SKILLS_MAX_HTTP_RESPONSE_BYTES", K_INT, "256000", 1, I64MAX, 0,
      "bytes of an HTTP response body kept (after decompression)"},

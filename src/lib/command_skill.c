@@ -81,6 +81,8 @@ static json_t *outcome(const json_t *manifest, const skd_sandbox_result *r, int 
         return skd_result_error(SKD_ECANCELLED, "the call was cancelled");
     if (r->oom_killed)
         return skd_result_error(SKD_ETOOBIG, "the command exceeded its memory limit");
+    if (r->ws_checked && r->ws_error) /* its workspace changes were not kept */
+        return skd_result_error(r->ws_error, "%s", r->ws_message);
     if (!r->exited || r->exit_code != 0) {
         json_t *res =
             r->exited

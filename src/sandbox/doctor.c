@@ -11,6 +11,7 @@
  * fails closed on its own.
  */
 #include "skilld/doctor.h"
+#include "sandbox/ws_quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -25,6 +26,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
@@ -424,6 +426,39 @@ static void check_network(json_t *checks, const skd_config *cfg)
         rt);
 }
 
+/* Which mechanism holds sandboxed code to the workspace quota
+ * (src/sandbox/ws_quota.c), and whether DATA_DIR keeps its reserve. */
+static void check_workspace_quota(json_t *checks, const skd_config *cfg)
+{
+    skd_err err = {0};
+    const char *mode = cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA") : "overlay";
+    if (strcmp(mode, "off") == 0)
+        add(checks, "workspace_quota", WARN,
+            "set SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay (needs root) so sandboxes keep the quota",
+            "mechanism off: sandboxed code can write past SKILLS_WORKSPACE_QUOTA_BYTES");
+    else if (skd__wsq_probe(&err) != 0)
+        add(checks, "workspace_quota", FAIL,
+            "run as root (the spawner mounts the overlay), or set "
+            "SKILLS_SANDBOX_WORKSPACE_QUOTA=off",
+            "mechanism overlay unavailable: %s; runs with a writable workspace are refused",
+            skd_err_msg(&err));
+    else
+        add(checks, "workspace_quota", OK, NULL,
+            "mechanism overlay: sandbox writes go to a tmpfs of the quota's size and are "
+            "committed after the run only within SKILLS_WORKSPACE_QUOTA_BYTES=%lld",
+            cfg ? (long long)skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES") : 104857600LL);
+    struct statvfs v;
+    const char *dir = cfg ? skd_config_str(cfg, "DATA_DIR") : "./var";
+    long long reserve = cfg ? (long long)skd_config_int(cfg, "SKILLS_DATA_RESERVE_BYTES") : 0;
+    if (statvfs(dir, &v) == 0) {
+        long long avail = (long long)v.f_bavail * (long long)v.f_frsize;
+        add(checks, "data_reserve", avail > reserve ? OK : WARN,
+            avail > reserve ? NULL : "free space on DATA_DIR's filesystem",
+            "DATA_DIR %s: %lld bytes free, %lld kept for the store (SKILLS_DATA_RESERVE_BYTES)",
+            dir, avail, reserve);
+    }
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -445,6 +480,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "hardlinks");
     check_engines(checks);
     check_network(checks, cfg);
+    check_workspace_quota(checks, cfg);
     check_native(checks, cfg);
     int worst = OK;
     size_t i;

@@ -136,6 +136,10 @@ static void raw_defaults(skd_sandbox_config *c, const skd_config *cfg)
     c->output_limit = cfg ? skd_config_int(cfg, "SKILLS_MAX_SANDBOX_OUTPUT_CHARS") : 100000;
     c->file_size_limit = DEF_FILE_SIZE;
     c->tmp_size = DEF_TMP_SIZE;
+    c->workspace_quota = 0; /* no cfg: no overlay (a bare runner of tests and benchmarks) */
+    if (cfg && strcmp(skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA"), "off") != 0)
+        c->workspace_quota = skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES");
+    c->data_reserve = cfg ? skd_config_int(cfg, "SKILLS_DATA_RESERVE_BYTES") : 0;
 }
 
 int skd_sandbox_ceilings_warn(const skd_config *cfg)

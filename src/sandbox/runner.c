@@ -117,6 +117,9 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const skd__provi
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
+    /* The operator's, whatever the caller's copy says. */
+    run->cfg.workspace_quota = r->defaults.workspace_quota;
+    run->cfg.data_reserve = r->defaults.data_reserve;
     if ((rc = skd_sandbox_config_check(&run->cfg, &r->ceilings, err)) != 0)
         goto fail;
     if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {

@@ -44,6 +44,7 @@
 
 #include "sandbox/container.h"
 #include "sandbox/image_internal.h"
+#include "sandbox/provider.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 #include "skilld/workspace.h"
@@ -503,6 +504,17 @@ out:
     if (ws >= 0)
         close(ws); /* drops the lock */
     return rc;
+}
+
+void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o)
+{
+    skd_err err = {0};
+    o->ws_checked = 1;
+    o->ws_error = skd__wsq_commit(q, keep, reserve, &o->ws_bytes, &err);
+    if (o->ws_error)
+        skd_strlcpy(o->ws_message, skd_err_msg(&err), sizeof(o->ws_message));
+    if (o->ws_error == SKD_EIO)
+        skd_warn("workspace commit of %s: %s", q->workspace, skd_err_msg(&err));
 }
 
 /* ---- leftovers and probe --------------------------------------------------- */

@@ -37,6 +37,11 @@ const char *skd__wsq_merged(const skd__wsq *q);
  * committed (the prefix is the workspace layer's). */
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err);
 
+struct skd__outcome;
+/* skd__wsq_commit for a provider's cleanup: the result goes into the
+ * outcome's ws_* fields (and the log when it is an I/O failure). */
+void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o);
+
 /* Unmount whatever is left and remove the run's directory. NULL ok. */
 void skd__wsq_free(skd__wsq *q);
 

@@ -235,6 +235,24 @@ int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_
     return 0;
 }
 
+int skd_workspace_check_client_pathn(const char *path, size_t len, int allow_root, skd_err *err)
+{
+    int rc = skd_workspace_check_pathn(path, len, allow_root, err);
+    size_t pl = strlen(SKD_WORKSPACE_TMP_PREFIX);
+    for (size_t i = 0; rc == 0 && i < len;) {
+        size_t j = i;
+        while (j < len && path[j] != '/')
+            j++;
+        /* Temporary files never count against the quota: a client's own
+         * name with their prefix would hide bytes from it. */
+        if (j - i >= pl && memcmp(path + i, SKD_WORKSPACE_TMP_PREFIX, pl) == 0)
+            rc = skd_err_set(err, SKD_EPATH, "names starting with %s are reserved",
+                             SKD_WORKSPACE_TMP_PREFIX);
+        i = j + 1;
+    }
+    return rc;
+}
+
 int skd_workspace_check_path(const char *path, int allow_root, skd_err *err)
 {
     if (!path)
