@@ -585,7 +585,8 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         /* Over the lent workspace, so that the overlay shows the sandbox
          * uid's files; writes go to a tmpfs capped near the quota. */
         if (req->cfg->workspace_quota > 0 && !req->cfg->workspace_read_only &&
-            (rc = skd__wsq_prepare(s->ws, req->id, req->cfg->workspace_quota, &s->wsq, err)) != 0)
+            (rc = skd__wsq_prepare(s->ws, req->workspace_fd, req->id, req->cfg->workspace_quota,
+                                   &s->wsq, err)) != 0)
             goto out;
     }
     if ((rc = build_create(s, req, &a, err)) != 0)

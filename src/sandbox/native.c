@@ -10,6 +10,7 @@
  * refuses the run with SKD_ESANDBOX naming the step.
  */
 #include "sandbox/native.h"
+#include "sandbox/ws_quota.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -39,11 +40,34 @@ static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
                                                "/tmp/.skilld-sandbox-root"};
 
 static struct {
-    char stage[PATH_MAX]; /* empty host directory the child mounts its root on */
-    int idmap_fd;         /* user namespace: on-disk 0 <-> sandbox user */
+    char stage[PATH_MAX];          /* empty host directory the child mounts its root on */
+    int idmap_fd;                  /* user namespace: on-disk owner <-> sandbox user */
+    unsigned owner_uid, owner_gid; /* who owns the workspaces on disk */
+    int rootless;                  /* no root: unprivileged user namespace only */
     char why[SKD_ERR_MSG_MAX];
 } N = {.idmap_fd = -1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void skd__native_set_owner(unsigned uid, unsigned gid)
+{
+    N.owner_uid = uid;
+    N.owner_gid = gid;
+}
+
+void skd__native_forget(void)
+{
+    /* Descriptors made by the process that forked the spawner are closed
+     * in it: start over. */
+    memset(&N, 0, sizeof(N));
+    N.idmap_fd = -1;
+    once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    skd__cgroup_forget();
+}
+
+int skd__native_rootless(void)
+{
+    return geteuid() != 0;
+}
 
 struct nstate {
     const skd__sandbox_req *req;
@@ -54,6 +78,7 @@ struct nstate {
     char *paths[8]; /* proc, dev, tmp, shm, workspace, image dir, skill */
     char tmp_opts[64], shm_opts[64];
     struct skd__native_child child;
+    skd__wsq *wsq; /* the workspace quota overlay, or NULL (src/sandbox/ws_quota.c) */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -70,9 +95,10 @@ static int write_map(pid_t pid, const char *file, const char *map)
     return n == (ssize_t)strlen(map) ? 0 : -1;
 }
 
-/* A user namespace whose only mapping is inside 0 -> the sandbox user's
- * host id, for the idmapped workspace mount. Made once by a short-lived
- * child that waits on a pipe while its namespace is opened. */
+/* A user namespace whose only mapping is the workspaces' on-disk owner (the
+ * server's user) -> the sandbox user's host id, for the idmapped workspace
+ * mount. Made once by a short-lived child that waits on a pipe while its
+ * namespace is opened. */
 static int make_idmap_userns(void)
 {
     int p[2], fd = -1;
@@ -92,8 +118,10 @@ static int make_idmap_userns(void)
         close(p[1]);
         return -1;
     }
-    snprintf(map, sizeof(map), "0 %u 1\n", SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
-    if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", map) == 0) {
+    char gmap[64];
+    snprintf(map, sizeof(map), "%u %u 1\n", N.owner_uid, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    snprintf(gmap, sizeof(gmap), "%u %u 1\n", N.owner_gid, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", gmap) == 0) {
         char ns[64];
         snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
         fd = open(ns, O_RDONLY | O_CLOEXEC);
@@ -105,19 +133,49 @@ static int make_idmap_userns(void)
     return fd;
 }
 
+/* Rootless: a user namespace may be made at all (probed with a child that
+ * exits at once). */
+static int probe_userns(void)
+{
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0)
+        _exit(0);
+    if (pid < 0)
+        return -1;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 static void init_once(void)
 {
-    for (size_t i = 0; i < sizeof(stage_candidates) / sizeof(stage_candidates[0]); i++) {
+    uid_t me = geteuid();
+    N.rootless = me != 0;
+    char own[64];
+    snprintf(own, sizeof(own), "/tmp/.skilld-sandbox-root-%u", (unsigned)me);
+    const char *cands[3] = {stage_candidates[0], stage_candidates[1], own};
+    for (size_t i = N.rootless ? 2 : 0; i < 3; i++) {
         struct stat st;
-        if ((mkdir(stage_candidates[i], 0755) == 0 || errno == EEXIST) &&
-            lstat(stage_candidates[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0) {
-            skd_strlcpy(N.stage, stage_candidates[i], sizeof(N.stage));
+        if ((mkdir(cands[i], 0755) == 0 || errno == EEXIST) && lstat(cands[i], &st) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_uid == me) {
+            skd_strlcpy(N.stage, cands[i], sizeof(N.stage));
             break;
         }
     }
     if (!N.stage[0]) {
-        snprintf(N.why, sizeof(N.why), "no staging directory (%s): %s", stage_candidates[0],
+        snprintf(N.why, sizeof(N.why), "no staging directory (%s): %s", cands[N.rootless ? 2 : 0],
                  strerror(errno));
+        return;
+    }
+    if (N.rootless) {
+        if (probe_userns() != 0)
+            snprintf(N.why, sizeof(N.why),
+                     "rootless: unprivileged user namespaces are not available: %s (set "
+                     "kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0, or "
+                     "start skilld as root)",
+                     strerror(errno));
+        else
+            N.idmap_fd = -2; /* usable; no idmapped mounts in this mode */
         return;
     }
     N.idmap_fd = make_idmap_userns();
@@ -131,12 +189,8 @@ static void init_once(void)
 static int native_detect(skd_err *err)
 {
     const struct sock_fprog *prog;
-    if (getuid() != 0 && geteuid() != 0)
-        return skd_err_set(err, SKD_ESANDBOX,
-                           "native sandbox: skilld must run as root to map "
-                           "the sandbox user and manage cgroups");
     pthread_once(&once, init_once);
-    if (N.idmap_fd < 0)
+    if (N.idmap_fd == -1)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: %s", N.why);
     int rc = skd__cgroup_detect(err);
     if (rc)
@@ -247,7 +301,9 @@ static int add_image_root(struct nstate *s, const char *rootfs)
         if (skip_image_entry(de->d_name) ||
             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
-        if (snprintf(src, sizeof(src), "%s/.skilld-image/%s", N.stage, de->d_name) >=
+        /* Rootless: no detached mounts; bind straight from the image dir. */
+        if ((N.rootless ? snprintf(src, sizeof(src), "%s/%s", rootfs, de->d_name)
+                        : snprintf(src, sizeof(src), "%s/.skilld-image/%s", N.stage, de->d_name)) >=
             (int)sizeof(src))
             rc = -1;
         else if (S_ISLNK(st.st_mode)) {
@@ -305,13 +361,35 @@ static int open_mounts(struct nstate *s, skd_err *err)
 {
     const skd__sandbox_req *q = s->req;
     struct mount_attr a;
-    if (q->workspace) {
-        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
+    if (N.rootless) /* open_tree needs CAP_SYS_ADMIN: the child binds by path */
+        return 0;
+    if (q->workspace && q->cfg->workspace_quota > 0 && !q->cfg->workspace_read_only) {
+        /* Writes go to the quota overlay, committed after the run. */
+        int rc =
+            skd__wsq_prepare_idmapped(q->workspace, q->workspace_fd, q->id, q->cfg->workspace_quota,
+                                      N.idmap_fd, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
+                                      SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->wsq, err);
+        if (rc)
+            return rc;
+        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, skd__wsq_merged(s->wsq),
                                       OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    } else if (q->workspace) {
+        /* The spawner hands the directory over as a descriptor: clone
+         * exactly that directory, not whatever its path names now. */
+        s->child.ws_fd =
+            q->workspace_fd >= 0
+                ? (int)syscall(SYS_open_tree, q->workspace_fd, "",
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                : (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    }
+    if (q->workspace) {
+        /* The overlay's lower layer is idmapped already (overlayfs itself
+         * cannot be); the plain workspace is idmapped here. */
         memset(&a, 0, sizeof(a));
-        a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+        a.attr_set = (s->wsq ? 0 : MOUNT_ATTR_IDMAP) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
-        a.userns_fd = (unsigned)N.idmap_fd;
+        a.userns_fd = s->wsq ? 0 : (unsigned)N.idmap_fd;
         if (s->child.ws_fd < 0 ||
             syscall(SYS_mount_setattr, s->child.ws_fd, "", AT_EMPTY_PATH, &a, sizeof(a)) != 0)
             return skd_err_set(err, SKD_ESANDBOX,
@@ -319,8 +397,11 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                strerror(errno));
     }
     if (q->skill_dir) { /* Agent Skills folder: read-only, owned by the sandbox user */
-        s->child.skill_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        s->child.skill_fd = q->skill_fd >= 0
+                                ? (int)syscall(SYS_open_tree, q->skill_fd, "",
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                                : (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         a.userns_fd = (unsigned)N.idmap_fd;
@@ -360,6 +441,22 @@ static int fill_child(struct nstate *s, skd_err *err)
     int rc = q->rootfs ? add_image_root(s, q->rootfs) : add_host_root(s);
     if (rc == 0)
         rc = add_dev(s);
+    /* Rootless: the workspace (files owned by our uid, shown as the sandbox
+     * user by the id map) and the skill folder are plain binds made by the
+     * child, as no detached mount can be opened here. */
+    char fdp[64];
+    if (rc == 0 && N.rootless && q->workspace) {
+        if (q->workspace_fd >= 0) /* the child still has the descriptor */
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->workspace_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace_fd >= 0 ? fdp : q->workspace, 0);
+        if (rc == 0)
+            s->ents[s->nents - 1].writable = !q->cfg->workspace_read_only;
+    }
+    if (rc == 0 && N.rootless && q->skill_dir) {
+        if (q->skill_fd >= 0)
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->skill_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_fd >= 0 ? fdp : q->skill_dir, 0);
+    }
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;
@@ -387,6 +484,7 @@ static int fill_child(struct nstate *s, skd_err *err)
     c->envp = q->envp;
     c->path = env_path(q->envp);
     c->fsize = (unsigned long long)q->cfg->file_size_limit;
+    c->rootless = N.rootless;
     return skd__seccomp_program(&c->seccomp, err);
 }
 
@@ -400,6 +498,20 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
     int rc = native_detect(err);
     if (rc)
         return rc;
+    /* Fail closed: the quota overlay needs mounts only root can make. */
+    if (N.rootless && req->workspace && req->cfg->workspace_quota > 0 &&
+        !req->cfg->workspace_read_only)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "native sandbox: the workspace quota cannot be held inside a rootless "
+                           "sandbox (SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay needs root); run "
+                           "with workspaceReadOnly or set SKILLS_SANDBOX_WORKSPACE_QUOTA=off");
+    /* An image without a root filesystem here was not imported ("auto"
+     * may have sent one meant for an engine's store): never the host's. */
+    if (!req->rootfs && req->image && *req->image && strcmp(req->image, "host") != 0)
+        return skd_err_set(err, SKD_ENOENT,
+                           "image %.200s is not imported for the native sandbox; run skilld "
+                           "image import",
+                           req->image);
     struct nstate *s = calloc(1, sizeof(*s));
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -433,10 +545,21 @@ static void close_pair(int p[2])
  * moving another process does, and it dies if that fails. */
 static int release_child(pid_t pid, int sync_fd, skd_err *err)
 {
-    char map[96];
-    snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
-             SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
-    if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
+    char map[96], gmap[96];
+    if (N.rootless) {
+        /* One line, our own ids, and setgroups denied first: all an
+         * unprivileged parent may write. */
+        snprintf(map, sizeof(map), "%u %u 1\n", SKD_NATIVE_UID, (unsigned)geteuid());
+        snprintf(gmap, sizeof(gmap), "%u %u 1\n", SKD_NATIVE_UID, (unsigned)getegid());
+        if (write_map(pid, "setgroups", "deny") != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: deny setgroups: %s",
+                               strerror(errno));
+    } else {
+        snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
+                 SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+        memcpy(gmap, map, sizeof(map));
+    }
+    if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", gmap) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
                            strerror(errno));
     if (write(sync_fd, "g", 1) != 1)
@@ -534,10 +657,14 @@ static void native_cleanup(void *state, skd__outcome *out)
     if (out && s->cg)
         out->oom_killed = skd__cgroup_oom_killed(s->cg);
     skd__cgroup_destroy(s->cg);
+    if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
+        close(s->child.ws_fd);
+    if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
+        skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
+                                s->req->cfg->data_reserve, out);
+    skd__wsq_free(s->wsq);
     if (s->pidfd >= 0)
         close(s->pidfd);
-    if (s->child.ws_fd >= 0)
-        close(s->child.ws_fd);
     if (s->child.img_fd >= 0)
         close(s->child.img_fd);
     if (s->child.skill_fd >= 0)

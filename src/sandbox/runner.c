@@ -96,10 +96,10 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* Build a run from spec for provider prov: copies, validation, the
+/* Build a run from spec for runtime rt: copies, validation, the
  * ceilings, image resolution. */
-static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const skd__provider *prov,
-                   struct run **out, skd_err *err)
+static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, struct run **out,
+                   skd_err *err)
 {
     int rc, bad = 0;
     struct run *run = calloc(1, sizeof(*run));
@@ -148,9 +148,10 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const skd__provi
     }
     rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
     /* docker and podman run the image from their own store (skilld image
-     * import loads it there too); the allow-list still applies. The
-     * provider is the one actually picked (auto included). */
-    if (rc == SKD_ENOENT && is_container_runtime(prov->name)) {
+     * import loads it there too); the allow-list still applies. "auto" is
+     * resolved in the spawner: should it pick native, native refuses an
+     * image without a rootfs (not imported) itself. */
+    if (rc == SKD_ENOENT && (is_container_runtime(rt) || strcmp(rt, "auto") == 0)) {
         skd_err_clear(err);
         rc = 0;
     }
@@ -173,6 +174,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const skd__provi
         .cfg = &run->cfg,
         .data_dir = r->data_dir,
         .skill_dir = run->skill_dir,
+        .workspace_fd = -1,
+        .skill_fd = -1,
     };
     *out = run;
     return 0;
@@ -185,18 +188,24 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
                       void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err)
 {
     struct run *run = NULL;
+    /* Every provider runs in the spawner process; the name (or "auto") is
+     * resolved there. */
     const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
-    const skd__provider *prov = skd__provider_find(rt, err);
-    if (!prov)
-        return SKD_ESANDBOX;
-    int rc = run_new(r, spec, prov, &run, err);
+    if (strcmp(rt, "native") != 0 && strcmp(rt, "docker") != 0 && strcmp(rt, "podman") != 0 &&
+        strcmp(rt, "auto") != 0)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "unknown sandbox runtime '%.32s' (native, docker, podman or auto)", rt);
+    int rc = run_new(r, spec, rt, &run, err);
     if (rc)
         return rc;
-    run->prov = prov;
+    run->prov = &skd__provider_remote;
+    run->req.spawner = r->spawner;
+    run->req.provider = rt;
     if ((rc = run->prov->prepare(&run->req, &run->pstate, err)) != 0) {
         skd__run_free(run);
         return rc;
     }
+    skd_strlcpy(run->runtime_name, run->prov->runtime(run->pstate), sizeof(run->runtime_name));
     run->done = done;
     run->done_arg = arg;
     run->submitted = skd_mono_ms();
@@ -357,6 +366,35 @@ static int cap_setting(int opt, const skd_config *cfg, const char *name, int def
     return v > 0 ? (int)v : def;
 }
 
+/* What the spawner is told at start: the operator's settings, which no
+ * later request can change. */
+static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_opts *opts,
+                        skd_err *err)
+{
+    skd__spawner_conf *k = &r->spawner_conf;
+    memset(k, 0, sizeof(*k));
+    if (skd_strlcpy(k->data_dir, r->data_dir, sizeof(k->data_dir)) < 0 ||
+        skd_strlcpy(k->allowed_images, r->allowed, sizeof(k->allowed_images)) < 0 ||
+        skd_strlcpy(k->runtime, r->runtime, sizeof(k->runtime)) < 0)
+        return skd_err_set(err, SKD_EINVAL,
+                           "DATA_DIR, the image allow-list or the runtime is "
+                           "too long for the sandbox spawner");
+    k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
+    k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
+    /* The ceilings, checked again there: the last line. */
+    k->max_cpu = r->ceilings.max_cpu;
+    k->max_memory_mb = r->ceilings.max_memory_mb;
+    k->max_timeout_ms = r->ceilings.max_timeout_ms;
+    k->max_pids = r->ceilings.max_pids;
+    k->max_output_bytes = r->ceilings.max_output_bytes;
+    k->max_tmp_bytes = r->ceilings.max_tmp_bytes;
+    k->network_allowed = r->ceilings.network_allowed;
+    k->workspace_quota = r->defaults.workspace_quota;
+    k->data_reserve = r->defaults.data_reserve;
+    (void)cfg;
+    return 0;
+}
+
 int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runner **out,
                    skd_err *err)
 {
@@ -369,6 +407,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     if (!r)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->spawner_cv, NULL);
     r->epfd = r->evfd = -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
@@ -398,11 +437,8 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = skd__supervisor_start(r, err)) != 0)
+    if ((rc = spawner_conf(r, cfg, opts, err)) != 0 || (rc = skd__supervisor_start(r, err)) != 0)
         goto fail;
-    /* Containers left by a skilld that crashed (none of a live one). */
-    if (is_container_runtime(r->runtime))
-        skd__containers_reap_once(r->runtime);
     *out = r;
     return 0;
 fail:
@@ -428,6 +464,7 @@ void skd_runner_free(skd_runner *r)
     if (r->evfd >= 0)
         close(r->evfd);
     pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->spawner_cv);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);
@@ -439,4 +476,9 @@ void skd__runner_wake(skd_runner *r)
     uint64_t one = 1;
     if (r->evfd >= 0 && write(r->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         skd_warn("sandbox runner: wake-up failed: %s", strerror(errno));
+}
+
+long skd_runner_spawner_pid(skd_runner *r)
+{
+    return r ? skd__spawner_client_pid(r->spawner, 0) : -1;
 }

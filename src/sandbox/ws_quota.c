@@ -35,7 +35,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
@@ -58,8 +60,9 @@ struct skd__wsq {
     char dir[256];    /* the run's tmpfs: SKD__WSQ_DIR/<owner>/<id> */
     char merged[300]; /* dir/merged, the overlay */
     char workspace[PATH_MAX];
+    int ws_fd; /* our copy of the workspace's directory descriptor */
     int64_t quota;
-    int tmpfs_mounted, overlay_mounted;
+    int tmpfs_mounted, lower_mounted, overlay_mounted;
 };
 
 const char *skd__wsq_merged(const skd__wsq *q)
@@ -95,6 +98,11 @@ static void unmount_all(skd__wsq *q)
     if (q->overlay_mounted && umount2(q->merged, 0) != 0 && umount2(q->merged, MNT_DETACH) != 0)
         skd_warn("workspace quota: cannot unmount %s: %s", q->merged, strerror(errno));
     q->overlay_mounted = 0;
+    char lower[sizeof(q->dir) + 8];
+    snprintf(lower, sizeof(lower), "%s/lower", q->dir);
+    if (q->lower_mounted && umount2(lower, MNT_DETACH) != 0)
+        skd_warn("workspace quota: cannot unmount %s: %s", lower, strerror(errno));
+    q->lower_mounted = 0;
     if (q->tmpfs_mounted && umount2(q->dir, MNT_DETACH) != 0)
         skd_warn("workspace quota: cannot unmount %s: %s", q->dir, strerror(errno));
     q->tmpfs_mounted = 0;
@@ -105,6 +113,8 @@ void skd__wsq_free(skd__wsq *q)
     if (!q)
         return;
     unmount_all(q);
+    if (q->ws_fd >= 0)
+        close(q->ws_fd);
     if (q->dir[0] && rmdir(q->dir) != 0 && errno != ENOENT)
         skd_warn("workspace quota: cannot remove %s: %s", q->dir, strerror(errno));
     char parent[PATH_MAX];
@@ -117,8 +127,35 @@ void skd__wsq_free(skd__wsq *q)
     free(q);
 }
 
-int skd__wsq_prepare(const char *workspace, const char *id, int64_t quota, skd__wsq **out,
-                     skd_err *err)
+int skd__wsq_prepare(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                     skd__wsq **out, skd_err *err)
+{
+    return skd__wsq_prepare_idmapped(workspace, ws_fd, id, quota, -1, 0, 0, out, err);
+}
+
+/* Attach an idmapped clone of the directory behind fd at path. */
+static int attach_idmapped(int fd, int idmap_fd, const char *path)
+{
+    struct mount_attr a;
+    int t =
+        (int)syscall(SYS_open_tree, fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+    if (t < 0)
+        return -1;
+    memset(&a, 0, sizeof(a));
+    a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    a.userns_fd = (unsigned)idmap_fd;
+    int rc = (int)syscall(SYS_mount_setattr, t, "", AT_EMPTY_PATH, &a, sizeof(a));
+    if (rc == 0)
+        rc = (int)syscall(SYS_move_mount, t, "", AT_FDCWD, path, MOVE_MOUNT_F_EMPTY_PATH);
+    int e = errno;
+    close(t);
+    errno = e;
+    return rc;
+}
+
+int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                              int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
+                              skd_err *err)
 {
     static int swept;
     char opts[3 * PATH_MAX + 128], path[PATH_MAX];
@@ -133,11 +170,13 @@ int skd__wsq_prepare(const char *workspace, const char *id, int64_t quota, skd__
     if (!q)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     q->quota = quota;
-    if (!realpath(workspace, q->workspace) || stat(q->workspace, &st) != 0 ||
-        !S_ISDIR(st.st_mode)) {
+    q->ws_fd = ws_fd >= 0 ? fcntl(ws_fd, F_DUPFD_CLOEXEC, 3)
+                          : open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (q->ws_fd < 0 || fstat(q->ws_fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
         rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", workspace, strerror(errno));
         goto out;
     }
+    skd_strlcpy(q->workspace, workspace, sizeof(q->workspace)); /* for messages */
     if (snprintf(q->dir, sizeof(q->dir), "%s/%s/%s", SKD__WSQ_DIR, skd__ctr_owner(), id) >=
             (int)sizeof(q->dir) ||
         snprintf(q->merged, sizeof(q->merged), "%s/merged", q->dir) >= (int)sizeof(q->merged)) {
@@ -161,17 +200,32 @@ int skd__wsq_prepare(const char *workspace, const char *id, int64_t quota, skd__
     q->tmpfs_mounted = 1;
     /* upper/ is the merged root: it gets the workspace root's owner and
      * mode, or the sandbox user could not create files in /workspace. */
-    static const char *const sub[] = {"upper", "work", "merged"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const sub[] = {"upper", "work", "merged", "lower"};
+    uid_t uu = idmap_fd >= 0 ? (uid_t)upper_uid : st.st_uid;
+    gid_t ug = idmap_fd >= 0 ? (gid_t)upper_gid : st.st_gid;
+    for (size_t i = 0; i < (idmap_fd >= 0 ? 4u : 3u); i++) {
         snprintf(path, sizeof(path), "%s/%s", q->dir, sub[i]);
-        if (mkdir(path, 0700) != 0 || (i == 0 && (chown(path, st.st_uid, st.st_gid) != 0 ||
-                                                  chmod(path, st.st_mode & 07777) != 0))) {
+        if (mkdir(path, 0700) != 0 ||
+            (i == 0 && (chown(path, uu, ug) != 0 || chmod(path, st.st_mode & 07777) != 0))) {
             rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", path, strerror(errno));
             goto out;
         }
     }
+    if (idmap_fd >= 0) {
+        /* The lower layer through the sandbox's idmap, at dir/lower. */
+        if (attach_idmapped(q->ws_fd, idmap_fd, path) != 0) {
+            rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: idmapped lower layer: %s",
+                             strerror(errno));
+            goto out;
+        }
+        q->lower_mounted = 1;
+    } else {
+        /* The lower layer is the directory behind our descriptor (overlayfs
+         * resolves the magic link once, at mount time). */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", q->ws_fd);
+    }
     snprintf(opts, sizeof(opts), "lowerdir=");
-    if (escape_path(opts, sizeof(opts), q->workspace) ||
+    if (escape_path(opts, sizeof(opts), path) ||
         snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts),
                  ",upperdir=%s/upper,workdir=%s/work,redirect_dir=off,index=off,metacopy=off,"
                  "xino=off",
@@ -454,7 +508,11 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         return skd_err_set(err, SKD_ECANCELLED,
                            "the run was killed; its workspace changes "
                            "were not kept");
-    ws = open(q->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* A new open file description of the same directory, so that the flock
+     * excludes file skills of the same workspace (they lock their own). */
+    char self[64];
+    snprintf(self, sizeof(self), "/proc/self/fd/%d", q->ws_fd);
+    ws = open(self, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (ws < 0 || fstat(ws, &st) != 0 || flock(ws, LOCK_EX) != 0) {
         rc = skd_err_set(err, SKD_EIO, "workspace commit: %s: %s", q->workspace, strerror(errno));
         goto out;

@@ -20,10 +20,22 @@
 typedef struct skd__wsq skd__wsq;
 
 /* Mount the tmpfs (quota bytes plus room for metadata) and the overlay of
- * workspace for run id. *out is freed with skd__wsq_free. Returns 0 or
- * SKD_ESANDBOX naming the step (fail closed: the run must not go on). */
-int skd__wsq_prepare(const char *workspace, const char *id, int64_t quota, skd__wsq **out,
-                     skd_err *err);
+ * workspace for run id. ws_fd (borrowed, or -1) is a directory descriptor
+ * of exactly that workspace (the spawner's): the overlay's lower layer and
+ * the commit then use it, not whatever the path names later. *out is
+ * freed with skd__wsq_free. Returns 0 or SKD_ESANDBOX naming the step
+ * (fail closed: the run must not go on). */
+int skd__wsq_prepare(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                     skd__wsq **out, skd_err *err);
+
+/* The same with the lower layer seen through an idmapped mount (idmap_fd:
+ * a user namespace, borrowed) and the upper layer's root owned by
+ * upper_uid:upper_gid: the native sandbox, whose user is a host id that
+ * owns nothing on disk (overlayfs itself cannot be idmapped; its layers
+ * can). */
+int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                              int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
+                              skd_err *err);
 
 /* The merged directory the sandbox gets as /workspace. Borrowed. */
 const char *skd__wsq_merged(const skd__wsq *q);

@@ -94,7 +94,7 @@ TEST(commit_applies_changes)
     CHECK_EQ_INT(put(path, "was-here", 70), 0);
     skd__wsq *q = NULL;
     skd_err err = {0};
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, "11111111-1111-1111-1111-111111111111", 1 << 20, &q, &err),
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "11111111-1111-1111-1111-111111111111", 1 << 20, &q, &err),
                  0);
     if (!q) {
         printf("# %s\n", err.msg);
@@ -151,7 +151,7 @@ TEST(over_quota_changes_nothing)
     skd__wsq *q = NULL;
     skd_err err = {0};
     int64_t quota = 10LL << 20;
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, "22222222-2222-2222-2222-222222222222", quota, &q, &err),
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222222", quota, &q, &err),
                  0);
     if (!q)
         return;
@@ -165,7 +165,7 @@ TEST(over_quota_changes_nothing)
     CHECK(!exists(g_ws, "big.bin"));
     CHECK_EQ_INT(usage(), 1 << 20);
     /* Just within: kept. Replacing base.txt frees its 1 MiB. */
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, "22222222-2222-2222-2222-222222222223", quota, &q, &err),
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222223", quota, &q, &err),
                  0);
     if (!q)
         return;
@@ -182,7 +182,7 @@ TEST(killed_run_changes_nothing)
     CHECK_EQ_INT(put(g_ws, "a", 10), 0);
     skd__wsq *q = NULL;
     skd_err err = {0};
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, "33333333-3333-3333-3333-333333333333", 1 << 20, &q, &err),
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333333", 1 << 20, &q, &err),
                  0);
     if (!q)
         return;
@@ -196,7 +196,7 @@ TEST(killed_run_changes_nothing)
     CHECK(exists(g_ws, "a"));
     CHECK(!exists(g_ws, "b"));
     /* The reserve: a filesystem that cannot keep it free takes nothing. */
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, "33333333-3333-3333-3333-333333333334", 1 << 20, &q, &err),
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333334", 1 << 20, &q, &err),
                  0);
     if (!q)
         return;
