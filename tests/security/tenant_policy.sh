@@ -6,7 +6,10 @@
 # networkEnabled:true is forbidden unless the operator allows it, on
 # native, docker and podman, before any container exists; a sandbox that
 # writes 50 MiB into a 10 MiB-quota workspace leaves it within the quota,
-# the run says why, and the store still works.
+# the run says why, and the store still works (native, docker, podman); a
+# run within the quota is committed, a killed one changes nothing; tenant
+# writes never take the store's reserve; temporary files are reserved,
+# never counted, and swept at start.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/../integration/server_common.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -117,6 +120,58 @@ if "$ROOT/scripts/setup-containers.sh" >"$TMP/setup.log" 2>&1; then
 else
     fail "containers set up" "$(tail -5 "$TMP/setup.log")"
 fi
+
+# -- 3. the workspace quota holds inside the sandbox ------------------------------------
+WS="$DATA/workspaces/$(printf %s "$AID" | sha256sum | cut -d' ' -f1)"
+used() { find "$WS" -type f -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {print s+0}'; }
+for R in native docker podman; do
+    restart SKILLS_WORKSPACE_QUOTA_BYTES=10485760 SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test
+    img=""; [ "$R" = native ] || img=',"image":"skilld-test:1"'
+    req POST /v1/execute "${A[@]}" -d '{"skill":"execute_command","input":{"command":"sh","args":["-c","echo keep > /workspace/small-'$R'.txt; dd if=/dev/zero of=/workspace/big-'$R' bs=1M count=50 2>&1 | tail -1; echo done"]'"$img"'}}'
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); w=j["workspace"]; sys.exit(0 if j["success"] is False and j["error"]["code"]=="quota_exceeded" and "SKILLS_WORKSPACE_QUOTA_BYTES" in j["error"]["message"] and w["kept"] is False and "done" in j["stdout"] else 1)' "$BODY" &&
+       [ "$(used)" -le 10485760 ] && [ ! -e "$WS/big-$R" ] && [ ! -e "$WS/small-$R.txt" ]; then
+        pass "$R: 50 MiB into a 10 MiB quota: nothing kept, the run says why"
+    else fail "$R: 50 MiB into a 10 MiB quota: nothing kept, the run says why" "used=$(used) ${BODY:0:600}"; fi
+    req POST /v1/execute "${A[@]}" -d '{"skill":"execute_command","input":{"command":"sh","args":["-c","head -c 1000 /dev/zero > /workspace/ok-'$R'.bin"]'"$img"'}}'
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["success"] is True and j["workspace"]["kept"] is True else 1)' "$BODY" &&
+       [ "$(stat -c %s "$WS/ok-$R.bin" 2>/dev/null)" = 1000 ]; then
+        pass "$R: a run within the quota is committed to the workspace"
+    else fail "$R: a run within the quota is committed to the workspace" "${BODY:0:400}"; fi
+    req POST /v1/execute "${A[@]}" -d '{"skill":"execute_command","input":{"command":"sh","args":["-c","echo x > /workspace/killed-'$R'; sleep 30"],"timeoutMs":1500'"$img"'}}'
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["timedOut"] is True and j["workspace"]["kept"] is False else 1)' "$BODY" && [ ! -e "$WS/killed-$R" ]; then
+        pass "$R: a killed run changes nothing in the workspace"
+    else fail "$R: a killed run changes nothing in the workspace" "${BODY:0:400}"; fi
+    # The store still works: the audit of those runs is there, and a skill registers.
+    req GET /v1/executions "${A[@]}"
+    expect_json "$R: the store still works after the quota refusal (executions listed)" 'len(j["executions"]) >= 3'
+done
+req POST /v1/skills "${A[@]}" -d "$(manifest after-quota)"
+expect_status "the store still takes a registration" 201
+mounts=$(grep -c skilld-wsq /proc/self/mounts)
+[ "$mounts" = 0 ] && pass "no quota overlay left mounted" || fail "no quota overlay left mounted" "$(grep skilld-wsq /proc/self/mounts)"
+
+# The store's reserve: a tenant write that would eat into it is refused;
+# the store itself keeps working.
+restart SKILLS_DATA_RESERVE_BYTES=9223372036854775807
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"r.txt","content":"x"}}'
+expect_json "file_write into the store's reserve is quota_exceeded" \
+    'j["error"]["code"]=="quota_exceeded" and "SKILLS_DATA_RESERVE_BYTES" in j["error"]["message"]'
+req POST /v1/skills "${A[@]}" -d "$(manifest in-reserve)"
+expect_status "the store still writes inside the reserve" 201
+
+# Temporary files: reserved for the workspace layer, never counted, swept at start.
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":".skd-tmp-0123456789abcdef","content":"x"}}'
+expect_json "a client may not name a file .skd-tmp-*" 'j["error"]["code"]=="invalid_path"'
+head -c 5000000 /dev/zero >"$WS/.skd-tmp-00000000000000aa"
+touch -d '2 hours ago' "$WS/.skd-tmp-00000000000000aa"
+head -c 10 /dev/zero >"$WS/.skd-tmp-00000000000000bb"
+restart SKILLS_WORKSPACE_QUOTA_BYTES=1000000
+if [ ! -e "$WS/.skd-tmp-00000000000000aa" ] && [ -e "$WS/.skd-tmp-00000000000000bb" ]; then
+    pass "an interrupted write's old temporary file is removed at start (a young one is left)"
+else fail "an interrupted write's old temporary file is removed at start (a young one is left)" "$(ls -la "$WS")"; fi
+head -c 900000 /dev/zero >"$WS/.skd-tmp-00000000000000cc"
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"t.txt","content":"counted"}}'
+expect_json "temporary files never count against the quota" 'j["success"] is True'
 
 stop_server
 finish
