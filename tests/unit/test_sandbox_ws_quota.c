@@ -9,7 +9,9 @@
 #include "tap.h"
 
 /* Test paths are short; the compiler cannot know. */
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wformat-truncation"
+#endif
 
 #include <errno.h>
 #include <fcntl.h>
