@@ -12,6 +12,7 @@
  * fails closed on its own.
  */
 #include "skilld/doctor.h"
+#include "sandbox/ws_quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +28,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
@@ -550,6 +552,62 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
+/* networkEnabled allowed by the operator: native refuses it until the
+ * egress proxy exists; docker and podman give the container a bridge with
+ * no guard (cloud metadata and private networks are reachable). */
+static void check_network(json_t *checks, const skd_config *cfg)
+{
+    if (!cfg || !skd_config_bool(cfg, "SKILLS_SANDBOX_NETWORK_ENABLED")) {
+        add(checks, "sandbox_network", OK, NULL,
+            "networkEnabled:true is refused (SKILLS_SANDBOX_NETWORK_ENABLED=false)");
+        return;
+    }
+    const char *rt = skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME");
+    int ctr = strcmp(rt, "native") != 0; /* docker, podman, or auto that may pick them */
+    add(checks, "sandbox_network", ctr ? WARN : OK,
+        ctr ? "set SKILLS_SANDBOX_NETWORK_ENABLED=false until the egress proxy guards sandboxes"
+            : NULL,
+        ctr ? "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: a container with "
+              "networkEnabled gets --network=bridge with NO outbound guard (metadata and private "
+              "addresses reachable)"
+            : "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: native still refuses "
+              "networkEnabled (no egress proxy yet)",
+        rt);
+}
+
+/* Which mechanism holds sandboxed code to the workspace quota
+ * (src/sandbox/ws_quota.c), and whether DATA_DIR keeps its reserve. */
+static void check_workspace_quota(json_t *checks, const skd_config *cfg)
+{
+    skd_err err = {0};
+    const char *mode = cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA") : "overlay";
+    if (strcmp(mode, "off") == 0)
+        add(checks, "workspace_quota", WARN,
+            "set SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay (needs root) so sandboxes keep the quota",
+            "mechanism off: sandboxed code can write past SKILLS_WORKSPACE_QUOTA_BYTES");
+    else if (skd__wsq_probe(&err) != 0)
+        add(checks, "workspace_quota", FAIL,
+            "run as root (the spawner mounts the overlay), or set "
+            "SKILLS_SANDBOX_WORKSPACE_QUOTA=off",
+            "mechanism overlay unavailable: %s; runs with a writable workspace are refused",
+            skd_err_msg(&err));
+    else
+        add(checks, "workspace_quota", OK, NULL,
+            "mechanism overlay: sandbox writes go to a tmpfs of the quota's size and are "
+            "committed after the run only within SKILLS_WORKSPACE_QUOTA_BYTES=%lld",
+            cfg ? (long long)skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES") : 104857600LL);
+    struct statvfs v;
+    const char *dir = cfg ? skd_config_str(cfg, "DATA_DIR") : "./var";
+    long long reserve = cfg ? (long long)skd_config_int(cfg, "SKILLS_DATA_RESERVE_BYTES") : 0;
+    if (statvfs(dir, &v) == 0) {
+        long long avail = (long long)v.f_bavail * (long long)v.f_frsize;
+        add(checks, "data_reserve", avail > reserve ? OK : WARN,
+            avail > reserve ? NULL : "free space on DATA_DIR's filesystem",
+            "DATA_DIR %s: %lld bytes free, %lld kept for the store (SKILLS_DATA_RESERVE_BYTES)",
+            dir, avail, reserve);
+    }
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -573,6 +631,8 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
+    check_network(checks, cfg);
+    check_workspace_quota(checks, cfg);
     check_native(checks, cfg);
     int worst = OK;
     size_t i;
