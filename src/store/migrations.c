@@ -61,8 +61,8 @@ static const char *const sqlite_migrations[] = {
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
     /* 7: per-key request rate buckets shared by every replica (ratelimit.c) */
-    "CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
-    "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);",
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
+     "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 static const char *const pg_migrations[] = {
@@ -107,8 +107,8 @@ static const char *const pg_migrations[] = {
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
     /* 7 */
-    "CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
-    "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);",
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
+     "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
