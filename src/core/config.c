@@ -76,6 +76,22 @@ static const struct key keys[] = {
      "bytes of file data an imported image may hold"},
     {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,
      "archive entries an image import may read"},
+    /* sandbox egress proxy (src/net/egress.c, docs/egress.md) */
+    {"SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS", K_STR, "*", 0, 0, 0,
+     "host patterns sandboxed code may reach through the proxy (*, *.pypi.org, host; "
+     "empty: none)"},
+    {"SKILLS_SANDBOX_EGRESS_DENY_HOSTS", K_STR, "", 0, 0, 0,
+     "host patterns sandboxed code may never reach through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_CONNECTIONS", K_INT, "16", 1, 4096, 0,
+     "proxy connections one run may hold at once"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_BYTES_UP", K_INT, "67108864", 0, I64MAX, 0,
+     "bytes one run may send through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN", K_INT, "1073741824", 0, I64MAX, 0,
+     "bytes one run may receive through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_IDLE_MS", K_INT, "30000", 100, 3600000, 0,
+     "a proxy connection with no byte either way is closed after this"},
+    {"SKILLS_SANDBOX_EGRESS_CONN_MS", K_INT, "600000", 100, 86400000, 0,
+     "the longest a proxy connection may live"},
     /* server */
     {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
      "Host header values accepted (port ignored)"},
