@@ -157,10 +157,12 @@ static int parse_authority(const char *s, size_t n, int def_port, skd_egress_req
     return 0;
 }
 
-/* Header names never sent upstream: hop-by-hop ones, the proxy's own, and
- * Host (replaced by the URI's authority). */
+/* Header names never sent upstream: hop-by-hop ones, every Proxy-* (they
+ * are for this proxy), and Host (replaced by the URI's authority). */
 static int dropped_header(const char *name, size_t n)
 {
+    if (n >= 6 && strncasecmp(name, "proxy-", 6) == 0)
+        return 1;
     static const char *const drop[] = {
         "host",    "connection", "proxy-connection",    "keep-alive",        "te",
         "trailer", "upgrade",    "proxy-authorization", "proxy-authenticate"};
