@@ -1,0 +1,236 @@
+#!/usr/bin/env bash
+# The egress proxy through the real binary (issue 15): sandboxed code with
+# networkEnabled reaches the network only through the proxy skilld places on
+# the sandbox's loopback, and every connection goes through the outbound
+# guard. Runs in a network namespace of its own (tests/fixtures/net/netenv.sh)
+# whose loopback carries every forbidden address, with a catch-all listener
+# on [::]:8111 that records any connection reaching one of them. The allowed
+# upstreams (the fixture app on 127.0.0.2:8222 and a PEP 503 index on
+# 127.0.0.2:8333) are reachable only because SKILLS_OUTBOUND_ALLOW_CIDRS
+# opens 127.0.0.2/32; allowed.test is pinned to them by
+# SKILLS_OUTBOUND_RESOLVE.
+source "$(dirname "$0")/../fixtures/net/netenv.sh"
+source "$(dirname "$0")/../lib.sh"
+net_start || { fail setup "network namespace set-up failed"; finish; }
+P=$CATCH_PORT
+IDX_PORT=8333
+
+# --- a PEP 503 index with one wheel, for pip ---------------------------------
+mkdir -p "$TMP/index"
+python3 - "$TMP/index" <<'EOF'
+import hashlib, os, sys, zipfile, base64
+d = sys.argv[1]
+name, ver = "skdegress", "1.0"
+whl = "%s-%s-py3-none-any.whl" % (name, ver)
+files = {
+    "skdegress/__init__.py": b"VALUE = 42\n",
+    "skdegress-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: skdegress\nVersion: 1.0\n",
+    "skdegress-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+rec = ""
+for n, b in files.items():
+    h = base64.urlsafe_b64encode(hashlib.sha256(b).digest()).rstrip(b"=").decode()
+    rec += "%s,sha256=%s,%d\n" % (n, h, len(b))
+rec += "skdegress-1.0.dist-info/RECORD,,\n"
+files["skdegress-1.0.dist-info/RECORD"] = rec.encode()
+with zipfile.ZipFile(os.path.join(d, whl), "w") as z:
+    for n, b in files.items():
+        z.writestr(n, b)
+digest = hashlib.sha256(open(os.path.join(d, whl), "rb").read()).hexdigest()
+os.makedirs(os.path.join(d, "simple", name), exist_ok=True)
+with open(os.path.join(d, "simple", name, "index.html"), "w") as f:
+    f.write('<!DOCTYPE html><html><body><a href="/%s#sha256=%s">%s</a></body></html>\n'
+            % (whl, digest, whl))
+with open(os.path.join(d, "simple", "index.html"), "w") as f:
+    f.write('<!DOCTYPE html><html><body><a href="/simple/%s/">%s</a></body></html>\n' % (name, name))
+EOF
+(cd "$TMP/index" && exec python3 -m http.server --bind "$APP" "$IDX_PORT") >"$TMP/index.log" 2>&1 &
+IDX_PID=$!
+trap 'kill "$FIX_PID" "$IDX_PID" 2>/dev/null; rm -rf "$TMP"' EXIT
+for _ in $(seq 1 100); do
+    curl -fsS -o /dev/null "http://$APP:$IDX_PORT/simple/" 2>/dev/null && break
+    sleep 0.1
+done
+
+export SKILLS_SANDBOX_NETWORK_ENABLED=true
+export SKILLS_SANDBOX_RUNTIME=native
+PINS="allowed.test:$APP_PORT:$APP,allowed.test:$IDX_PORT:$APP,evil.test:$P:127.0.0.1"
+PINS="$PINS,meta.test:$P:169.254.169.254,v6.test:$P:[::1],priv.test:$P:10.0.0.1"
+PINS="$PINS,mapped.test:$P:[::ffff:127.0.0.1],other.test:$APP_PORT:$APP"
+export SKILLS_OUTBOUND_RESOLVE=$PINS
+
+# sbx SCRIPT [extra input JSON fields]: run SCRIPT with sh -c in a native
+# sandbox with networkEnabled; prints the result JSON.
+sbx() {
+    local extra=${2:-}
+    "$SKILLD" run execute_command --key t --input "$(python3 -c '
+import json, sys
+d = {"command": "sh", "args": ["-c", sys.argv[1]], "networkEnabled": True, "timeoutMs": 30000}
+d.update(json.loads(sys.argv[2] or "{}"))
+print(json.dumps(d))' "$1" "$extra")" 2>>"$TMP/stderr"
+}
+stdout_of() { json_get "$1" 'j.get("stdout","")'; }
+# verdicts J HOST: the egress verdicts recorded for HOST, space-separated.
+verdicts() { json_get "$1" '" ".join(sorted(set(r["verdict"] for r in j.get("egress",[]) if r.get("host")==sys.argv[3])))' "$2"; }
+json_get() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$@"; }
+
+# --- the allowed cases: curl, python urllib, pip get the bytes ------------------
+out=$(sbx "curl -sS http://allowed.test:$APP_PORT/text")
+if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ]; then
+    pass "curl through HTTP_PROXY gets the bytes"
+else
+    fail "curl through HTTP_PROXY gets the bytes" "$out"
+fi
+out=$(sbx "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://allowed.test:$APP_PORT/text\").read().decode(), end=\"\")'")
+if [ "$(stdout_of "$out")" = "hello from the fixture" ]; then
+    pass "python urllib through the proxy gets the bytes"
+else
+    fail "python urllib through the proxy gets the bytes" "$out"
+fi
+out=$(sbx "cd /tmp && python3 -m pip download --no-deps --no-cache-dir --disable-pip-version-check --trusted-host allowed.test --index-url http://allowed.test:$IDX_PORT/simple/ -d /tmp/dl skdegress >/dev/null 2>&1; python3 -c 'import zipfile; print(zipfile.ZipFile(\"/tmp/dl/skdegress-1.0-py3-none-any.whl\").read(\"skdegress/__init__.py\").decode(), end=\"\")'")
+if [ "$(stdout_of "$out")" = "VALUE = 42" ] && grep -q '"GET /skdegress-1.0-py3-none-any.whl' "$TMP/index.log"; then
+    pass "pip download from a PEP 503 index through the proxy"
+else
+    fail "pip download from a PEP 503 index through the proxy" "$out $(tail -3 "$TMP/index.log")"
+fi
+out=$(sbx "env | grep -i _proxy= | LC_ALL=C sort | tr '\n' ' '" '{"env": {"HTTP_PROXY": "http://10.0.0.1:1/", "NO_PROXY": "*"}}')
+want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY= all_proxy=http://127.0.0.1:3128 http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 no_proxy= "
+if [ "$(stdout_of "$out")" = "$want" ]; then
+    pass "the proxy variables are set and the caller's cannot bypass them"
+else
+    fail "the proxy variables are set and the caller's cannot bypass them" "$(stdout_of "$out")"
+fi
+
+# --- every forbidden address form: refused by the proxy, nothing reaches them -----
+forms="http://127.0.0.1:$P/ http://127.1:$P/ http://0x7f.0.0.1:$P/ http://0177.0.0.1:$P/
+  http://2130706433:$P/ http://127.0.0.3:$P/ http://localhost:$P/ http://LOCALHOST.:$P/
+  http://[::1]:$P/ http://[0:0:0:0:0:0:0:1]:$P/ http://[::ffff:127.0.0.1]:$P/
+  http://[::127.0.0.1]:$P/ http://[64:ff9b::7f00:1]:$P/ http://[2002:7f00:1::]:$P/
+  http://0.0.0.0:$P/ http://[::]:$P/ http://10.0.0.1:$P/ http://172.16.0.1:$P/
+  http://192.168.0.1:$P/ http://100.64.0.1:$P/ http://169.254.169.254:$P/latest/meta-data/
+  http://2852039166:$P/ http://[::ffff:a9fe:a9fe]:$P/ http://[64:ff9b::a9fe:a9fe]:$P/
+  http://100.100.100.200:$P/ http://[fd00:ec2::254]:$P/ http://[fc00::1]:$P/
+  http://198.18.0.1:$P/ http://240.0.0.1:$P/ http://evil.test:$P/ http://meta.test:$P/
+  http://v6.test:$P/ http://priv.test:$P/ http://mapped.test:$P/"
+script=""
+for u in $forms; do
+    script="$script echo \"\$(curl -s -o /dev/null -w '%{http_code}' '$u') $u\";"
+    script="$script echo \"\$(curl -s -o /dev/null -w '%{http_connect}' -p '$u') CONNECT $u\";"
+done
+# a redirect from the allowed server to a forbidden address (curl -L makes
+# the second request through the proxy too)
+enc() { python3 -c 'import sys,urllib.parse; print(urllib.parse.quote(sys.argv[1], safe=""))' "$1"; }
+for t in "http://127.0.0.1:$P/" "http://[::1]:$P/" "http://169.254.169.254:$P/" "http://evil.test:$P/"; do
+    script="$script echo \"\$(curl -s -L -o /dev/null -w '%{http_code}' 'http://allowed.test:$APP_PORT/redirect?to=$(enc "$t")') redirect-to $t\";"
+done
+script="$script python3 -c 'import urllib.request
+try:
+    urllib.request.urlopen(\"http://169.254.169.254:$P/latest/meta-data/\"); print(\"200 python\")
+except Exception as e:
+    print(getattr(e, \"code\", 0), \"python\")';"
+before=$(caught)
+out=$(sbx "$script")
+after=$(caught)
+if [ "$before" = "$after" ]; then
+    pass "no connection reached a forbidden listener"
+else
+    fail "no connection reached a forbidden listener" "$((after - before)) connections"
+fi
+n=0
+while read -r code what; do
+    [ -z "$what" ] && continue
+    n=$((n + 1))
+    if [ "$code" = 403 ]; then pass "refused: $what"; else fail "refused: $what" "got $code"; fi
+done <<<"$(stdout_of "$out")"
+[ "$n" -ge 70 ] || fail "every form was tried" "only $n lines: $out"
+if json_get "$out" 'all(r["verdict"] in ("refused","allowed") for r in j["egress"]) and sum(r["connections"] for r in j["egress"] if r["verdict"]=="refused") >= 70' | grep -qx true; then
+    pass "every refusal is in the run's egress record"
+else
+    fail "every refusal is in the run's egress record" "$(json_get "$out" 'j.get("egress")')"
+fi
+
+# --- a host outside the allow list: 403 with the reason ------------------------------
+script="python3 -c 'import socket
+s = socket.create_connection((\"127.0.0.1\", 3128))
+s.sendall(b\"CONNECT other.test:$APP_PORT HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n\")
+print(s.recv(4096).decode())'; curl -sS http://other.test:$APP_PORT/text"
+before_hits=$(app_hits /text)
+out=$(SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS="allowed.test,*.pypi.org" sbx "$script")
+s=$(stdout_of "$out")
+if [[ "$s" == "HTTP/1.1 403 Forbidden"* ]] && [[ "$s" == *"host other.test is not in the egress allow list (SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS)"* ]] &&
+    [ "$(app_hits /text)" = "$before_hits" ] && [ "$(verdicts "$out" other.test)" = refused ]; then
+    pass "host outside the allow list: 403 with the reason (CONNECT and plain HTTP)"
+else
+    fail "host outside the allow list: 403 with the reason (CONNECT and plain HTTP)" "$out"
+fi
+out=$(SKILLS_SANDBOX_EGRESS_DENY_HOSTS="allowed.test" sbx "curl -sS http://allowed.test:$APP_PORT/text")
+if [[ "$(stdout_of "$out")" == *"denied by the egress policy"* ]]; then
+    pass "deny list refuses"
+else
+    fail "deny list refuses" "$out"
+fi
+
+# --- no way around the proxy ---------------------------------------------------
+script="python3 -c 'import socket
+for a in ((\"$APP\", $APP_PORT), (\"127.0.0.1\", $P), (\"10.0.0.1\", $P), (\"::1\", $P)):
+    try:
+        socket.create_connection(a, timeout=3); print(\"connected\", a)
+    except OSError as e:
+        print(\"failed\", a[0], e.errno)'; curl -sS --noproxy '*' -m 3 http://$APP:$APP_PORT/text || echo curl-failed"
+before=$(caught)
+before_hits=$(app_hits /text)
+out=$(sbx "$script")
+s=$(stdout_of "$out")
+if [[ "$s" != *connected* ]] && [ "$(grep -c '^failed' <<<"$s")" = 4 ] && [[ "$s" == *curl-failed* ]] &&
+    [ "$(caught)" = "$before" ] && [ "$(app_hits /text)" = "$before_hits" ]; then
+    pass "a direct connect() without the proxy fails"
+else
+    fail "a direct connect() without the proxy fails" "$s"
+fi
+
+# --- the byte cap ------------------------------------------------------------------
+out=$(SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN=1048576 sbx "curl -s -o /tmp/f 'http://allowed.test:$APP_PORT/big?n=10485760'; echo \$?; wc -c </tmp/f")
+s=$(stdout_of "$out")
+got=$(echo "$s" | sed -n 2p)
+if [ "$(echo "$s" | head -1)" != 0 ] && [ "$got" -le 1048576 ] && [ "$got" -gt 1000000 ] &&
+    json_get "$out" 'any(r["verdict"]=="cut" and "SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN" in r["reason"] and r["bytesDown"]==1048576 for r in j["egress"])' | grep -qx true; then
+    pass "a 1 MiB byte cap cuts a 10 MiB download and says so"
+else
+    fail "a 1 MiB byte cap cuts a 10 MiB download and says so" "$s $(json_get "$out" 'j.get("egress")')"
+fi
+
+# --- the operator's switch ------------------------------------------------------------
+out=$(SKILLS_SANDBOX_NETWORK_ENABLED=false sbx "echo should-not-run")
+if [ "$(code_of "$out")" = forbidden ] && [[ "$out" != *should-not-run* ]]; then
+    pass "networkEnabled without SKILLS_SANDBOX_NETWORK_ENABLED: forbidden"
+else
+    fail "networkEnabled without SKILLS_SANDBOX_NETWORK_ENABLED: forbidden" "$out"
+fi
+
+# --- through the server: no memory growth, /metrics ------------------------------------
+source "$(dirname "$0")/../integration/server_common.sh"
+start_server SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN=1048576
+A=(-H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json')
+rss() { awk '/^VmRSS:/{print $2}' "/proc/$SRV_PID/status"; }
+big_call() {
+    req POST /v1/execute "${A[@]}" -d "{\"skill\":\"execute_command\",\"input\":{\"command\":\"sh\",\"args\":[\"-c\",\"curl -s -o /dev/null http://allowed.test:$APP_PORT/big?n=10485760; echo \$?\"],\"networkEnabled\":true}}"
+}
+big_call
+rss0=$(rss)
+for _ in 1 2 3 4 5; do big_call; done
+rss1=$(rss)
+if json_get "$BODY" '(j.get("result") or j)["egress"][0]["verdict"]' | grep -qx cut && [ $((rss1 - rss0)) -lt 8192 ]; then
+    pass "cut downloads through the server: RSS grew $((rss1 - rss0)) KiB (< 8 MiB)"
+else
+    fail "cut downloads through the server" "rss $rss0 -> $rss1 KiB; $BODY"
+fi
+req POST /v1/execute "${A[@]}" -d "{\"skill\":\"execute_command\",\"input\":{\"command\":\"curl\",\"args\":[\"-s\",\"http://169.254.169.254:$P/\"],\"networkEnabled\":true}}"
+req GET /metrics "${A[@]}"
+if echo "$BODY" | grep -Eq '^skilld_egress_cut_total [1-9][0-9]*$' &&
+    echo "$BODY" | grep -Eq '^skilld_egress_refused_total [1-9][0-9]*$'; then
+    pass "metrics count egress refusals and cuts"
+else
+    fail "metrics count egress refusals and cuts" "$(echo "$BODY" | grep egress)"
+fi
+stop_server
+finish
