@@ -166,6 +166,12 @@ int skd__egress_active_runs(skd_egress *e);
  */
 int skd__egress_place(int pidfd, int *out, skd_err *err);
 
+/* The egress proxy's state for `skilld doctor` (egress_doctor.c): a line
+ * in detail (cap bytes). 0: off, or on and a probe proxy refused a tunnel
+ * to the metadata address; 1: on, but this process cannot place the
+ * socket (not root); SKD_E* with err when the probe failed. */
+int skd__egress_doctor(const skd_config *cfg, char *detail, size_t cap, skd_err *err);
+
 /* The environment a sandbox with network gets: HTTP_PROXY, HTTPS_PROXY,
  * http_proxy, https_proxy, ALL_PROXY, all_proxy (http://127.0.0.1:3128)
  * and NO_PROXY= / no_proxy= (nothing bypasses the proxy). Static,

@@ -10,6 +10,7 @@
  * they do not decide: the native provider checks again when it runs and
  * fails closed on its own.
  */
+#include "net/egress.h"
 #include "skilld/doctor.h"
 
 #include <errno.h>
@@ -401,6 +402,26 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
+/* The egress proxy (src/net/egress_doctor.c). */
+static void check_egress(json_t *checks, const skd_config *cfg)
+{
+    skd_config *own = NULL;
+    if (!cfg && !(cfg = own = skd_config_new()))
+        return;
+    char detail[400];
+    skd_err err = {0};
+    int rc = skd__egress_doctor(cfg, detail, sizeof(detail), &err);
+    if (rc < 0)
+        add(checks, "egress_proxy", FAIL,
+            "networkEnabled runs would have no working proxy: check the log, or set "
+            "SKILLS_SANDBOX_NETWORK_ENABLED=false",
+            "the egress proxy probe failed: %s", skd_err_msg(&err));
+    else
+        add(checks, "egress_proxy", rc ? WARN : OK, "start skilld as root (the spawner places it)",
+            "%s", detail);
+    skd_config_free(own);
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -422,6 +443,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "hardlinks");
     check_engines(checks);
     check_native(checks, cfg);
+    check_egress(checks, cfg);
     int worst = OK;
     size_t i;
     json_t *c;

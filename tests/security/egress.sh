@@ -207,6 +207,15 @@ else
     fail "networkEnabled without SKILLS_SANDBOX_NETWORK_ENABLED: forbidden" "$out"
 fi
 
+# --- doctor reports the proxy's state ----------------------------------------------------
+d=$("$SKILLD" doctor --json 2>/dev/null)
+if json_get "$d" '[c["status"] for c in j["checks"] if c["name"]=="egress_proxy"]==["ok"] and "169.254.169.254 was refused" in [c for c in j["checks"] if c["name"]=="egress_proxy"][0]["detail"]' | grep -qx true &&
+    SKILLS_SANDBOX_NETWORK_ENABLED=false "$SKILLD" doctor --json 2>/dev/null | grep -q '"detail": "off: networkEnabled is refused'; then
+    pass "doctor reports the egress proxy (on: probe refused; off)"
+else
+    fail "doctor reports the egress proxy (on: probe refused; off)" "$(echo "$d" | grep -A3 egress_proxy)"
+fi
+
 # --- through the server: no memory growth, /metrics ------------------------------------
 source "$(dirname "$0")/../integration/server_common.sh"
 start_server SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN=1048576

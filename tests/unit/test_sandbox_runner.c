@@ -274,8 +274,9 @@ TEST(refusals)
     c.network_enabled = 1;
     const char *argv[] = {"true", NULL};
     skd_sandbox_spec spec = {.argv = argv, .config = &c};
-    CHECK_EQ_INT(skd_sandbox_run(R, &spec, &res, &err), SKD_ESANDBOX);
-    CHECK(strstr(err.msg, "networkEnabled") != NULL);
+    /* no SKILLS_SANDBOX_NETWORK_ENABLED=true from the operator */
+    CHECK_EQ_INT(skd_sandbox_run(R, &spec, &res, &err), SKD_EFORBIDDEN);
+    CHECK(strstr(err.msg, "SKILLS_SANDBOX_NETWORK_ENABLED") != NULL);
     const char *none[] = {NULL};
     spec.argv = none;
     spec.config = NULL;
