@@ -82,6 +82,8 @@ static const struct key keys[] = {
      "empty: none)"},
     {"SKILLS_SANDBOX_EGRESS_DENY_HOSTS", K_STR, "", 0, 0, 0,
      "host patterns sandboxed code may never reach through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS", K_STR, "", 0, 0, 0,
+     "per-key narrowing of the allow list: key=pattern,pattern;key2=pattern"},
     {"SKILLS_SANDBOX_EGRESS_MAX_CONNECTIONS", K_INT, "16", 1, 4096, 0,
      "proxy connections one run may hold at once"},
     {"SKILLS_SANDBOX_EGRESS_MAX_BYTES_UP", K_INT, "67108864", 0, I64MAX, 0,

@@ -112,6 +112,12 @@ void skd__egress_policy_defaults(skd_egress_policy *p, const skd_config *cfg);
 int skd__egress_policy_narrow(skd_egress_policy *p, const char *allow, const char *deny,
                               skd_err *err);
 
+/* The operator's narrowing for key from SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS
+ * ("key=pattern,pattern;key2=pattern"): the patterns copied into buf (cap
+ * bytes), or NULL when the key has no entry (or it does not fit: then ""
+ * in buf, which matches nothing: fail closed). */
+const char *skd__egress_key_hosts(const skd_config *cfg, const char *key, char *buf, size_t cap);
+
 /* The host decision alone: 0, or SKD_EFORBIDDEN with the reason. */
 int skd__egress_policy_check_host(const skd_egress_policy *p, const char *host, skd_err *err);
 

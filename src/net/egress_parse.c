@@ -407,6 +407,28 @@ int skd__egress_policy_narrow(skd_egress_policy *p, const char *allow, const cha
     return 0;
 }
 
+const char *skd__egress_key_hosts(const skd_config *cfg, const char *key, char *buf, size_t cap)
+{
+    const char *s = skd_config_str(cfg, "SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS");
+    size_t kl = key ? strlen(key) : 0;
+    while (kl && s && *s) {
+        while (*s == ' ' || *s == ';')
+            s++;
+        const char *end = strchr(s, ';');
+        size_t n = end ? (size_t)(end - s) : strlen(s);
+        if (n > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
+            buf[0] = '\0';
+            if (n - kl - 1 < cap) {
+                memcpy(buf, s + kl + 1, n - kl - 1);
+                buf[n - kl - 1] = '\0';
+            }
+            return buf;
+        }
+        s = end;
+    }
+    return NULL;
+}
+
 int skd__egress_policy_check_host(const skd_egress_policy *p, const char *host, skd_err *err)
 {
     for (size_t i = 0; i < p->ndeny; i++)

@@ -150,7 +150,8 @@ static void send_kill(struct run *run)
 
 /* networkEnabled: serve the socket the provider placed on the sandbox's
  * loopback (steals egress_fd) with the operator's policy, narrowed by the
- * run's lists. Fail closed: without it the run must not go on. */
+ * operator's list for the key and by the run's (a custom skill's) lists.
+ * Fail closed: without it the run must not go on. */
 static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err *err)
 {
     if (egress_fd < 0)
@@ -158,8 +159,11 @@ static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err 
                            "%s sandbox: networkEnabled, but no egress proxy socket was placed",
                            run->prov->name);
     skd_egress_policy p;
+    char key_hosts[4096];
     skd__egress_policy_defaults(&p, r->cfg);
-    if (skd__egress_policy_narrow(&p, run->egress_allow, run->egress_deny, err)) {
+    const char *kh = skd__egress_key_hosts(r->cfg, run->key, key_hosts, sizeof(key_hosts));
+    if (skd__egress_policy_narrow(&p, kh, NULL, err) ||
+        skd__egress_policy_narrow(&p, run->egress_allow, run->egress_deny, err)) {
         close(egress_fd);
         return SKD_ESANDBOX;
     }

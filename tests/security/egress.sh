@@ -199,6 +199,40 @@ else
     fail "a 1 MiB byte cap cuts a 10 MiB download and says so" "$s $(json_get "$out" 'j.get("egress")')"
 fi
 
+# --- eval_code, custom skills, per-key lists: the same switch and proxy ----------------------
+out=$("$SKILLD" run eval_code --key t --input "{\"language\":\"python\",\"networkEnabled\":true,\"code\":\"import urllib.request\\nprint(urllib.request.urlopen('http://allowed.test:$APP_PORT/text').read().decode(), end='')\"}" 2>>"$TMP/stderr")
+if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ]; then
+    pass "eval_code with networkEnabled goes through the proxy"
+else
+    fail "eval_code with networkEnabled goes through the proxy" "$out"
+fi
+out=$(SKILLS_SANDBOX_NETWORK_ENABLED=false "$SKILLD" run eval_code --key t --input '{"language":"sh","networkEnabled":true,"code":"echo no"}' 2>>"$TMP/stderr")
+check "eval_code networkEnabled without the operator's switch: forbidden" test "$(code_of "$out")" = forbidden
+cat >"$TMP/fetch.json" <<EOF2
+{"name":"fetcher","version":"1.0.0","description":"d","inputSchema":{"type":"object"},
+ "run":{"command":["sh","-c","curl -s -o /dev/null -w '%{http_code}' http://allowed.test:$APP_PORT/text; curl -s -o /dev/null -w ' %{http_code}' http://other.test:$APP_PORT/text"],
+        "networkEnabled":true,"egressAllowHosts":"allowed.test"}}
+EOF2
+"$SKILLD" skills add "$TMP/fetch.json" >/dev/null 2>>"$TMP/stderr"
+out=$("$SKILLD" run fetcher --key t --input '{}' 2>>"$TMP/stderr")
+if [ "$(json_get "$out" 'j.get("output")')" = "200 403" ] && [ "$(verdicts "$out" other.test)" = refused ]; then
+    pass "a custom skill's egressAllowHosts narrows the operator's list"
+else
+    fail "a custom skill's egressAllowHosts narrows the operator's list" "$out"
+fi
+out=$(SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS=other.test "$SKILLD" run fetcher --key t --input '{}' 2>>"$TMP/stderr")
+if [ "$(json_get "$out" 'j.get("output")')" = "403 403" ]; then
+    pass "a custom skill cannot widen the operator's list"
+else
+    fail "a custom skill cannot widen the operator's list" "$out"
+fi
+out=$(SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS="u=x.test;t=other.test" sbx "curl -s -o /dev/null -w '%{http_code}' http://allowed.test:$APP_PORT/text; curl -s -o /dev/null -w ' %{http_code}' http://other.test:$APP_PORT/text")
+if [ "$(stdout_of "$out")" = "403 200" ]; then
+    pass "the operator's per-key list narrows what the key reaches"
+else
+    fail "the operator's per-key list narrows what the key reaches" "$out"
+fi
+
 # --- the operator's switch ------------------------------------------------------------
 out=$(SKILLS_SANDBOX_NETWORK_ENABLED=false sbx "echo should-not-run")
 if [ "$(code_of "$out")" = forbidden ] && [[ "$out" != *should-not-run* ]]; then

@@ -200,6 +200,16 @@ TEST(policy_narrows_never_widens)
     CHECK(strstr(e.msg, "narrowed") != NULL);
     CHECK_EQ_INT(skd__egress_policy_narrow(&p, "a", NULL, &e), 0);
     CHECK_EQ_INT(skd__egress_policy_narrow(&p, "b", NULL, &e), SKD_EINVAL);
+    /* the operator's per-key lists */
+    char kb[64];
+    skd_config_set(cfg, "SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS",
+                   "alice=*.pypi.org,files.pythonhosted.org; bob=registry.npmjs.org", NULL);
+    CHECK_STR(skd__egress_key_hosts(cfg, "alice", kb, sizeof(kb)),
+              "*.pypi.org,files.pythonhosted.org");
+    CHECK_STR(skd__egress_key_hosts(cfg, "bob", kb, sizeof(kb)), "registry.npmjs.org");
+    CHECK(skd__egress_key_hosts(cfg, "ali", kb, sizeof(kb)) == NULL);
+    CHECK(skd__egress_key_hosts(cfg, "carol", kb, sizeof(kb)) == NULL);
+    CHECK_STR(skd__egress_key_hosts(cfg, "alice", kb, 8), ""); /* too long: nothing */
     /* an empty operator list reaches nothing */
     skd_config_set(cfg, "SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS", "", NULL);
     skd__egress_policy_defaults(&p, cfg);
