@@ -9,6 +9,15 @@
 # 127.0.0.2:8333) are reachable only because SKILLS_OUTBOUND_ALLOW_CIDRS
 # opens 127.0.0.2/32; allowed.test is pinned to them by
 # SKILLS_OUTBOUND_RESOLVE.
+# Before the network namespace: dockerd and the test image for the container
+# providers (scripts/setup-containers.sh runs in the host's namespace).
+if [ -z "${SKILLD_NETNS:-}" ]; then
+    SETUP_LOG=$(mktemp /tmp/skilld-egress-setup.XXXXXX)
+    if ! "$(dirname "$0")/../../scripts/setup-containers.sh" >"$SETUP_LOG" 2>&1; then
+        echo "FAIL egress.sh: container setup: $(tail -3 "$SETUP_LOG" | tr '\n' ' ')"
+    fi
+    rm -f "$SETUP_LOG"
+fi
 source "$(dirname "$0")/../fixtures/net/netenv.sh"
 source "$(dirname "$0")/../lib.sh"
 net_start || { fail setup "network namespace set-up failed"; finish; }
@@ -249,6 +258,61 @@ if json_get "$d" '[c["status"] for c in j["checks"] if c["name"]=="egress_proxy"
 else
     fail "doctor reports the egress proxy (on: probe refused; off)" "$(echo "$d" | grep -A3 egress_proxy)"
 fi
+
+# --- the same for docker and podman: --network none, the proxy in the container ----------
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+for R in docker podman; do
+    # cx SCRIPT: run SCRIPT with the busybox test image under runtime R.
+    cx() {
+        "$SKILLD" run execute_command --key t --input "$(python3 -c '
+import json, sys
+print(json.dumps({"command": "sh", "args": ["-c", sys.argv[1]], "image": "skilld-test:1",
+                  "networkEnabled": True, "timeoutMs": 30000}))' "$1")" 2>>"$TMP/stderr"
+    }
+    export SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test
+    out=$(cx "wget -q -O - http://allowed.test:$APP_PORT/text")
+    if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ] &&
+        [ "$(json_get "$out" 'j.get("runtime")')" = "$R" ]; then
+        pass "$R: wget through the proxy gets the bytes"
+    else
+        fail "$R: wget through the proxy gets the bytes" "$out"
+    fi
+    script=""
+    for u in "http://127.0.0.1:$P/" "http://169.254.169.254:$P/" "http://10.0.0.1:$P/" \
+        "http://localhost:$P/" "http://evil.test:$P/" "http://meta.test:$P/" "http://2130706433:$P/"; do
+        script="$script wget -q -O /dev/null '$u' 2>&1 | grep -q '403 Forbidden' && echo 'refused $u' || echo 'not-refused $u';"
+    done
+    script="$script wget -q -O /dev/null http://other.test:$APP_PORT/text 2>&1 | grep -q '403 Forbidden' && echo 'refused other.test' || echo 'not-refused other.test';"
+    script="$script wget -q -T 3 -O /dev/null -Y off http://$APP:$APP_PORT/text 2>/dev/null && echo direct-connected || echo 'refused direct';"
+    before=$(caught)
+    before_hits=$(app_hits /text)
+    out=$(SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS="allowed.test,*.test,127.0.0.1,169.254.169.254,10.0.0.1,localhost,2130706433" \
+        SKILLS_SANDBOX_EGRESS_DENY_HOSTS=other.test cx "$script")
+    s=$(stdout_of "$out")
+    if [ "$(grep -c '^refused' <<<"$s")" = 9 ] && [ "$(caught)" = "$before" ] && [ "$(app_hits /text)" = "$before_hits" ]; then
+        pass "$R: forbidden addresses, a denied host and a direct connect are refused, nothing reached"
+    else
+        fail "$R: forbidden addresses, a denied host and a direct connect are refused, nothing reached" "$s"
+    fi
+    out=$(SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN=1048576 cx "wget -q -O /tmp/f 'http://allowed.test:$APP_PORT/big?n=10485760'; wc -c </tmp/f")
+    got=$(stdout_of "$out" | tr -d ' ')
+    if [ -n "$got" ] && [ "$got" -le 1048576 ] &&
+        json_get "$out" 'any(r["verdict"]=="cut" and r["bytesDown"]==1048576 for r in j["egress"])' | grep -qx true; then
+        pass "$R: the byte cap cuts a 10 MiB download"
+    else
+        fail "$R: the byte cap cuts a 10 MiB download" "$out"
+    fi
+    out=$(SKILLS_SANDBOX_NETWORK_ENABLED=false cx "echo should-not-run")
+    check "$R: networkEnabled without the operator's switch: forbidden" test "$(code_of "$out")" = forbidden
+    out=$(SKILLS_SANDBOX_RUNTIME=$R "$SKILLD" run execute_command --key t --input '{"command":"sh","args":["-c","ip addr | grep -c inet; wget -q -T 3 -O - -Y off http://'"$APP:$APP_PORT"'/text 2>/dev/null || echo no-network"],"image":"skilld-test:1"}' 2>>"$TMP/stderr")
+    if [[ "$(stdout_of "$out")" == *no-network* ]]; then
+        pass "$R: without networkEnabled there is no network"
+    else
+        fail "$R: without networkEnabled there is no network" "$out"
+    fi
+done
+export SKILLS_SANDBOX_RUNTIME=native
+unset SKILLS_ALLOWED_SANDBOX_IMAGES
 
 # --- through the server: no memory growth, /metrics ------------------------------------
 source "$(dirname "$0")/../integration/server_common.sh"
