@@ -10,7 +10,9 @@
  *                    written, then the connection is closed
  *
  * Descriptors are edge-triggered; pump() moves bytes until every side would
- * block or every buffer is full or empty, so no readiness is lost. Byte caps
+ * block or every pipe is full or empty, so no readiness is lost. Tunnel
+ * bytes are spliced socket -> pipe -> socket (splice(2)) and never copied
+ * into this process: memory per connection is two kernel pipes. Byte caps
  * are enforced at the read: a read never takes more than the run has left
  * plus one byte, and that one byte is what tells a cut from an exact fit.
  */
@@ -20,6 +22,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,33 +32,59 @@
 
 #define ET_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
 
-static size_t xlen(const struct xbuf *b)
+static size_t xlen(const struct xpipe *b)
 {
-    return b->end - b->start;
+    return b->len - b->hold;
 }
 
-static size_t xspace(const struct xbuf *b)
+static size_t xspace(const struct xpipe *b)
 {
-    return b->p ? SKD__EGRESS_BUF - b->end : 0;
+    return b->r >= 0 ? b->cap - b->len : 0;
 }
 
-static void xcompact(struct xbuf *b)
+/* Make the pipe (non-blocking, SKD__EGRESS_PIPE bytes if the kernel lets
+ * this user have that much). 0 or -1. */
+static int xopen(struct xpipe *b)
 {
-    if (b->start == b->end) {
-        b->start = b->end = 0;
-    } else if (b->start > SKD__EGRESS_BUF / 2) {
-        memmove(b->p, b->p + b->start, b->end - b->start);
-        b->end -= b->start;
-        b->start = 0;
+    int p[2];
+    if (b->r >= 0)
+        return 0;
+    if (pipe2(p, O_NONBLOCK | O_CLOEXEC) != 0)
+        return -1;
+    b->r = p[0];
+    b->w = p[1];
+    int cap = fcntl(b->w, F_SETPIPE_SZ, SKD__EGRESS_PIPE);
+    if (cap < 0)
+        cap = fcntl(b->w, F_GETPIPE_SZ);
+    b->cap = cap > 0 ? (size_t)cap : 4096;
+    b->len = b->hold = 0;
+    return 0;
+}
+
+static void xclose(struct xpipe *b)
+{
+    if (b->r >= 0)
+        close(b->r);
+    if (b->w >= 0)
+        close(b->w);
+    b->r = b->w = -1;
+    b->len = b->hold = 0;
+}
+
+/* Put n bytes of our own (a reply, the rewritten head); n is at most a few
+ * KiB, always below a fresh pipe's capacity. */
+static void xput(struct xpipe *b, const void *p, size_t n)
+{
+    while (n && xspace(b) >= n) {
+        ssize_t w = write(b->w, p, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        b->len += (size_t)w;
+        p = (const char *)p + w;
+        n -= (size_t)w;
     }
-}
-
-static void xput(struct xbuf *b, const void *p, size_t n)
-{
-    if (n > xspace(b))
-        n = xspace(b); /* callers size what they put; this is the backstop */
-    memcpy(b->p + b->end, p, n);
-    b->end += n;
 }
 
 static const char *status_text(int status)
@@ -98,7 +127,7 @@ static size_t format_reply(char *buf, size_t cap, int status, const char *verdic
 }
 
 static void pump_reply(skd_egress *e, struct egress_conn *c);
-static int give(int fd, struct xbuf *b);
+static int give(int fd, struct xpipe *b);
 
 static void unwatch(skd_egress *e, int *fd)
 {
@@ -146,8 +175,8 @@ void skd__egress_reap(skd_egress *e)
         }
         *pp = c->next;
         free(c->head);
-        free(c->up.p);
-        free(c->down.p);
+        xclose(&c->up);
+        xclose(&c->down);
         free(c);
     }
 }
@@ -165,12 +194,14 @@ static void reply(skd_egress *e, struct egress_conn *c, int status, const char *
     unwatch(e, &c->ufd);
     free(c->head);
     c->head = NULL;
-    if (!c->down.p && !(c->down.p = malloc(SKD__EGRESS_BUF))) {
+    xclose(&c->down); /* nothing of an upstream's is sent after a refusal */
+    char buf[1024];
+    size_t n = format_reply(buf, sizeof(buf), status, verdict, reason);
+    if (xopen(&c->down) != 0) {
         skd__egress_conn_end(e, c, NULL, NULL);
         return;
     }
-    c->down.start = c->down.end = 0;
-    c->down.end = format_reply(c->down.p, SKD__EGRESS_BUF, status, verdict, reason);
+    xput(&c->down, buf, n);
     c->st = CONN_REPLY;
     c->c_wr = 1;
     c->u_shut = 0;
@@ -247,10 +278,8 @@ static void head_done(skd_egress *e, struct egress_conn *c, const char *fwd, siz
         reply(e, c, 403, "refused", pe.msg);
         return;
     }
-    c->up.p = malloc(SKD__EGRESS_BUF);
-    c->down.p = malloc(SKD__EGRESS_BUF);
-    if (!c->up.p || !c->down.p) {
-        skd__egress_conn_end(e, c, "failed", "out of memory");
+    if (xopen(&c->up) || xopen(&c->down)) {
+        skd__egress_conn_end(e, c, "failed", "out of pipes");
         return;
     }
     /* What goes upstream first: the rewritten head, then whatever the client
@@ -311,10 +340,10 @@ static void cut(struct egress_conn *c, const char *what, int64_t cap, const char
              (long long)cap, setting);
 }
 
-/* recv into b with at most `allow` bytes kept; returns bytes kept, 0 on EOF,
- * -1 when it would block, -2 on an error, and sets *over when the source had
- * more than allowed. */
-static ssize_t take(int fd, struct xbuf *b, int64_t allow, int *over)
+/* Splice from fd into b, keeping at most `allow` bytes; returns the bytes
+ * kept, 0 on EOF, -1 when it would block, -2 on an error, and sets *over
+ * when the source had more than allowed (that byte stays held in b). */
+static ssize_t take(int fd, struct xpipe *b, int64_t allow, int *over)
 {
     size_t want = xspace(b);
     if (allow < 0)
@@ -323,33 +352,33 @@ static ssize_t take(int fd, struct xbuf *b, int64_t allow, int *over)
         want = (size_t)allow + 1;
     ssize_t n;
     do
-        n = recv(fd, b->p + b->end, want, 0);
+        n = splice(fd, NULL, b->w, NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+    b->len += (size_t)n;
     if (n > allow) {
         *over = 1;
+        b->hold = (size_t)(n - allow);
         n = (ssize_t)allow;
     }
-    b->end += (size_t)n;
     return n;
 }
 
-/* send from b; returns 1 on progress, 0 when it would block, -1 on error. */
-static int give(int fd, struct xbuf *b)
+/* Splice from b to fd; returns 1 on progress, 0 when it would block, -1 on
+ * an error. */
+static int give(int fd, struct xpipe *b)
 {
     ssize_t n;
     do
-        n = send(fd, b->p + b->start, xlen(b), MSG_NOSIGNAL);
+        n = splice(b->r, NULL, fd, NULL, xlen(b), SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     while (n < 0 && errno == EINTR);
     if (n < 0)
         return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-    b->start += (size_t)n;
-    xcompact(b);
-    return 1;
+    b->len -= (size_t)n;
+    return n > 0;
 }
 
-/* Move bytes both ways until nothing more can move. */
 /* CONN_REPLY: write the answer, then half-close and read what the client
  * still sends until it closes (closing with unread bytes would reset the
  * connection and could lose the answer); the reply deadline ends it. */
@@ -549,6 +578,7 @@ void skd__egress_accept(skd_egress *e, struct skd_egress_run *run)
             continue;
         }
         c->id = ++e->next_id;
+        c->up.r = c->up.w = c->down.r = c->down.w = -1;
         c->run = run;
         c->cfd = fd;
         c->ufd = -1;

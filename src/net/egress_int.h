@@ -12,10 +12,10 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-#define SKD__EGRESS_BUF (128 * 1024) /* bytes buffered each way per connection */
-#define SKD__EGRESS_MAX_ADDRS 8      /* addresses tried per destination */
-#define SKD__EGRESS_MAX_RECORDS 128  /* destination records kept per run */
-#define SKD__EGRESS_MAX_CONNS 4096   /* connections at once, all runs together */
+#define SKD__EGRESS_PIPE (256 * 1024) /* bytes buffered each way per connection (a pipe) */
+#define SKD__EGRESS_MAX_ADDRS 8       /* addresses tried per destination */
+#define SKD__EGRESS_MAX_RECORDS 128   /* destination records kept per run */
+#define SKD__EGRESS_MAX_CONNS 4096    /* connections at once, all runs together */
 #define SKD__EGRESS_RESOLVERS 2
 #define SKD__EGRESS_REPLY_MS 2000 /* time to deliver a refusal before closing */
 
@@ -74,10 +74,13 @@ struct skd_egress_run {
     int detach, detached;
 };
 
-/* A byte queue of SKD__EGRESS_BUF bytes: data in p[start..end). */
-struct xbuf {
-    char *p;
-    size_t start, end;
+/* One direction of a connection: a pipe that bytes are spliced into from
+ * the source socket and out of to the destination, so they never cross
+ * into user memory. len counts the bytes in it; the last `hold` of them
+ * came past a byte cap and are never forwarded. */
+struct xpipe {
+    int r, w; /* -1 until made */
+    size_t cap, len, hold;
 };
 
 enum conn_state { CONN_HEAD, CONN_RESOLVING, CONN_CONNECTING, CONN_TUNNEL, CONN_REPLY };
@@ -98,7 +101,7 @@ struct egress_conn {
     char addr_text[INET6_ADDRSTRLEN];
     char why[640]; /* the last guard refusal or connect error */
     int blocked;   /* why is a guard refusal */
-    struct xbuf up, down;
+    struct xpipe up, down;
     int c_rd, c_wr, u_rd, u_wr; /* readiness seen (edge-triggered) */
     int c_eof, u_eof, u_shut, cut;
     int again;           /* pump stopped at its round limit with bytes to move */
