@@ -46,6 +46,7 @@ static struct {
     int rootless;                  /* no root: unprivileged user namespace only */
     char why[SKD_ERR_MSG_MAX];
 } N = {.idmap_fd = -1};
+static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 void skd__native_set_owner(unsigned uid, unsigned gid)
 {
@@ -53,11 +54,20 @@ void skd__native_set_owner(unsigned uid, unsigned gid)
     N.owner_gid = gid;
 }
 
+void skd__native_forget(void)
+{
+    /* Descriptors made by the process that forked the spawner are closed
+     * in it: start over. */
+    memset(&N, 0, sizeof(N));
+    N.idmap_fd = -1;
+    once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    skd__cgroup_forget();
+}
+
 int skd__native_rootless(void)
 {
     return geteuid() != 0;
 }
-static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 struct nstate {
     const skd__sandbox_req *req;
@@ -353,8 +363,14 @@ static int open_mounts(struct nstate *s, skd_err *err)
     if (N.rootless) /* open_tree needs CAP_SYS_ADMIN: the child binds by path */
         return 0;
     if (q->workspace) {
-        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        /* The spawner hands the directory over as a descriptor: clone
+         * exactly that directory, not whatever its path names now. */
+        s->child.ws_fd =
+            q->workspace_fd >= 0
+                ? (int)syscall(SYS_open_tree, q->workspace_fd, "",
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                : (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
@@ -366,8 +382,11 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                strerror(errno));
     }
     if (q->skill_dir) { /* Agent Skills folder: read-only, owned by the sandbox user */
-        s->child.skill_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        s->child.skill_fd = q->skill_fd >= 0
+                                ? (int)syscall(SYS_open_tree, q->skill_fd, "",
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                                : (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         a.userns_fd = (unsigned)N.idmap_fd;
@@ -410,13 +429,19 @@ static int fill_child(struct nstate *s, skd_err *err)
     /* Rootless: the workspace (files owned by our uid, shown as the sandbox
      * user by the id map) and the skill folder are plain binds made by the
      * child, as no detached mount can be opened here. */
+    char fdp[64];
     if (rc == 0 && N.rootless && q->workspace) {
-        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace, 0);
+        if (q->workspace_fd >= 0) /* the child still has the descriptor */
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->workspace_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace_fd >= 0 ? fdp : q->workspace, 0);
         if (rc == 0)
             s->ents[s->nents - 1].writable = !q->cfg->workspace_read_only;
     }
-    if (rc == 0 && N.rootless && q->skill_dir)
-        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_dir, 0);
+    if (rc == 0 && N.rootless && q->skill_dir) {
+        if (q->skill_fd >= 0)
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->skill_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_fd >= 0 ? fdp : q->skill_dir, 0);
+    }
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;

@@ -197,6 +197,36 @@ else
     fail "a direct connect() without the proxy fails" "$s"
 fi
 
+# --- the proxy socket is held by the unprivileged server, not by the spawner -------------
+"$SKILLD" run execute_command --key t --input '{"command":"sleep","args":["3.0123"],"networkEnabled":true}' >/dev/null 2>&1 &
+RUN_PID=$!
+holders=""
+for _ in $(seq 1 50); do
+    sp=$(pgrep -f 'sleep 3.0123' | head -1)
+    if [ -n "$sp" ]; then
+        ino=$(awk '$2=="0100007F:0C38" && $4=="0A" {print $10}' "/proc/$sp/net/tcp" 2>/dev/null)
+        if [ -n "$ino" ]; then
+            holders=$(for f in /proc/[0-9]*/fd/*; do
+                [ "$(readlink "$f" 2>/dev/null)" = "socket:[$ino]" ] && echo "${f#/proc/}" | cut -d/ -f1
+            done | sort -u)
+            break
+        fi
+    fi
+    sleep 0.1
+done
+ok=1
+[ -n "$holders" ] || ok=0
+for h in $holders; do
+    [ "$(awk '/^Uid:/{print $3}' "/proc/$h/status")" != 0 ] || ok=0
+    [ "$(cat "/proc/$h/comm")" = skilld ] || ok=0
+done
+wait "$RUN_PID"
+if [ $ok = 1 ]; then
+    pass "the proxy socket is held only by the unprivileged server (uid != 0)"
+else
+    fail "the proxy socket is held only by the unprivileged server (uid != 0)" "holders: ${holders:-none}"
+fi
+
 # --- the byte cap ------------------------------------------------------------------
 out=$(SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN=1048576 sbx "curl -s -o /tmp/f 'http://allowed.test:$APP_PORT/big?n=10485760'; echo \$?; wc -c </tmp/f")
 s=$(stdout_of "$out")
