@@ -26,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -507,18 +508,25 @@ int skd__egress_new(const skd_config *cfg, skd_egress **out, skd_err *err)
         rc = skd_err_set(err, SKD_EIO, "egress: %s", strerror(errno));
         goto fail;
     }
-    if (pthread_create(&e->loop, NULL, loop_main, e)) {
+    /* The threads take no signals: a splice to a socket whose peer closed
+     * raises SIGPIPE in the thread that made it, and blocked it only
+     * yields EPIPE. They inherit the mask from here. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    if (pthread_create(&e->loop, NULL, loop_main, e))
         rc = skd_err_set(err, SKD_EINTERNAL, "egress: cannot start the event loop");
-        goto fail;
-    }
-    e->nthreads = 1;
-    for (int i = 0; i < SKD__EGRESS_RESOLVERS; i++) {
-        if (pthread_create(&e->resolvers[i], NULL, resolver_main, e)) {
+    else
+        e->nthreads = 1;
+    for (int i = 0; rc == 0 && i < SKD__EGRESS_RESOLVERS; i++) {
+        if (pthread_create(&e->resolvers[i], NULL, resolver_main, e))
             rc = skd_err_set(err, SKD_EINTERNAL, "egress: cannot start a resolver");
-            goto fail;
-        }
-        e->nresolvers++;
+        else
+            e->nresolvers++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc)
+        goto fail;
     *out = e;
     return 0;
 fail:

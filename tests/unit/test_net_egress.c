@@ -593,6 +593,39 @@ TEST(proxy_connection_cap_and_idle)
     env_stop(&v);
 }
 
+TEST(proxy_client_hangs_up)
+{
+    /* A client that closes in the middle of a download: the proxy's next
+     * splice to it fails, the connection ends and is recorded, and the
+     * proxy goes on serving. */
+    struct env v;
+    CHECK_EQ_INT(env_start(&v), 0);
+    skd_egress_policy p;
+    skd__egress_policy_defaults(&p, v.cfg);
+    int port;
+    skd_egress_run *run = attach(&v, &p, &port);
+    char req[256], buf[8192];
+    for (int i = 0; i < 3; i++) {
+        int c = client(port);
+        snprintf(req, sizeof(req), "GET http://allowed.test:%d/big HTTP/1.1\r\n\r\n", v.up.port);
+        write_all(c, req, strlen(req));
+        CHECK(recv(c, buf, sizeof(buf), MSG_WAITALL) == (ssize_t)sizeof(buf));
+        close(c);
+    }
+    int c = client(port);
+    snprintf(req, sizeof(req), "GET http://allowed.test:%d/after HTTP/1.1\r\n\r\n", v.up.port);
+    write_all(c, req, strlen(req));
+    read_all(c, buf, sizeof(buf));
+    CHECK(strncmp(buf, "HTTP/1.1 200 OK", 15) == 0);
+    close(c);
+    json_t *rec = skd__egress_detach(v.eg, run);
+    json_t *o = find_record(rec, "allowed.test", "allowed");
+    CHECK(o != NULL && json_integer_value(json_object_get(o, "connections")) == 4);
+    CHECK(o != NULL && json_integer_value(json_object_get(o, "bytesDown")) < 3 * (10 << 20));
+    json_decref(rec);
+    env_stop(&v);
+}
+
 static int fcntl_closed(int fd)
 {
     return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
@@ -644,6 +677,7 @@ int main(void)
     RUN(proxy_refusals);
     RUN(proxy_byte_cap);
     RUN(proxy_connection_cap_and_idle);
+    RUN(proxy_client_hangs_up);
     RUN(proxy_detach_closes_everything);
     return TAP_END();
 }
