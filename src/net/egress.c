@@ -334,6 +334,11 @@ int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
     run->ep.kind = EP_LISTEN;
     run->ep.run = run;
     pthread_mutex_lock(&e->mu);
+    if (e->loop_done) {
+        pthread_mutex_unlock(&e->mu);
+        rc = skd_err_set(err, SKD_ESANDBOX, "the egress proxy has stopped");
+        goto fail;
+    }
     run->cmd = CMD_ATTACH;
     run->cmd_next = e->cmds;
     e->cmds = run;
@@ -351,6 +356,8 @@ fail:
     return rc;
 }
 
+static void run_close(skd_egress *e, struct skd_egress_run *run);
+
 json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run)
 {
     if (!run)
@@ -363,8 +370,20 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run)
         e->cmds = run;
     }
     skd__egress_wake(e);
-    while (!run->detached)
+    while (!run->detached && !e->loop_done)
         pthread_cond_wait(&e->done_cv, &e->mu);
+    if (!run->detached) {
+        /* The loop ended first: its state is still, so close the run's
+         * sockets and connections here (under mu: one detacher at a time),
+         * and take it out of the command list. */
+        for (struct skd_egress_run **pp = &e->cmds; *pp; pp = &(*pp)->cmd_next)
+            if (*pp == run) {
+                *pp = run->cmd_next;
+                break;
+            }
+        run_close(e, run);
+        skd__egress_reap(e);
+    }
     e->active--;
     pthread_mutex_unlock(&e->mu);
     json_t *a = records_json(run);
@@ -469,6 +488,11 @@ static void *loop_main(void *arg)
         if (stop)
             break;
     }
+    /* Whoever waits for a detach must not wait for a loop that is gone. */
+    pthread_mutex_lock(&e->mu);
+    e->loop_done = 1;
+    pthread_cond_broadcast(&e->done_cv);
+    pthread_mutex_unlock(&e->mu);
     return NULL;
 }
 

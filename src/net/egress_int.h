@@ -142,6 +142,7 @@ struct skd_egress {
     pthread_cond_t jobs_cv, done_cv;
     int sync_ready;
     int stop;
+    int loop_done; /* the loop thread has ended: nothing is served any more */
     struct skd_egress_run *cmds;
     struct egress_job *jobs, *answers;
     int active;
