@@ -53,6 +53,30 @@ with open(os.path.join(d, "simple", name, "index.html"), "w") as f:
 with open(os.path.join(d, "simple", "index.html"), "w") as f:
     f.write('<!DOCTYPE html><html><body><a href="/simple/%s/">%s</a></body></html>\n' % (name, name))
 EOF
+# ... an npm registry document and tarball for the same package ...
+python3 - "$TMP/index" "$IDX_PORT" <<'EOF'
+import base64, hashlib, io, json, os, sys, tarfile
+d, port = sys.argv[1], sys.argv[2]
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w:gz") as t:
+    for n, b in (("package/package.json", b'{"name":"skdegress","version":"1.0.0","main":"index.js"}\n'),
+                 ("package/index.js", b"module.exports = 42;\n")):
+        i = tarfile.TarInfo(n); i.size = len(b); i.mode = 0o644
+        t.addfile(i, io.BytesIO(b))
+tgz = buf.getvalue()
+open(os.path.join(d, "skdegress-1.0.0.tgz"), "wb").write(tgz)
+doc = {"name": "skdegress", "dist-tags": {"latest": "1.0.0"}, "versions": {"1.0.0": {
+    "name": "skdegress", "version": "1.0.0", "main": "index.js",
+    "dist": {"tarball": "http://allowed.test:%s/skdegress-1.0.0.tgz" % port,
+             "shasum": hashlib.sha1(tgz).hexdigest(),
+             "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode()}}}}
+open(os.path.join(d, "skdegress"), "w").write(json.dumps(doc))
+EOF
+# ... and a git repository over git's dumb HTTP protocol.
+git init -q "$TMP/gitsrc" && echo egress-git >"$TMP/gitsrc/README" &&
+    git -C "$TMP/gitsrc" add README && git -C "$TMP/gitsrc" -c user.name=t -c user.email=t@t commit -qm init &&
+    git clone -q --bare "$TMP/gitsrc" "$TMP/index/repo.git" && git -C "$TMP/index/repo.git" update-server-info ||
+    fail setup "a git repository for the dumb-HTTP case"
 (cd "$TMP/index" && exec python3 -m http.server --bind "$APP" "$IDX_PORT") >"$TMP/index.log" 2>&1 &
 IDX_PID=$!
 trap 'kill "$FIX_PID" "$IDX_PID" 2>/dev/null; rm -rf "$TMP"' EXIT
@@ -101,6 +125,18 @@ if [ "$(stdout_of "$out")" = "VALUE = 42" ] && grep -q '"GET /skdegress-1.0-py3-
     pass "pip download from a PEP 503 index through the proxy"
 else
     fail "pip download from a PEP 503 index through the proxy" "$out $(tail -3 "$TMP/index.log")"
+fi
+out=$(sbx "cd /tmp && npm pack skdegress --registry http://allowed.test:$IDX_PORT/ --cache /tmp/npmc --no-update-notifier --no-audit --no-fund >/dev/null 2>/tmp/npm.err; tar xzf skdegress-1.0.0.tgz -O package/index.js || cat /tmp/npm.err")
+if [ "$(stdout_of "$out")" = "module.exports = 42;" ]; then
+    pass "npm pack from a registry through the proxy"
+else
+    fail "npm pack from a registry through the proxy" "$out"
+fi
+out=$(sbx "git clone -q http://allowed.test:$IDX_PORT/repo.git /tmp/r 2>&1 && cat /tmp/r/README")
+if [ "$(stdout_of "$out")" = "egress-git" ]; then
+    pass "git clone over HTTP through the proxy"
+else
+    fail "git clone over HTTP through the proxy" "$out"
 fi
 out=$(sbx "env | grep -i _proxy= | LC_ALL=C sort | tr '\n' ' '" '{"env": {"HTTP_PROXY": "http://10.0.0.1:1/", "NO_PROXY": "*"}}')
 want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY= all_proxy=http://127.0.0.1:3128 http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 no_proxy= "
@@ -198,18 +234,17 @@ else
 fi
 
 # --- the proxy socket is held by the unprivileged server, not by the spawner -------------
-"$SKILLD" run execute_command --key t --input '{"command":"sleep","args":["3.0123"],"networkEnabled":true}' >/dev/null 2>&1 &
+"$SKILLD" run execute_command --key t --input '{"command":"sleep","args":["6.0123"],"networkEnabled":true}' >/dev/null 2>&1 &
 RUN_PID=$!
 holders=""
 for _ in $(seq 1 50); do
-    sp=$(pgrep -f 'sleep 3.0123' | head -1)
+    sp=$(pgrep -f 'sleep 6.0123' | head -1)
     if [ -n "$sp" ]; then
         ino=$(awk '$2=="0100007F:0C38" && $4=="0A" {print $10}' "/proc/$sp/net/tcp" 2>/dev/null)
+        # (the descriptor may still be in flight from the spawner to the server)
         if [ -n "$ino" ]; then
-            holders=$(for f in /proc/[0-9]*/fd/*; do
-                [ "$(readlink "$f" 2>/dev/null)" = "socket:[$ino]" ] && echo "${f#/proc/}" | cut -d/ -f1
-            done | sort -u)
-            break
+            holders=$(find /proc/[0-9]*/fd -lname "socket:\[$ino\]" 2>/dev/null | cut -d/ -f3 | sort -u)
+            [ -n "$holders" ] && break
         fi
     fi
     sleep 0.1
@@ -217,8 +252,9 @@ done
 ok=1
 [ -n "$holders" ] || ok=0
 for h in $holders; do
-    [ "$(awk '/^Uid:/{print $3}' "/proc/$h/status")" != 0 ] || ok=0
-    [ "$(cat "/proc/$h/comm")" = skilld ] || ok=0
+    [ "$(awk '/^Uid:/{print $3}' "/proc/$h/status" 2>/dev/null)" != 0 ] || ok=0
+    [ "$(cat "/proc/$h/comm" 2>/dev/null)" = skilld ] || ok=0
+    holders="$holders(uid $(awk '/^Uid:/{print $3}' "/proc/$h/status" 2>/dev/null) $(cat "/proc/$h/comm" 2>/dev/null))"
 done
 wait "$RUN_PID"
 if [ $ok = 1 ]; then
