@@ -29,15 +29,12 @@
 
 #define PROXY_URL "http://127.0.0.1:3128"
 
-const char *const skd__egress_env[] = {"HTTP_PROXY=" PROXY_URL,
-                                       "HTTPS_PROXY=" PROXY_URL,
-                                       "http_proxy=" PROXY_URL,
-                                       "https_proxy=" PROXY_URL,
-                                       "ALL_PROXY=" PROXY_URL,
-                                       "all_proxy=" PROXY_URL,
-                                       "NO_PROXY=",
-                                       "no_proxy=",
-                                       NULL};
+const char *const skd__egress_env[] = {"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL,
+                                       "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
+                                       "ALL_PROXY=" PROXY_URL, "all_proxy=" PROXY_URL,
+                                       "NO_PROXY=", "no_proxy=",
+                                       /* node >= 24 then honours the ones above */
+                                       "NODE_USE_ENV_PROXY=1", NULL};
 
 /* In the current namespace: loopback up, then the listener. */
 static int make_listener(skd_err *err)

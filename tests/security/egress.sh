@@ -139,7 +139,7 @@ else
     fail "git clone over HTTP through the proxy" "$out"
 fi
 out=$(sbx "env | grep -i _proxy= | LC_ALL=C sort | tr '\n' ' '" '{"env": {"HTTP_PROXY": "http://10.0.0.1:1/", "NO_PROXY": "*"}}')
-want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY= all_proxy=http://127.0.0.1:3128 http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 no_proxy= "
+want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NODE_USE_ENV_PROXY=1 NO_PROXY= all_proxy=http://127.0.0.1:3128 http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 no_proxy= "
 if [ "$(stdout_of "$out")" = "$want" ]; then
     pass "the proxy variables are set and the caller's cannot bypass them"
 else
