@@ -274,6 +274,15 @@ else
     fail "a 1 MiB byte cap cuts a 10 MiB download and says so" "$s $(json_get "$out" 'j.get("egress")')"
 fi
 
+out=$(sbx "env | grep -ci _proxy=; curl -s -m 3 http://allowed.test:$APP_PORT/text || echo no-network; curl -s -m 3 http://$APP:$APP_PORT/text || echo no-network" '{"networkEnabled": false}')
+if [ "$(stdout_of "$out")" = "0
+no-network
+no-network" ] && [ "$(json_get "$out" '"egress" in j')" = false ]; then
+    pass "without networkEnabled: no proxy, no network"
+else
+    fail "without networkEnabled: no proxy, no network" "$out"
+fi
+
 # --- eval_code, custom skills, per-key lists: the same switch and proxy ----------------------
 out=$("$SKILLD" run eval_code --key t --input "{\"language\":\"python\",\"networkEnabled\":true,\"code\":\"import urllib.request\\nprint(urllib.request.urlopen('http://allowed.test:$APP_PORT/text').read().decode(), end='')\"}" 2>>"$TMP/stderr")
 if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ]; then
@@ -370,8 +379,10 @@ print(json.dumps({"command": "sh", "args": ["-c", sys.argv[1]], "image": "skilld
     fi
     out=$(SKILLS_SANDBOX_NETWORK_ENABLED=false cx "echo should-not-run")
     check "$R: networkEnabled without the operator's switch: forbidden" test "$(code_of "$out")" = forbidden
-    out=$(SKILLS_SANDBOX_RUNTIME=$R "$SKILLD" run execute_command --key t --input '{"command":"sh","args":["-c","ip addr | grep -c inet; wget -q -T 3 -O - -Y off http://'"$APP:$APP_PORT"'/text 2>/dev/null || echo no-network"],"image":"skilld-test:1"}' 2>>"$TMP/stderr")
-    if [[ "$(stdout_of "$out")" == *no-network* ]]; then
+    out=$(SKILLS_SANDBOX_RUNTIME=$R "$SKILLD" run execute_command --key t --input '{"command":"sh","args":["-c","env | grep -ci _proxy=; wget -q -T 3 -O - http://allowed.test:'"$APP_PORT"'/text 2>/dev/null || echo no-network; wget -q -T 3 -O - http://'"$APP:$APP_PORT"'/text 2>/dev/null || echo no-network"],"image":"skilld-test:1","networkEnabled":false}' 2>>"$TMP/stderr")
+    if [ "$(stdout_of "$out")" = "0
+no-network
+no-network" ] && [ "$(json_get "$out" '"egress" in j')" = false ]; then
         pass "$R: without networkEnabled there is no network"
     else
         fail "$R: without networkEnabled there is no network" "$out"
