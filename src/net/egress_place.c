@@ -36,9 +36,26 @@ const char *const skd__egress_env[] = {"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" P
                                        /* node >= 24 then honours the ones above */
                                        "NODE_USE_ENV_PROXY=1", NULL};
 
-/* In the current namespace: loopback up, then the listener. */
+/* In the current namespace: it must hold nothing but loopback (fail
+ * closed: a sandbox with another interface would have a way around the
+ * proxy), then loopback up, then the listener. */
 static int make_listener(skd_err *err)
 {
+    struct if_nameindex *ifs = if_nameindex();
+    if (!ifs)
+        return skd_err_set(err, SKD_ESANDBOX, "egress proxy: list the sandbox's interfaces: %s",
+                           strerror(errno));
+    for (struct if_nameindex *i = ifs; i->if_index; i++) {
+        if (strcmp(i->if_name, "lo") != 0) {
+            skd_err_set(err, SKD_ESANDBOX,
+                        "egress proxy: the sandbox's network namespace has an interface "
+                        "besides loopback (%.32s): no proxy is placed there",
+                        i->if_name);
+            if_freenameindex(ifs);
+            return SKD_ESANDBOX;
+        }
+    }
+    if_freenameindex(ifs);
     int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr;
     memset(&ifr, 0, sizeof(ifr));

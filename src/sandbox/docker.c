@@ -660,21 +660,29 @@ static long long container_pid(ctr_state *s)
 static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
 {
     int64_t deadline = skd_mono_ms() + PLACE_WAIT_MS;
-    for (;;) {
+    struct stat self;
+    if (stat("/proc/self/ns/net", &self) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s sandbox: /proc/self/ns/net: %s", s->eng.name,
+                           strerror(errno));
+    for (int tries = 0;; tries++) {
         long long pid = container_pid(s);
-        if (pid > 0) {
+        char path[64];
+        struct stat ns;
+        snprintf(path, sizeof(path), "/proc/%lld/ns/net", pid);
+        /* The engine may first report a process that is not in the
+         * container's namespace yet, or is gone a moment later (the
+         * runtime's own set-up): only a process in a namespace other than
+         * ours, still the container's after its pidfd is held, will do. */
+        if (pid > 0 && stat(path, &ns) == 0 && ns.st_ino != self.st_ino) {
             int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
-            if (pfd < 0)
-                return skd_err_set(err, SKD_ESANDBOX, "%s sandbox: pidfd_open: %s", s->eng.name,
-                                   strerror(errno));
-            /* The pid is the container's only while it still runs it. */
-            int rc = container_pid(s) == pid ? skd__egress_place(pfd, egress_fd, err)
-                                             : skd_err_set(err, SKD_ESANDBOX,
-                                                           "%s sandbox: the container ended "
-                                                           "before the proxy was placed",
-                                                           s->eng.name);
-            close(pfd);
-            return rc;
+            int rc = -1;
+            if (pfd >= 0 && container_pid(s) == pid)
+                rc = skd__egress_place(pfd, egress_fd, err);
+            if (pfd >= 0)
+                close(pfd);
+            if (rc == 0 || (rc < 0 && rc != -1 && tries >= 5))
+                return rc;
+            skd_err_clear(err);
         }
         struct pollfd p = {.fd = s->client_pidfd, .events = POLLIN};
         if (poll(&p, 1, 0) > 0 || skd_mono_ms() > deadline)
