@@ -18,7 +18,7 @@ static const char schema[] =
     "  \"code\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"language\": {\"type\": \"string\", \"enum\": [\"javascript\", \"python\", \"sh\"]},"
     "  \"image\": {\"type\": \"string\", \"maxLength\": 256},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 60000},"
+    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000},"
     "  \"networkEnabled\": {\"type\": \"boolean\"}"
     "}}";
 
