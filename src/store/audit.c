@@ -12,7 +12,8 @@ int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err)
     int rc = 0;
     if (sqlite3_prepare_v2(skd__store_db(st),
                            "INSERT INTO executions(id,key_id,skill,version,status,error_code,"
-                           "duration_ms,created_ms,input_sha256) VALUES(?,?,?,?,?,?,?,?,?)",
+                           "duration_ms,created_ms,input_sha256,egress) "
+                           "VALUES(?,?,?,?,?,?,?,?,?,?)",
                            -1, &q, NULL) != SQLITE_OK)
         return skd__store_fail(st, err, "write audit row");
     sqlite3_bind_text(q, 1, a->id, -1, SQLITE_STATIC);
@@ -27,6 +28,10 @@ int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err)
     sqlite3_bind_int64(q, 7, a->duration_ms);
     sqlite3_bind_int64(q, 8, a->created_ms);
     sqlite3_bind_text(q, 9, a->input_digest ? a->input_digest : "", -1, SQLITE_STATIC);
+    if (a->egress)
+        sqlite3_bind_text(q, 10, a->egress, -1, SQLITE_STATIC);
+    else
+        sqlite3_bind_null(q, 10);
     if (sqlite3_step(q) != SQLITE_DONE)
         rc = skd__store_fail(st, err, "write audit row");
     sqlite3_finalize(q);
@@ -45,11 +50,20 @@ static json_t *row_json(sqlite3_stmt *q)
     if (o) {
         const unsigned char *code = sqlite3_column_text(q, 5);
         json_object_set_new(o, "errorCode", code ? json_string((const char *)code) : json_null());
+        /* The egress record as it was written (by the engine, from the
+         * run's result); a row without one has no "egress". */
+        const char *eg = (const char *)sqlite3_column_text(q, 9);
+        json_t *ej = eg ? json_loads(eg, 0, NULL) : NULL;
+        if (json_is_array(ej))
+            json_object_set_new(o, "egress", ej);
+        else
+            json_decref(ej);
     }
     return o;
 }
 
-#define AUDIT_COLS "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256"
+#define AUDIT_COLS                                                                                 \
+    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress"
 
 json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_err *err)
 {

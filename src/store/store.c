@@ -35,6 +35,9 @@ static const char *const migrations[] = {
     "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
+    /* 5: what a sandboxed run reached through the egress proxy (JSON array,
+     * src/net/egress.h), NULL for runs without network */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
 };
 
 int skd__store_fail(skd_store *st, skd_err *err, const char *what)
