@@ -88,6 +88,14 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         goto out;
     if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
         goto out;
+    /* Temporary files of writes a crash interrupted (a minute old: a
+     * replica sharing DATA_DIR may be writing younger ones). */
+    skd_err serr = {0};
+    int swept = skd_workspace_sweep_tmp(dir, 60, &serr);
+    if (swept > 0)
+        skd_info("removed %d temporary file(s) of interrupted writes from the workspaces", swept);
+    else if (swept < 0)
+        skd_warn("workspaces not swept for temporary files: %s", skd_err_msg(&serr));
     *out = e;
     return 0;
 out:
