@@ -21,7 +21,7 @@ LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
 # a command that needs none of them does not pay the loader for them and
 # their dependencies. x86-64 only (the trampolines are assembly); elsewhere,
 # or with LAZY_PKGS=, they are linked as usual. Tests link everything.
-LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd
+LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libcrypto libpq libsystemd
 ifneq ($(shell uname -m),x86_64)
 LAZY_PKGS :=
 endif
@@ -59,7 +59,7 @@ $(BUILD)/libskilld.a: $(LIB_OBJS)
 	@echo "  AR    $@"
 	@rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/lazy/stubs.S: $(CLI_OBJS) $(BUILD)/libskilld.a scripts/lazy-stubs.sh
+$(BUILD)/lazy/stubs.S: $(CLI_OBJS) $(BUILD)/libskilld.a scripts/lazy-stubs.sh Makefile
 	@mkdir -p $(dir $@)
 	@echo "  GEN   $@"
 	@scripts/lazy-stubs.sh $@ "$(CC)" "$(LAZY_LIBS)" $(CLI_OBJS) $(BUILD)/libskilld.a

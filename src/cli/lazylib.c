@@ -2,16 +2,16 @@
  * Libraries loaded on first use (bench/README.md, "skilld exec start-up").
  *
  * build/skilld is linked without the libraries in the Makefile's LAZY_PKGS
- * (libcurl, libxml2, libarchive, libmicrohttpd): scripts/lazy-stubs.sh
+ * (libcurl, libxml2, libarchive, libmicrohttpd, sqlite3, libcrypto, and
+ * libpq and libsystemd where they are used): scripts/lazy-stubs.sh
  * generates, for every function of theirs that skilld calls, a trampoline
  * of the same name that jumps through skd__lazy_ptr[i]. The first call of
  * any function of a library lands here: the library is opened with dlopen
  * (its soname, as the linker would have recorded it), every symbol skilld
  * uses from it is looked up, and the table is filled, so every later call
  * is one indirect jump. Commands that never call those libraries (skilld
- * exec, keys, run of a file skill, mcp over stdio) never load them nor
- * their dependencies (gnutls, OpenLDAP, Kerberos, ICU, ...): 8 objects at
- * start-up instead of 48.
+ * exec) never load them nor their dependencies (gnutls, OpenLDAP,
+ * Kerberos, ICU, ...): 4 objects at start-up instead of 48.
  *
  * The test programs and libskilld.a users link the libraries as usual;
  * only build/skilld has the trampolines. A library or symbol that cannot be
