@@ -591,8 +591,15 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
     for (;;) {
         struct pollfd p = {.fd = ctrl, .events = POLLIN};
         int n = poll(&p, 1, 1000);
-        while (waitpid(-1, NULL, WNOHANG) > 0) /* dead spawners */
-            ;
+        int st = 0;
+        while (waitpid(-1, &st, WNOHANG) > 0) {
+            /* A spawner that was killed could not stop its containers
+             * (native sandboxes die with it): remove what it left. */
+            if (WIFSIGNALED(st)) {
+                skd__containers_reap_leftovers("docker", 0);
+                skd__containers_reap_leftovers("podman", 0);
+            }
+        }
         if (n <= 0)
             continue;
         skd__spawn_msg m;
