@@ -28,6 +28,23 @@ struct key {
 static const struct key keys[] = {
     /* core */
     {"DATA_DIR", K_STR, "./var", 0, 0, 0, "state directory: skilld.db, workspaces/, images/"},
+    /* the store (src/store, docs/store.md) */
+    {"SKILLD_STORE", K_STR, "", 0, 0, 1,
+     "postgresql://... to keep the store in PostgreSQL (empty: SQLite $DATA_DIR/skilld.db)"},
+    {"SKILLD_STORE_POOL", K_INT, "8", 1, 256, 0, "store connections at most"},
+    {"SKILLD_STORE_TIMEOUT_MS", K_INT, "5000", 100, 600000, 0,
+     "longest wait for the store (busy database, statement, free connection)"},
+    {"SKILLD_REPLICA_ID", K_STR, "", 0, 0, 0,
+     "this replica's name in the run table and the Skilld-Replica header (empty: host name)"},
+    {"SKILLD_RUN_LEASE_MS", K_INT, "10000", 300, 600000, 0,
+     "a run's lease; a replica renews it every third; an expired one is marked lost"},
+    {"SKILLD_RUN_QUEUE_MS", K_INT, "30000", 0, 600000, 0,
+     "how long a sandbox run waits for a place under the caps over every replica"},
+    {"SKILLD_CLUSTER_MAX_RUNS", K_INT, "0", 0, 1000000, 0,
+     "sandbox runs at once over every replica sharing the store (0: no cluster cap)"},
+    {"SKILLD_DRAIN_MS", K_INT, "0", 0, 600000, 0,
+     "on SIGTERM, /healthz says 503 for this long while calls go on; then calls in flight "
+     "finish (up to SKILLD_SHUTDOWN_GRACE_MS) before the stop"},
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},
