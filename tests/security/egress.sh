@@ -114,6 +114,12 @@ if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" 
 else
     fail "curl through HTTP_PROXY gets the bytes" "$out"
 fi
+out=$(sbx "curl -sS -p http://allowed.test:$APP_PORT/text")
+if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ]; then
+    pass "curl through a CONNECT tunnel (as for https) gets the bytes"
+else
+    fail "curl through a CONNECT tunnel (as for https) gets the bytes" "$out"
+fi
 out=$(sbx "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://allowed.test:$APP_PORT/text\").read().decode(), end=\"\")'")
 if [ "$(stdout_of "$out")" = "hello from the fixture" ]; then
     pass "python urllib through the proxy gets the bytes"
