@@ -362,8 +362,10 @@ static ssize_t take(int fd, struct xpipe *b, int64_t allow, int *over)
          * (its capacity is in pages, and a short segment takes a whole
          * one): the two need different waits. */
         int avail = 0;
-        if (ioctl(fd, FIONREAD, &avail) == 0 && avail > 0)
-            return b->len ? -3 : -2; /* an empty pipe that takes nothing: give up */
+        if (b->len && ioctl(fd, FIONREAD, &avail) == 0 && avail > 0)
+            return -3;
+        /* (With an empty pipe, bytes counted now came after the EAGAIN:
+         * their arrival is an edge of its own.) */
         return -1;
     }
     if (n < 0)
