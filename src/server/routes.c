@@ -23,6 +23,8 @@ const skd_route skd__routes[] = {
     {"POST", "/v1/execute", 1, 0, skd__rest_execute, 0},
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
+    {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},
