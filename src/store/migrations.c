@@ -60,6 +60,9 @@ static const char *const sqlite_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
+    /* 7: what a sandboxed run reached through the egress proxy (a JSON array,
+     * src/net/egress.h), NULL for a call without network */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
 };
 
 static const char *const pg_migrations[] = {
@@ -103,6 +106,8 @@ static const char *const pg_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
+    /* 7 */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
