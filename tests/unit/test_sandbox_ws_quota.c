@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sandbox/container.h"
 #include "sandbox/ws_quota.h"
 #include "skilld/workspace.h"
 
@@ -211,8 +212,10 @@ TEST(killed_run_changes_nothing)
 
 TEST(nothing_left_mounted)
 {
+    /* This process's own runs only: other skilld processes on the machine
+     * may have runs of their own under SKD__WSQ_DIR/<their owner>. */
     char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", SKD__WSQ_DIR);
+    snprintf(dir, sizeof(dir), "%s/%s/", SKD__WSQ_DIR, skd__ctr_owner());
     FILE *f = fopen("/proc/self/mounts", "r");
     char line[4096];
     int left = 0;
