@@ -147,6 +147,14 @@ for R in native docker podman; do
 done
 req POST /v1/skills "${A[@]}" -d "$(manifest after-quota)"
 expect_status "the store still takes a registration" 201
+# doctor says which mechanism holds the quota.
+for mode in overlay off; do
+    out=$(SKILLS_SANDBOX_WORKSPACE_QUOTA=$mode "$SKILLD" --data-dir "$DATA" doctor --json 2>/dev/null)
+    want=$([ $mode = overlay ] && echo ok || echo warn)
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=[x for x in j["checks"] if x["name"]=="workspace_quota"]; sys.exit(0 if c and c[0]["status"]==sys.argv[2] and ("mechanism "+sys.argv[3]) in c[0]["detail"] else 1)' "$out" "$want" "$mode"; then
+        pass "doctor reports the quota mechanism ($mode: $want)"
+    else fail "doctor reports the quota mechanism ($mode: $want)" "$(echo "$out" | grep -A3 workspace_quota)"; fi
+done
 mounts=$(grep -c skilld-wsq /proc/self/mounts)
 [ "$mounts" = 0 ] && pass "no quota overlay left mounted" || fail "no quota overlay left mounted" "$(grep skilld-wsq /proc/self/mounts)"
 
