@@ -10,7 +10,7 @@ BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
     libcurl4-openssl-dev libseccomp-dev libsqlite3-dev libssl-dev libxml2-dev libcap-dev
     libarchive-dev libsystemd-dev libpq-dev)
 # Test-only packages. Add yours here (one list, sorted by purpose).
-TEST_PKGS=(valgrind clang-format python3 curl iproute2 busybox-static bubblewrap sqlite3
+TEST_PKGS=(valgrind clang-format python3 python3-pip git curl iproute2 busybox-static bubblewrap sqlite3
     nodejs npm procps psmisc util-linux time
     docker.io podman catatonit uidmap slirp4netns fuse-overlayfs
     qemu-system-x86 debootstrap cpio e2fsprogs

@@ -2,7 +2,9 @@
  * The route table: every HTTP endpoint of skilld in one place. Rows are
  * matched in order; a path that matches with another method gets 405 with
  * an Allow header. Scopes: skills:read to look, skills:execute to run
- * (checked again by the engine), skills:admin for keys.
+ * (checked again by the engine), skills:admin for keys. Flags: handlers run
+ * on a worker unless SKD_ROUTE_INLINE (they must then never block); refusals
+ * made before a SKD_ROUTE_JSONRPC handler are JSON-RPC errors.
  */
 #include "server/custom_http.h"
 #include "server/http.h"

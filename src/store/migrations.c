@@ -60,7 +60,10 @@ static const char *const sqlite_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
-    /* 7: per-key request rate buckets shared by every replica (ratelimit.c) */
+    /* 7: what a sandboxed run reached through the egress proxy (a JSON array,
+     * src/net/egress.h), NULL for a call without network */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8: per-key request rate buckets shared by every replica (ratelimit.c) */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
      "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
 };
@@ -107,6 +110,8 @@ static const char *const pg_migrations[] = {
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
     /* 7 */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8 */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
      "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
 };
