@@ -35,6 +35,12 @@ static const char *const migrations[] = {
     "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
+    /* 5: SKILL.md bundles served over MCP (src/store/bundles.c); owner '' is the
+     * operator's; record holds the front matter and every file's size and digest */
+    "CREATE TABLE skill_bundles ("
+    "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
+    "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
+    "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY (name, owner));",
 };
 
 int skd__store_fail(skd_store *st, skd_err *err, const char *what)

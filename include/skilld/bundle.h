@@ -1,0 +1,78 @@
+/*
+ * SKILL.md bundles: Agent Skills folders served to MCP hosts through the
+ * Skills extension (io.modelcontextprotocol/skills).
+ *
+ * A bundle is a folder with a valid SKILL.md (front matter name and
+ * description; optional license, allowed-tools, metadata, ...) and the
+ * files beside it. Registering one walks the folder once and records the
+ * front matter verbatim and every file's path, size and SHA-256; the
+ * record is kept in the store. A bundle belongs to the key that registered
+ * it (NULL: the operator's, which every key sees); another key sees it only
+ * when an admin made it public. Every byte served is checked against the
+ * record: a bundle that changed on disk is registered again (new digests)
+ * or, when the change is caught while a file is read, that read is
+ * refused. Paths inside the folder follow the workspace resolver's rules:
+ * no "..", no symlink out; names starting with "." are not part of a
+ * bundle.
+ *
+ * Rows (skd_bundle_list) are JSON objects {name, owner (null: operator),
+ * dir, public, record: {frontmatter, files: [{path, size, sha256, ...}]},
+ * updatedMs}.
+ */
+#ifndef SKILLD_BUNDLE_H
+#define SKILLD_BUNDLE_H
+
+#include <jansson.h>
+#include <stddef.h>
+
+#include "skilld/error.h"
+#include "skilld/skilld.h"
+#include "skilld/store.h"
+
+/* Interoperability limits of the Skills extension: hosts accept at least
+ * this much, so a bundle past them is refused. */
+#define SKD_BUNDLE_MAX_FILES 512
+#define SKD_BUNDLE_MAX_BYTES (16u * 1024u * 1024u)
+
+/* Walk dir (absolute) and build its record (new reference in *record):
+ * SKD_EINVAL for a SKILL.md that is not valid, SKD_ETOOBIG past the limits,
+ * SKD_EPATH for a symlink out of the folder, SKD_ESPECIAL for a file that is
+ * neither regular nor a directory. */
+int skd_bundle_scan(const char *dir, json_t **record, skd_err *err);
+
+/* Scan dir and store it as owner's bundle (replacing owner's bundle of the
+ * same name). public_ makes it visible to every key. *row (may be NULL)
+ * receives the stored row. */
+int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int public_,
+                        json_t **row, skd_err *err);
+
+/* The bundles key_id sees (NULL: the operator, every bundle), one per name
+ * (the key's own before a public one), sorted by name; name (may be NULL)
+ * selects one. Each is checked against the disk first and registered again
+ * when it changed; one that no longer registers is left out (and logged).
+ * New reference, or NULL with err set. */
+json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, skd_err *err);
+
+/* Read path (relative, as in the record) of the bundle in row (borrowed,
+ * from skd_bundle_list) into *data (malloc'd, caller frees; NUL-terminated
+ * past *len). The bytes must have the recorded size and digest; when they
+ * do not, the bundle is registered again and the read fails with SKD_EIO
+ * ("changed on disk"): list it again. SKD_ENOENT for a path not in the
+ * record. */
+int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
+                    skd_err *err);
+
+/* Remove owner's bundle name. */
+int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err);
+
+/* Store rows (src/store/bundles.c); owner NULL is the operator. */
+int skd_store_bundle_put(skd_store *st, const char *owner, const char *name, const char *dir,
+                         int public_, const json_t *record, skd_err *err);
+int skd_store_bundle_delete(skd_store *st, const char *owner, const char *name, skd_err *err);
+int skd_store_bundle_set_public(skd_store *st, const char *owner, const char *name, int public_,
+                                skd_err *err);
+/* Rows visible to key_id (NULL: all), the key's own first within a name;
+ * name (may be NULL) filters. New reference or NULL. */
+json_t *skd_store_bundle_list(skd_store *st, const char *key_id, const char *name, skd_err *err);
+
+#endif
