@@ -48,10 +48,13 @@ int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int p
 
 /* The bundles key_id sees (NULL: the operator, every bundle), one per name
  * (the key's own before a public one), sorted by name; name (may be NULL)
- * selects one. Each is checked against the disk first and registered again
- * when it changed; one that no longer registers is left out (and logged).
- * New reference, or NULL with err set. */
-json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, skd_err *err);
+ * selects one. With fresh set each is checked against the disk first and
+ * registered again when it changed (one that no longer registers is left
+ * out, and logged): for answers that hand out digests. Without, the rows
+ * are as stored: for reads, which check the bytes against the digests a
+ * host was given. New reference, or NULL with err set. */
+json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
+                        skd_err *err);
 
 /* Read path (relative, as in the record) of the bundle in row (borrowed,
  * from skd_bundle_list) into *data (malloc'd, caller frees; NUL-terminated

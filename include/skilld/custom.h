@@ -112,6 +112,9 @@ int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char 
 /* Library-internal: the Agent Skills rules on a front matter (borrowed). */
 int skd__skill_bundle_check(const json_t *frontmatter, skd_err *err);
 
+/* Library-internal: add the skill_run skill (src/lib/skill_run.c). */
+int skd__skill_run_add(skd_registry *reg, skd_err *err);
+
 /* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
 int skd__skills_register_add(skd_registry *reg, skd_err *err);
 

@@ -18,8 +18,9 @@ typedef struct skd__sbx_call {
     const char *image;       /* NULL: host */
     const char *stdin_data;  /* may be NULL */
     size_t stdin_len;
-    long long timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
-    int network_enabled;  /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
+    long long timeout_ms;  /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
+    int network_enabled;   /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
+    const char *skill_dir; /* host folder mounted read-only at /skill, or NULL */
 } skd__sbx_call;
 
 /* Run and return the skill result (new reference): success when the command

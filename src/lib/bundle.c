@@ -355,7 +355,8 @@ static int refresh(skd_engine *e, json_t *row, skd_err *err)
     return rescan(e, row, err);
 }
 
-json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, skd_err *err)
+json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
+                        skd_err *err)
 {
     json_t *rows = skd_store_bundle_list(skd_engine_store(e), key_id, name, err);
     json_t *out = rows ? json_array() : NULL;
@@ -372,7 +373,7 @@ json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, skd
         if (last && strcmp(last, n) == 0)
             continue; /* shadowed by the key's own bundle of that name */
         last = n;
-        if (refresh(e, row, &rerr) != 0) {
+        if (fresh && refresh(e, row, &rerr) != 0) {
             skd_warn("bundle %s (%s) is not served: %s", n, skd_json_str(row, "dir", "?"),
                      skd_err_msg(&rerr));
             continue;

@@ -212,11 +212,12 @@ static int find_target(skd_engine *e, const skd_actor *who, const char *ref, con
 static int remove_bundle(skd_engine *e, const skd_actor *who, const char *ref)
 {
     const char *own = is_operator(who) ? who->owner_key : who->key_id;
+    skd_err err = {0};
     if (strchr(ref, '@'))
         return SKD_ENOENT;
-    if (own && skd_bundle_remove(e, own, ref, NULL) == 0)
+    if (own && skd_bundle_remove(e, own, ref, &err) == 0)
         return 0;
-    return is_admin(who) ? skd_bundle_remove(e, NULL, ref, NULL) : SKD_ENOENT;
+    return is_admin(who) ? skd_bundle_remove(e, NULL, ref, &err) : SKD_ENOENT;
 }
 
 int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
@@ -315,6 +316,8 @@ static void scan_skills_dir(skd_engine *e)
 int skd__custom_load(skd_engine *e, skd_err *err)
 {
     int rc = skd__skills_register_add(skd_engine_registry(e), err);
+    if (rc == 0)
+        rc = skd__skill_run_add(skd_engine_registry(e), err);
     if (rc)
         return rc;
     json_t *rows = skd_store_skill_list(skd_engine_store(e), err);

@@ -12,7 +12,15 @@
 #include "server/jsonrpc.h"
 #include "skilld/skilld.h"
 
-#define SKD_MCP_LATEST "2025-11-25"
+#define SKD_MCP_LATEST "2025-11-25" /* newest revision negotiated by initialize */
+#define SKD_MCP_MODERN "2026-07-28" /* the stateless revision: server/discover, _meta */
+#define SKD_MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define SKD_MCP_META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define SKD_MCP_META_LOGLEVEL "io.modelcontextprotocol/logLevel"
+#define SKD_MCP_META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
+#define SKD_MCP_SKILLS_EXT "io.modelcontextprotocol/skills"
+#define SKD_RPC_HEADER_MISMATCH -32020
+#define SKD_RPC_UNSUPPORTED_VERSION -32022
 
 typedef struct skd_mcp skd_mcp;
 typedef struct skd_mcp_session skd_mcp_session;
@@ -66,8 +74,27 @@ int skd__mcp_session_logging(const skd_mcp_session *s);
 void skd__mcp_session_set_sink(skd_mcp_session *s, skd_mcp_send_fn send, void *arg,
                                void (*release)(void *arg));
 
-/* 1 when v is a protocol revision this server speaks. */
+/* 1 when v is a 2025-era protocol revision this server speaks. */
 int skd__mcp_version_supported(const char *v);
+
+/* The protocol revision a request claims in its _meta envelope
+ * (params._meta["io.modelcontextprotocol/protocolVersion"]), or NULL when
+ * it carries none (2025-era traffic). Borrowed from msg. */
+const char *skd__mcp_claimed_version(const json_t *msg);
+
+/* 1 when v names the 2026-07-28 era or later ("2026-07-28" <= v). */
+int skd__mcp_is_modern(const char *v);
+
+/* Open a subscriptions/listen stream for a 2026-07-28 request msg
+ * (borrowed) of key_id on a transport that keeps it open: send (arg)
+ * receives notifications/subscriptions/acknowledged at once, then the
+ * change notifications asked for, each with the subscriptionId. gone (may
+ * be NULL) tells when the transport's end went away; release (may be
+ * NULL) is called on arg when the stream is dropped (dispatcher freed,
+ * gone). Returns NULL, or a JSON-RPC error reply (new reference) to
+ * send instead. */
+json_t *skd__mcp_listen(skd_mcp *m, const char *key_id, const json_t *msg, skd_mcp_send_fn send,
+                        void *arg, void (*release)(void *), int (*gone)(void *));
 
 /* Handle one parsed message (borrowed). Returns a new reference to the
  * reply, or NULL when none is due (a notification, a response). A request
@@ -76,8 +103,23 @@ int skd__mcp_version_supported(const char *v);
  * Thread-safe: a session may handle many messages concurrently. */
 json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io);
 
+/* Handle one 2026-07-28 message (borrowed) for key_id with scopes, with
+ * no session at all: nothing of it outlives the call. Returns the reply as
+ * skd__mcp_handle does. */
+json_t *skd__mcp_handle_stateless(skd_mcp *m, const char *key_id, unsigned scopes,
+                                  const json_t *msg, skd_mcp_io *io);
+
+/* The checks of a 2026-07-28 request's _meta envelope, made before any
+ * dispatch: NULL when it is fine, else the error reply (new reference):
+ * -32602 for a malformed envelope, -32022 (data.supported, data.requested)
+ * for a revision this server does not speak. */
+json_t *skd__mcp_check_envelope(const json_t *msg);
+
 /* Parse len bytes and handle them (parse errors yield -32700/-32600). */
 json_t *skd__mcp_handle_raw(skd_mcp_session *s, const char *data, size_t len, skd_mcp_io *io);
+
+/* 1 when msg is a 2026-07-28 subscriptions/listen request. */
+int skd__mcp_is_listen(const json_t *msg);
 
 /* 1 when msg is a tools/call request that carries a progress token. */
 int skd__mcp_wants_progress(const json_t *msg);

@@ -1,6 +1,8 @@
 /*
- * MCP Streamable HTTP at /mcp (protocol 2025-11-25, 2025-06-18,
- * 2025-03-26), on top of the transport-neutral dispatcher in mcp.c.
+ * MCP Streamable HTTP at /mcp, on top of the transport-neutral dispatcher
+ * in mcp.c: the 2025 revisions (2025-11-25, 2025-06-18, 2025-03-26) with
+ * sessions, and 2026-07-28 without any, chosen per request by the body's
+ * _meta envelope claim (see post_modern below).
  *
  *   POST   one JSON-RPC message. initialize creates a session (its id goes
  *          back in Mcp-Session-Id); every other message must carry that
@@ -19,6 +21,7 @@
  * when sent, must be one this server speaks (400 otherwise).
  */
 #include "server/http.h"
+#include "builtins/fileskill.h"
 #include "server/sse.h"
 
 #include <stdlib.h>
@@ -94,16 +97,23 @@ static void do_initialize(skd_http_req *req, const json_t *msg, skd_http_reply *
     skd__mcp_session_unref(s);
 }
 
+/* A call answered on an SSE stream: the 2025 session it belongs to, or
+ * (2026-07-28, sess NULL) the caller's identity alone. */
 struct sse_job {
     skd_mcp_session *sess;
     json_t *msg;
+    skd_mcp *mcp;
+    char key_id[64];
+    unsigned scopes;
 };
 
 static void sse_job_run(void *arg, skd_sse *sse)
 {
     struct sse_job *job = arg;
     skd_mcp_io io = {skd__sse_send, sse, 0};
-    json_t *reply = skd__mcp_handle(job->sess, job->msg, &io);
+    json_t *reply =
+        job->sess ? skd__mcp_handle(job->sess, job->msg, &io)
+                  : skd__mcp_handle_stateless(job->mcp, job->key_id, job->scopes, job->msg, &io);
     if (reply && !io.cancelled)
         skd__sse_send(sse, reply);
     json_decref(reply);
@@ -112,15 +122,21 @@ static void sse_job_run(void *arg, skd_sse *sse)
     free(job);
 }
 
-/* Answer a request with an SSE stream fed by a worker thread. */
+/* Answer a request with an SSE stream fed by a worker thread; s NULL for
+ * a 2026-07-28 request. */
 static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_http_reply *out)
 {
     struct MHD_Response *resp = NULL;
     struct sse_job *job = calloc(1, sizeof(*job));
     int rc = SKD_ENOMEM;
     if (job) {
-        skd__mcp_session_ref(s);
-        *job = (struct sse_job){s, json_incref(msg)};
+        if (s)
+            skd__mcp_session_ref(s);
+        *job = (struct sse_job){.sess = s,
+                                .msg = json_incref(msg),
+                                .mcp = skd__server_mcp(req->srv),
+                                .scopes = req->key.scopes};
+        skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id));
         rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES, sse_job_run,
                             job, &resp);
         if (rc) {
@@ -168,6 +184,157 @@ static void do_request(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_h
     rpc_reply(out, MHD_HTTP_OK, reply);
 }
 
+/* ---- 2026-07-28 ------------------------------------------------------ */
+
+#define METHOD_HEADER "Mcp-Method"
+#define NAME_HEADER "Mcp-Name"
+
+static void header_mismatch(skd_http_reply *out, const json_t *id, const char *why)
+{
+    rpc_reply(out, MHD_HTTP_BAD_REQUEST,
+              skd__rpc_error(id, SKD_RPC_HEADER_MISMATCH,
+                             "Bad Request: the request headers and body disagree: %s", why));
+}
+
+/* Mcp-Name as sent: plain, or the =?base64?...?= form. Returns a malloc'd
+ * string, or NULL when the encoding is invalid. */
+static char *decode_name(const char *h)
+{
+    size_t n = strlen(h);
+    if (n >= 11 && strncmp(h, "=?base64?", 9) == 0 && strcmp(h + n - 2, "?=") == 0) {
+        unsigned char *out = NULL;
+        size_t len = 0;
+        if (skd__base64_decode(h + 9, n - 11, 8192, &out, &len, NULL) != 0)
+            return NULL;
+        char *s = malloc(len + 1);
+        if (s) {
+            memcpy(s, out, len);
+            s[len] = '\0';
+        }
+        free(out);
+        return s;
+    }
+    return strdup(h);
+}
+
+/* The standard headers of a 2026-07-28 request: MCP-Protocol-Version and
+ * Mcp-Method are required and must agree with the body, Mcp-Name with
+ * params.name (tools/call, prompts/get) or params.uri (resources/read).
+ * 0, or -32020 on HTTP 400 in out. */
+static int check_modern_headers(skd_http_req *req, const json_t *msg, const char *claimed,
+                                int request, skd_http_reply *out)
+{
+    const json_t *id = json_object_get(msg, "id");
+    const char *method = skd_json_str(msg, "method", "");
+    const char *hv = skd__http_header(req, VERSION_HEADER);
+    const char *hm = skd__http_header(req, METHOD_HEADER);
+    if (hv && strcmp(hv, claimed) != 0) {
+        header_mismatch(out, id, "the MCP-Protocol-Version header names another revision");
+        return -1;
+    }
+    if (hm && strcmp(hm, method) != 0) {
+        header_mismatch(out, id, "the Mcp-Method header names another method");
+        return -1;
+    }
+    if (!request)
+        return 0;
+    if (!hv || !hm) {
+        header_mismatch(out, id,
+                        !hv ? "the required MCP-Protocol-Version header is absent"
+                            : "the required Mcp-Method header is absent");
+        return -1;
+    }
+    const json_t *params = json_object_get(msg, "params");
+    const char *field = strcmp(method, "resources/read") == 0 ? "uri"
+                        : strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0
+                            ? "name"
+                            : NULL;
+    const char *body = field ? skd_json_str(params, field, NULL) : NULL;
+    if (!body)
+        return 0;
+    const char *hn = skd__http_header(req, NAME_HEADER);
+    char *dec = hn ? decode_name(hn) : NULL;
+    int bad = !dec || strcmp(dec, body) != 0;
+    free(dec);
+    if (bad) {
+        header_mismatch(out, id,
+                        !hn ? "the required Mcp-Name header is absent"
+                            : "the Mcp-Name header does not name the body's tool or resource");
+        return -1;
+    }
+    return 0;
+}
+
+static void release_listen(void *arg)
+{
+    skd_sse *sse = arg;
+    skd__sse_close(sse);
+    skd__sse_unref(sse);
+}
+
+static int listen_gone(void *arg)
+{
+    return skd__sse_gone(arg);
+}
+
+/* subscriptions/listen: an SSE stream that stays open; the dispatcher owns
+ * its first reference. */
+static void do_listen(skd_http_req *req, const json_t *msg, skd_http_reply *out)
+{
+    skd_sse *sse = skd__sse_new(MAX_STREAM_BYTES, NULL);
+    struct MHD_Response *resp = sse ? skd__sse_response(sse) : NULL;
+    if (!resp) {
+        skd__sse_unref(sse);
+        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error", "out of memory");
+        return;
+    }
+    json_t *err = skd__mcp_listen(skd__server_mcp(req->srv), req->key.id, msg, skd__sse_send, sse,
+                                  release_listen, listen_gone);
+    if (err) {
+        MHD_destroy_response(resp);
+        release_listen(sse);
+        rpc_reply(out, MHD_HTTP_OK, err);
+        return;
+    }
+    out->status = MHD_HTTP_OK;
+    out->resp = resp;
+}
+
+/* One 2026-07-28 message: no session, nothing kept between requests. */
+static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, const char *claimed,
+                        skd_http_reply *out)
+{
+    if (check_modern_headers(req, msg, claimed, kind == SKD_RPC_REQUEST, out))
+        return;
+    skd_mcp *m = skd__server_mcp(req->srv);
+    if (kind != SKD_RPC_REQUEST) {
+        skd_mcp_io io = {0};
+        json_decref(skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io));
+        skd__http_empty(out, MHD_HTTP_ACCEPTED);
+        return;
+    }
+    json_t *bad = skd__mcp_check_envelope(msg);
+    if (bad) {
+        rpc_reply(out, MHD_HTTP_BAD_REQUEST, bad);
+        return;
+    }
+    if (skd__mcp_is_listen(msg)) {
+        do_listen(req, msg, out);
+        return;
+    }
+    const json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+    int streams = skd__mcp_wants_progress(msg) ||
+                  (json_object_get(meta, SKD_MCP_META_LOGLEVEL) &&
+                   strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
+    if (accepts(req, "text/event-stream") && streams) {
+        request_sse(req, NULL, msg, out);
+        return;
+    }
+    skd_mcp_io io = {0};
+    rpc_reply(out, MHD_HTTP_OK,
+              skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io));
+}
+
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
 {
     const char *ct = skd__http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -177,8 +344,6 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
             skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST, "Content-Type must be application/json"));
         return;
     }
-    if (check_version(req, out))
-        return;
     json_t *err = NULL;
     json_t *msg = skd__rpc_parse(req->body, req->body_len, &err);
     if (!msg) {
@@ -190,6 +355,28 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
         rpc_reply(out, MHD_HTTP_BAD_REQUEST, err);
         goto out;
     }
+    /* The era is the body's (its _meta envelope claim); the header only
+     * cross-checks it, as the 2026-07-28 revision asks. */
+    const char *claimed = kind == SKD_RPC_RESPONSE ? NULL : skd__mcp_claimed_version(msg);
+    const char *hv = skd__http_header(req, VERSION_HEADER);
+    if (claimed && (!*claimed || skd__mcp_is_modern(claimed))) {
+        post_modern(req, msg, kind, claimed, out);
+        goto out;
+    }
+    if (hv && skd__mcp_is_modern(hv)) {
+        if (kind == SKD_RPC_NOTIFICATION) {
+            post_modern(req, msg, kind, hv, out);
+        } else if (strcmp(skd_json_str(msg, "method", ""), "initialize") == 0) {
+            header_mismatch(out, json_object_get(msg, "id"),
+                            "an initialize request (2025 handshake) was sent with a "
+                            "2026-07-28 MCP-Protocol-Version header");
+        } else {
+            rpc_reply(out, MHD_HTTP_BAD_REQUEST, skd__mcp_check_envelope(msg));
+        }
+        goto out;
+    }
+    if (check_version(req, out))
+        goto out;
     if (kind == SKD_RPC_REQUEST && strcmp(skd_json_str(msg, "method", ""), "initialize") == 0) {
         do_initialize(req, msg, out);
         goto out;

@@ -16,6 +16,7 @@
 #include "server/mcp_int.h"
 
 #include "server/metrics.h"
+#include "skilld/buf.h"
 #include "skilld/store.h"
 
 #include <stdio.h>
@@ -153,12 +154,23 @@ static json_t *tool_result(const skd_mcp_session *s, const json_t *result)
             json_object_set(r, "structuredContent", (json_t *)result);
         return r;
     }
+    /* A failure: "code: message" for the model; a command that ran and
+     * failed also shows its exit code and output, which say why. */
     const json_t *e = json_object_get(result, "error");
-    char text[1200];
-    snprintf(text, sizeof(text), "%s: %s", skd_json_str(e, "code", "internal_error"),
-             skd_json_str(e, "message", "the skill failed"));
-    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError",
-                     1);
+    const json_t *code = json_object_get(result, "exitCode");
+    skd_buf text;
+    skd_buf_init(&text, 1u << 20);
+    if (e || !code)
+        skd_buf_printf(&text, "%s: %s", skd_json_str(e, "code", "internal_error"),
+                       skd_json_str(e, "message", "the skill failed"));
+    else
+        skd_buf_printf(&text, "command_failed: exit code %lld\nstdout: %s\nstderr: %s",
+                       (long long)json_integer_value(code), skd_json_str(result, "stdout", ""),
+                       skd_json_str(result, "stderr", ""));
+    json_t *r = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
+                          text.data ? text.data : "", text.len, "isError", 1);
+    skd_buf_free(&text);
+    return r;
 }
 
 static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *skill,

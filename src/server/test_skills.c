@@ -9,6 +9,8 @@
 #include "server/test_skills.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <string.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -100,4 +102,58 @@ int skd__test_skills_register(skd_engine *e, skd_err *err)
                     : skd_err_set(err, SKD_ENOMEM, "out of memory");
     json_decref(schema);
     return rc == SKD_EEXISTS ? 0 : rc;
+}
+
+/* ---- fixture resources (the conformance suite's) --------------------- */
+
+static int test_mode(skd_engine *e)
+{
+    return skd_config_bool(skd_engine_config(e), "SKILLD_TEST_SKILLS");
+}
+
+json_t *skd__test_resources_list(skd_engine *e)
+{
+    if (!test_mode(e))
+        return json_array();
+    return json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}, {s:s, s:s, s:s}]", "uri",
+                     "test://static-text", "name", "static-text", "mimeType", "text/plain", "uri",
+                     "test://static-binary", "name", "static-binary", "mimeType", "image/png",
+                     "uri", "test://watched-resource", "name", "watched-resource", "mimeType",
+                     "text/plain");
+}
+
+json_t *skd__test_resource_templates(skd_engine *e)
+{
+    if (!test_mode(e))
+        return json_array();
+    return json_pack("[{s:s, s:s, s:s, s:s}]", "uriTemplate", "test://template/{id}/data", "name",
+                     "template", "description", "A resource template with an id parameter",
+                     "mimeType", "application/json");
+}
+
+/* A 1x1 PNG. */
+static const char png_b64[] = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mP8/"
+                              "x8AAwMCAO+ip1sAAAAASUVORK5CYII=";
+
+json_t *skd__test_resource_read(skd_engine *e, const char *uri)
+{
+    if (!uri || !test_mode(e) || strncmp(uri, "test://", 7) != 0)
+        return NULL;
+    if (strcmp(uri, "test://static-text") == 0 || strcmp(uri, "test://watched-resource") == 0)
+        return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "text/plain",
+                         "text", "This is the content of the static text resource.");
+    if (strcmp(uri, "test://static-binary") == 0)
+        return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType", "image/png",
+                         "blob", png_b64);
+    const char *id = uri + strlen("test://template/"), *slash = NULL;
+    if (strncmp(uri, "test://template/", 16) == 0 && (slash = strchr(id, '/')) != NULL &&
+        slash > id && strcmp(slash, "/data") == 0) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 "{\"id\":\"%.*s\",\"templateTest\":true,\"data\":\"Data for ID: %.*s\"}",
+                 (int)(slash - id), id, (int)(slash - id), id);
+        return json_pack("{s:[{s:s, s:s, s:s}]}", "contents", "uri", uri, "mimeType",
+                         "application/json", "text", text);
+    }
+    return NULL;
 }
