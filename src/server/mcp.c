@@ -32,7 +32,10 @@ int skd__mcp_version_supported(const char *v)
 
 int skd__mcp_is_modern(const char *v)
 {
-    return v && strlen(v) == 10 && strcmp(v, SKD_MCP_MODERN) >= 0;
+    /* Revisions are dates: any claim that sorts at or after the first
+     * stateless revision belongs to that era (and an unknown one there is
+     * answered with -32022, not read as 2025 traffic). */
+    return v && strcmp(v, SKD_MCP_MODERN) >= 0;
 }
 
 const char *skd__mcp_claimed_version(const json_t *msg)
@@ -618,7 +621,7 @@ static json_t *common_method(skd_mcp_session *s, const char *method, const json_
         {"resources/directory/read", skd__mcp_resources_dir},
         {"resources/templates/list", skd__mcp_templates_list},
     };
-    if (strcmp(method, "ping") == 0)
+    if (strcmp(method, "ping") == 0 && !s->modern) /* 2026-07-28 removed ping */
         return skd__rpc_result(id, json_object());
     if (strcmp(method, "tools/call") == 0)
         return skd__mcp_tools_call(s, id, params, io);

@@ -20,6 +20,7 @@
 #define SKD_MCP_META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
 #define SKD_MCP_SKILLS_EXT "io.modelcontextprotocol/skills"
 #define SKD_RPC_HEADER_MISMATCH -32020
+#define SKD_RPC_MISSING_CAPABILITY -32021
 #define SKD_RPC_UNSUPPORTED_VERSION -32022
 
 typedef struct skd_mcp skd_mcp;

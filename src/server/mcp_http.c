@@ -196,25 +196,53 @@ static void header_mismatch(skd_http_reply *out, const json_t *id, const char *w
                              "Bad Request: the request headers and body disagree: %s", why));
 }
 
+/* A header value without the optional white space around it (RFC 9110).
+ * Returns a malloc'd string or NULL. */
+static char *ows_trimmed(const char *h)
+{
+    while (*h == ' ' || *h == '\t')
+        h++;
+    size_t n = strlen(h);
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    return strndup(h, n);
+}
+
+/* 1 when header name is present and (OWS trimmed) equal to want; -1 when
+ * absent. */
+static int header_is(skd_http_req *req, const char *name, const char *want)
+{
+    const char *h = skd__http_header(req, name);
+    if (!h)
+        return -1;
+    char *t = ows_trimmed(h);
+    int same = t && strcmp(t, want) == 0;
+    free(t);
+    return same;
+}
+
 /* Mcp-Name as sent: plain, or the =?base64?...?= form. Returns a malloc'd
  * string, or NULL when the encoding is invalid. */
-static char *decode_name(const char *h)
+static char *decode_name(const char *raw)
 {
+    char *h = ows_trimmed(raw);
+    if (!h)
+        return NULL;
     size_t n = strlen(h);
     if (n >= 11 && strncmp(h, "=?base64?", 9) == 0 && strcmp(h + n - 2, "?=") == 0) {
         unsigned char *out = NULL;
         size_t len = 0;
-        if (skd__base64_decode(h + 9, n - 11, 8192, &out, &len, NULL) != 0)
-            return NULL;
-        char *s = malloc(len + 1);
+        char *s =
+            skd__base64_decode(h + 9, n - 11, 8192, &out, &len, NULL) == 0 ? malloc(len + 1) : NULL;
         if (s) {
             memcpy(s, out, len);
             s[len] = '\0';
         }
         free(out);
+        free(h);
         return s;
     }
-    return strdup(h);
+    return h;
 }
 
 /* The standard headers of a 2026-07-28 request: MCP-Protocol-Version and
@@ -226,22 +254,22 @@ static int check_modern_headers(skd_http_req *req, const json_t *msg, const char
 {
     const json_t *id = json_object_get(msg, "id");
     const char *method = skd_json_str(msg, "method", "");
-    const char *hv = skd__http_header(req, VERSION_HEADER);
-    const char *hm = skd__http_header(req, METHOD_HEADER);
-    if (hv && strcmp(hv, claimed) != 0) {
+    int hv = header_is(req, VERSION_HEADER, claimed);
+    int hm = header_is(req, METHOD_HEADER, method);
+    if (hv == 0) {
         header_mismatch(out, id, "the MCP-Protocol-Version header names another revision");
         return -1;
     }
-    if (hm && strcmp(hm, method) != 0) {
+    if (hm == 0) {
         header_mismatch(out, id, "the Mcp-Method header names another method");
         return -1;
     }
     if (!request)
         return 0;
-    if (!hv || !hm) {
+    if (hv < 0 || hm < 0) {
         header_mismatch(out, id,
-                        !hv ? "the required MCP-Protocol-Version header is absent"
-                            : "the required Mcp-Method header is absent");
+                        hv < 0 ? "the required MCP-Protocol-Version header is absent"
+                               : "the required Mcp-Method header is absent");
         return -1;
     }
     const json_t *params = json_object_get(msg, "params");
@@ -331,8 +359,15 @@ static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, 
         return;
     }
     skd_mcp_io io = {0};
-    rpc_reply(out, MHD_HTTP_OK,
-              skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io));
+    json_t *reply = skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io);
+    /* The revision's statuses: an unknown method is 404, a capability the
+     * client did not declare 400; every other answer is in-band. */
+    json_int_t code = json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
+    rpc_reply(out,
+              code == SKD_RPC_METHOD_NOT_FOUND     ? MHD_HTTP_NOT_FOUND
+              : code == SKD_RPC_MISSING_CAPABILITY ? MHD_HTTP_BAD_REQUEST
+                                                   : MHD_HTTP_OK,
+              reply);
 }
 
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)

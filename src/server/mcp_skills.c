@@ -201,6 +201,15 @@ json_t *skd__mcp_skills_list(skd_mcp_session *s, const json_t *id, const json_t 
     return page(s, id, all, cursor_of(params), "skills");
 }
 
+/* -32602 for a URI that names nothing served, with data.uri (SEP-2164). */
+static json_t *not_found(const json_t *id, const char *uri, const char *fmt, const char *arg)
+{
+    json_t *e = skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, fmt, arg);
+    if (e && uri)
+        json_object_set_new(json_object_get(e, "error"), "data", json_pack("{s:s}", "uri", uri));
+    return e;
+}
+
 /* The one bundle uri belongs to (new reference), with its name and the
  * decoded path; NULL with a reply. */
 static json_t *bundle_of(skd_mcp_session *s, const json_t *id, const char *uri, int fresh,
@@ -208,8 +217,7 @@ static json_t *bundle_of(skd_mcp_session *s, const json_t *id, const char *uri, 
 {
     char name[80];
     if (parse_uri(uri, name, sizeof(name), path, pcap) != 0) {
-        *reply = skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "unknown resource: %.200s",
-                                uri ? uri : "(none)");
+        *reply = not_found(id, uri, "unknown resource: %.200s", uri ? uri : "(none)");
         return NULL;
     }
     json_t *rows = visible(s, id, name, fresh, reply);

@@ -16,6 +16,7 @@
 #include "server/mcp_int.h"
 
 #include "server/metrics.h"
+#include "server/test_skills.h"
 #include "skilld/buf.h"
 #include "skilld/store.h"
 
@@ -99,6 +100,9 @@ static json_t *all_tools(skd_mcp_session *s)
     json_t *tools = json_array();
     for (size_t i = 0; tools && i < sizeof(generic) / sizeof(generic[0]); i++)
         json_array_append_new(tools, generic_tool(s, generic[i]));
+    json_t *fixtures = skd__test_fixture_tools(s->m->e); /* empty unless test mode */
+    json_array_extend(tools, fixtures);
+    json_decref(fixtures);
     if (!tools || !s->m->expose_skills)
         return tools;
     size_t n = 0;
@@ -271,6 +275,9 @@ json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "tools/call needs a tool name");
     if (args && !json_is_null(args) && !json_is_object(args))
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "arguments must be an object");
+    json_t *fixture = skd__test_fixture_call(s, id, params, io);
+    if (fixture)
+        return fixture;
     if (!is_generic(name) && !skill_tool_exists(s, name))
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "unknown tool: %s", name);
     json_t *empty = NULL;
