@@ -34,6 +34,14 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The unprivileged system user skilld drops to when started as root
+# (SKILLD_USER; DESIGN.md "Processes and privileges").
+if [ "$(id -u)" = 0 ] && ! getent passwd "${SKILLD_USER:-skilld}" >/dev/null; then
+    echo "deps: creating system user ${SKILLD_USER:-skilld}"
+    useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin \
+        "${SKILLD_USER:-skilld}"
+fi
+
 if [ "${1:-}" = "--test" ] && [ -f tests/node/package.json ]; then
     if [ ! -d tests/node/node_modules ] || [ tests/node/package.json -nt tests/node/node_modules ]; then
         echo "deps: npm install in tests/node"

@@ -7,6 +7,9 @@ set -u
 TEST_NAME=$(basename "$0")
 TEST_FAILS=0
 TMP=$(mktemp -d /tmp/skilld-it.XXXXXX)
+# Started as root, skilld drops to SKILLD_USER: its DATA_DIR under $TMP
+# must be reachable by that user (the data directory itself stays 0700).
+chmod 0755 "$TMP"
 trap 'rm -rf "$TMP"' EXIT
 pass() { echo "PASS $TEST_NAME: $1"; }
 fail() { echo "FAIL $TEST_NAME: $1: ${2:-}"; TEST_FAILS=$((TEST_FAILS + 1)); }

@@ -133,6 +133,11 @@ typedef struct skd_runner_opts {
     const char *data_dir;       /* NULL: DATA_DIR (images/ lives there) */
     const char *allowed_images; /* NULL: SKILLS_ALLOWED_SANDBOX_IMAGES */
     int max_queued;             /* 0: 16 x the global cap (at least 64) */
+    /* The user that owns DATA_DIR's workspaces when the process drops
+     * privileges after starting the runner (skilld serve as root): the
+     * sandbox's idmapped workspace mount maps it to the sandbox user. */
+    int owner_uid_set;
+    unsigned owner_uid, owner_gid;
 } skd_runner_opts;
 
 /* Start a runner and its supervisor thread. cfg is borrowed and must outlive
@@ -160,6 +165,11 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
 /* Kill one run (queued or running): its whole process tree gets SIGKILL.
  * Returns 0, or SKD_ENOENT when no such run is active. */
 int skd_runner_kill(skd_runner *r, const char *id);
+
+/* The pid of the runner's spawner process (the single-threaded helper that
+ * makes every sandbox; its cgroups are "<...>/skilld/<that pid>/<run id>"),
+ * or -1 while it is being replaced. */
+long skd_runner_spawner_pid(skd_runner *r);
 
 /* Kill every active run. Returns how many were signalled. */
 int skd_runner_kill_all(skd_runner *r);

@@ -30,6 +30,10 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err);
 #define SKD_ENGINE_SANDBOX_ONLY 1u
 /* skd_engine_open with flags (0: the same as skd_engine_open). */
 int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **out, skd_err *err);
+/* Give e a runner started earlier (steals r), e.g. before the process
+ * dropped privileges: the runner's spawner keeps them. */
+struct skd_runner;
+void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r);
 void skd_engine_close(skd_engine *e); /* NULL ok */
 
 const skd_config *skd_engine_config(skd_engine *e);

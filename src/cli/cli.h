@@ -24,6 +24,9 @@ typedef struct skd_cli {
 /* Open the engine on first use. Prints the error and returns NULL when it
  * cannot be opened. Borrowed; closed by main. */
 skd_engine *skd__cli_engine(skd_cli *cli);
+/* The same with skd_engine_open_flags flags; starts the sandbox spawner
+ * and, as root, drops to SKILLD_USER first (src/cli/privsep.c). */
+skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags);
 
 /* Print a usage error for subcommand cmd and return CLI_USAGE. */
 /* Block SIGINT and SIGTERM in this thread (threads started afterwards
@@ -39,6 +42,9 @@ json_t *skd__cli_read_json(skd_cli *cli, const char *arg);
 
 /* Print a JSON value (pretty, with a newline) to stdout. */
 void skd__cli_print_json(const json_t *v);
+
+/* Test-only thread churn in the server (src/cli/test_churn.c). */
+void skd__cli_test_churn(const skd_config *cfg);
 
 /* Subcommands: argv[0] is the subcommand name. */
 typedef int (*skd_cli_fn)(skd_cli *cli, int argc, char **argv);

@@ -88,11 +88,8 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
         return skd__cli_usage("exec", "--key must not be empty");
     skd_err err = {0};
     /* Only DATA_DIR and the runner are needed: no store, no skills. */
-    if (!cli->engine &&
-        skd_engine_open_flags(cli->cfg, SKD_ENGINE_SANDBOX_ONLY, &cli->engine, &err)) {
-        fprintf(stderr, "skilld: %s: %s\n", skd_errcode(err.code), skd_err_msg(&err));
+    if (!skd__cli_engine_flags(cli, SKD_ENGINE_SANDBOX_ONLY))
         return CLI_FAIL;
-    }
     skd_workspace *ws = NULL;
     skd_runner *r = skd_engine_runner(cli->engine, &err);
     if (!r || skd_workspace_open(skd_config_str(cli->cfg, "DATA_DIR"), o.key, &ws, &err)) {

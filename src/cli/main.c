@@ -62,14 +62,7 @@ int skd__cli_usage(const char *cmd, const char *fmt, ...)
 
 skd_engine *skd__cli_engine(skd_cli *cli)
 {
-    if (!cli->engine) {
-        skd_err err = {0};
-        if (skd_engine_open(cli->cfg, &cli->engine, &err)) {
-            fprintf(stderr, "skilld: %s: %s\n", skd_errcode(err.code), skd_err_msg(&err));
-            return NULL;
-        }
-    }
-    return cli->engine;
+    return skd__cli_engine_flags(cli, 0); /* src/cli/privsep.c */
 }
 
 void skd__cli_print_json(const json_t *v)

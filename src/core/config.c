@@ -31,6 +31,8 @@ static const struct key keys[] = {
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},
+    {"SKILLD_USER", K_STR, "skilld", 0, 0, 0,
+     "unprivileged user the server drops to when started as root"},
     /* workspace and file skills */
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
@@ -97,6 +99,8 @@ static const struct key keys[] = {
     {"SKILLD_MAX_CONNECTIONS", K_INT, "256", 1, 65536, 0, "HTTP connections served at once"},
     {"SKILLD_ANONYMOUS_KEY", K_STR, "", 0, 0, 0,
      "key id that requests without Authorization act as (empty: they get 401)"},
+    {"SKILLD_TEST_THREAD_CHURN", K_INT, "0", 0, 10000, 0,
+     "test only (with SKILLD_TEST_SKILLS): threads a second the server creates and destroys"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
     {"SKILLD_MCP_TEST_FIXTURES", K_BOOL, "false", 0, 0, 0,

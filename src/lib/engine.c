@@ -113,6 +113,15 @@ skd_store *skd_engine_store(skd_engine *e)
     return e->store;
 }
 
+void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
+{
+    pthread_mutex_lock(&e->runner_mu);
+    skd_runner *old = e->runner;
+    e->runner = r;
+    pthread_mutex_unlock(&e->runner_mu);
+    skd_runner_free(old);
+}
+
 skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
 {
     pthread_mutex_lock(&e->runner_mu);

@@ -39,11 +39,34 @@ static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
                                                "/tmp/.skilld-sandbox-root"};
 
 static struct {
-    char stage[PATH_MAX]; /* empty host directory the child mounts its root on */
-    int idmap_fd;         /* user namespace: on-disk 0 <-> sandbox user */
+    char stage[PATH_MAX];          /* empty host directory the child mounts its root on */
+    int idmap_fd;                  /* user namespace: on-disk owner <-> sandbox user */
+    unsigned owner_uid, owner_gid; /* who owns the workspaces on disk */
+    int rootless;                  /* no root: unprivileged user namespace only */
     char why[SKD_ERR_MSG_MAX];
 } N = {.idmap_fd = -1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+void skd__native_set_owner(unsigned uid, unsigned gid)
+{
+    N.owner_uid = uid;
+    N.owner_gid = gid;
+}
+
+void skd__native_forget(void)
+{
+    /* Descriptors made by the process that forked the spawner are closed
+     * in it: start over. */
+    memset(&N, 0, sizeof(N));
+    N.idmap_fd = -1;
+    once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    skd__cgroup_forget();
+}
+
+int skd__native_rootless(void)
+{
+    return geteuid() != 0;
+}
 
 struct nstate {
     const skd__sandbox_req *req;
@@ -70,9 +93,10 @@ static int write_map(pid_t pid, const char *file, const char *map)
     return n == (ssize_t)strlen(map) ? 0 : -1;
 }
 
-/* A user namespace whose only mapping is inside 0 -> the sandbox user's
- * host id, for the idmapped workspace mount. Made once by a short-lived
- * child that waits on a pipe while its namespace is opened. */
+/* A user namespace whose only mapping is the workspaces' on-disk owner (the
+ * server's user) -> the sandbox user's host id, for the idmapped workspace
+ * mount. Made once by a short-lived child that waits on a pipe while its
+ * namespace is opened. */
 static int make_idmap_userns(void)
 {
     int p[2], fd = -1;
@@ -92,8 +116,10 @@ static int make_idmap_userns(void)
         close(p[1]);
         return -1;
     }
-    snprintf(map, sizeof(map), "0 %u 1\n", SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
-    if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", map) == 0) {
+    char gmap[64];
+    snprintf(map, sizeof(map), "%u %u 1\n", N.owner_uid, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    snprintf(gmap, sizeof(gmap), "%u %u 1\n", N.owner_gid, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+    if (write_map(pid, "uid_map", map) == 0 && write_map(pid, "gid_map", gmap) == 0) {
         char ns[64];
         snprintf(ns, sizeof(ns), "/proc/%d/ns/user", (int)pid);
         fd = open(ns, O_RDONLY | O_CLOEXEC);
@@ -105,19 +131,49 @@ static int make_idmap_userns(void)
     return fd;
 }
 
+/* Rootless: a user namespace may be made at all (probed with a child that
+ * exits at once). */
+static int probe_userns(void)
+{
+    pid_t pid = (pid_t)syscall(SYS_clone, CLONE_NEWUSER | CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0);
+    if (pid == 0)
+        _exit(0);
+    if (pid < 0)
+        return -1;
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
+}
+
 static void init_once(void)
 {
-    for (size_t i = 0; i < sizeof(stage_candidates) / sizeof(stage_candidates[0]); i++) {
+    uid_t me = geteuid();
+    N.rootless = me != 0;
+    char own[64];
+    snprintf(own, sizeof(own), "/tmp/.skilld-sandbox-root-%u", (unsigned)me);
+    const char *cands[3] = {stage_candidates[0], stage_candidates[1], own};
+    for (size_t i = N.rootless ? 2 : 0; i < 3; i++) {
         struct stat st;
-        if ((mkdir(stage_candidates[i], 0755) == 0 || errno == EEXIST) &&
-            lstat(stage_candidates[i], &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0) {
-            skd_strlcpy(N.stage, stage_candidates[i], sizeof(N.stage));
+        if ((mkdir(cands[i], 0755) == 0 || errno == EEXIST) && lstat(cands[i], &st) == 0 &&
+            S_ISDIR(st.st_mode) && st.st_uid == me) {
+            skd_strlcpy(N.stage, cands[i], sizeof(N.stage));
             break;
         }
     }
     if (!N.stage[0]) {
-        snprintf(N.why, sizeof(N.why), "no staging directory (%s): %s", stage_candidates[0],
+        snprintf(N.why, sizeof(N.why), "no staging directory (%s): %s", cands[N.rootless ? 2 : 0],
                  strerror(errno));
+        return;
+    }
+    if (N.rootless) {
+        if (probe_userns() != 0)
+            snprintf(N.why, sizeof(N.why),
+                     "rootless: unprivileged user namespaces are not available: %s (set "
+                     "kernel.unprivileged_userns_clone=1 and user.max_user_namespaces > 0, or "
+                     "start skilld as root)",
+                     strerror(errno));
+        else
+            N.idmap_fd = -2; /* usable; no idmapped mounts in this mode */
         return;
     }
     N.idmap_fd = make_idmap_userns();
@@ -131,12 +187,8 @@ static void init_once(void)
 static int native_detect(skd_err *err)
 {
     const struct sock_fprog *prog;
-    if (getuid() != 0 && geteuid() != 0)
-        return skd_err_set(err, SKD_ESANDBOX,
-                           "native sandbox: skilld must run as root to map "
-                           "the sandbox user and manage cgroups");
     pthread_once(&once, init_once);
-    if (N.idmap_fd < 0)
+    if (N.idmap_fd == -1)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: %s", N.why);
     int rc = skd__cgroup_detect(err);
     if (rc)
@@ -247,7 +299,9 @@ static int add_image_root(struct nstate *s, const char *rootfs)
         if (skip_image_entry(de->d_name) ||
             fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue;
-        if (snprintf(src, sizeof(src), "%s/.skilld-image/%s", N.stage, de->d_name) >=
+        /* Rootless: no detached mounts; bind straight from the image dir. */
+        if ((N.rootless ? snprintf(src, sizeof(src), "%s/%s", rootfs, de->d_name)
+                        : snprintf(src, sizeof(src), "%s/.skilld-image/%s", N.stage, de->d_name)) >=
             (int)sizeof(src))
             rc = -1;
         else if (S_ISLNK(st.st_mode)) {
@@ -305,9 +359,17 @@ static int open_mounts(struct nstate *s, skd_err *err)
 {
     const skd__sandbox_req *q = s->req;
     struct mount_attr a;
+    if (N.rootless) /* open_tree needs CAP_SYS_ADMIN: the child binds by path */
+        return 0;
     if (q->workspace) {
-        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+        /* The spawner hands the directory over as a descriptor: clone
+         * exactly that directory, not whatever its path names now. */
+        s->child.ws_fd =
+            q->workspace_fd >= 0
+                ? (int)syscall(SYS_open_tree, q->workspace_fd, "",
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                : (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
+                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
@@ -319,8 +381,11 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                strerror(errno));
     }
     if (q->skill_dir) { /* Agent Skills folder: read-only, owned by the sandbox user */
-        s->child.skill_fd = (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
-                                         OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+        s->child.skill_fd = q->skill_fd >= 0
+                                ? (int)syscall(SYS_open_tree, q->skill_fd, "",
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
+                                : (int)syscall(SYS_open_tree, AT_FDCWD, q->skill_dir,
+                                               OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
         memset(&a, 0, sizeof(a));
         a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
         a.userns_fd = (unsigned)N.idmap_fd;
@@ -360,6 +425,22 @@ static int fill_child(struct nstate *s, skd_err *err)
     int rc = q->rootfs ? add_image_root(s, q->rootfs) : add_host_root(s);
     if (rc == 0)
         rc = add_dev(s);
+    /* Rootless: the workspace (files owned by our uid, shown as the sandbox
+     * user by the id map) and the skill folder are plain binds made by the
+     * child, as no detached mount can be opened here. */
+    char fdp[64];
+    if (rc == 0 && N.rootless && q->workspace) {
+        if (q->workspace_fd >= 0) /* the child still has the descriptor */
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->workspace_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace_fd >= 0 ? fdp : q->workspace, 0);
+        if (rc == 0)
+            s->ents[s->nents - 1].writable = !q->cfg->workspace_read_only;
+    }
+    if (rc == 0 && N.rootless && q->skill_dir) {
+        if (q->skill_fd >= 0)
+            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->skill_fd);
+        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_fd >= 0 ? fdp : q->skill_dir, 0);
+    }
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;
@@ -387,6 +468,7 @@ static int fill_child(struct nstate *s, skd_err *err)
     c->envp = q->envp;
     c->path = env_path(q->envp);
     c->fsize = (unsigned long long)q->cfg->file_size_limit;
+    c->rootless = N.rootless;
     return skd__seccomp_program(&c->seccomp, err);
 }
 
@@ -433,10 +515,21 @@ static void close_pair(int p[2])
  * moving another process does, and it dies if that fails. */
 static int release_child(pid_t pid, int sync_fd, skd_err *err)
 {
-    char map[96];
-    snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
-             SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
-    if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", map) != 0)
+    char map[96], gmap[96];
+    if (N.rootless) {
+        /* One line, our own ids, and setgroups denied first: all an
+         * unprivileged parent may write. */
+        snprintf(map, sizeof(map), "%u %u 1\n", SKD_NATIVE_UID, (unsigned)geteuid());
+        snprintf(gmap, sizeof(gmap), "%u %u 1\n", SKD_NATIVE_UID, (unsigned)getegid());
+        if (write_map(pid, "setgroups", "deny") != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: deny setgroups: %s",
+                               strerror(errno));
+    } else {
+        snprintf(map, sizeof(map), "0 %u 1\n%u %u 1\n", SKD_NATIVE_HOST_BASE, SKD_NATIVE_UID,
+                 SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID);
+        memcpy(gmap, map, sizeof(map));
+    }
+    if (write_map(pid, "uid_map", map) != 0 || write_map(pid, "gid_map", gmap) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: write the id maps: %s",
                            strerror(errno));
     if (write(sync_fd, "g", 1) != 1)

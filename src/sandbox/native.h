@@ -55,6 +55,9 @@ void skd__cgroup_kill(skd__cgroup *cg);
 int skd__cgroup_oom_killed(skd__cgroup *cg);
 /* Remove the cgroup (killing leftovers) and free. NULL ok. */
 void skd__cgroup_destroy(skd__cgroup *cg);
+/* Drop what this process found out about cgroups (a freshly forked
+ * spawner starts over). */
+void skd__cgroup_forget(void);
 
 /* ---- seccomp (native_seccomp.c) ---- */
 /* The filter program, built once with libseccomp. Borrowed, lives for the
@@ -98,7 +101,19 @@ struct skd__native_child {
     int ncg;
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
+    int rootless; /* 1: no inside-root, no setgroups (unprivileged user namespace) */
 };
+
+/* Identities of the native provider in this process (native.c): who owns
+ * the workspaces on disk (the unprivileged server user, whose files the
+ * idmapped mount shows as the sandbox user), and whether this process runs
+ * rootless (no idmapped mounts; the sandbox user maps to our own uid).
+ * Set once by the spawner before the first run; defaults: owner 0, root. */
+void skd__native_set_owner(unsigned uid, unsigned gid);
+/* Forget every state inherited from the process that forked the spawner. */
+void skd__native_forget(void);
+/* 1 when this process runs the native provider rootless. */
+int skd__native_rootless(void);
 
 /* Build the sandbox and exec the command; never returns. */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));

@@ -159,6 +159,26 @@ static int mkdir_ok(const char *p)
 
 static void kill_procs(const char *dir);
 
+/* 1 when pid is gone: no such process, or a zombie nobody reaped yet (a
+ * spawner whose server was killed waits for init to reap it). */
+static int pid_gone(pid_t pid)
+{
+    char p[64], buf[256];
+    if (kill(pid, 0) != 0 && errno == ESRCH)
+        return 1;
+    snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
+    int fd = open(p, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    const char *rp = strrchr(buf, ')'); /* the name may hold spaces or ')' */
+    return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
+}
+
 /* Remove what a skilld process that is gone left under parent: its
  * "<pid>" directory and the run cgroups in it (killing any process still
  * there: a sandbox whose server died). Live processes' directories are left
@@ -171,7 +191,7 @@ static void reap_stale(const char *parent)
         int64_t pid;
         char dir[PATH_MAX];
         if (skd_parse_i64(de->d_name, 1, INT_MAX, &pid) != 0 || (pid_t)pid == getpid() ||
-            kill((pid_t)pid, 0) == 0 || errno != ESRCH ||
+            !pid_gone((pid_t)pid) ||
             snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
             continue;
         DIR *runs = opendir(dir);
@@ -495,4 +515,12 @@ void skd__cgroup_destroy(skd__cgroup *cg)
         }
     }
     free(cg);
+}
+
+void skd__cgroup_forget(void)
+{
+    /* A forked spawner must set cgroups up for itself (its own
+     * "<pid>" directory), not reuse what its parent process found. */
+    memset(&G, 0, sizeof(G));
+    once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

@@ -3,10 +3,18 @@
  *
  * The rule flips here (STYLE.md 4): any failure ends the child at once with
  * _exit, after writing "native sandbox: <step>: <reason>" to the status
- * pipe, so a half-built sandbox never runs a command. The parent is a
- * multi-threaded server, so this code allocates nothing, formats nothing
- * with stdio and takes no lock: every path and string was prepared by the
- * parent (native.c); only system calls and simple loops are used.
+ * pipe, so a half-built sandbox never runs a command.
+ *
+ * RAW SYSTEM CALLS ONLY (STYLE.md 14). Between clone3 and execve this code
+ * calls no libc function that can take a lock or allocate: no malloc, no
+ * stdio, no setresuid/setresgid/setgroups wrappers (glibc broadcasts those
+ * to every thread it remembers and waits on futexes of threads that do not
+ * exist in the child), no sigaction/setrlimit/mount wrappers either. Every
+ * kernel call is syscall(SYS_...); the rest is memory reads and simple
+ * loops (strlen, memcpy, strchr). Every path and string was prepared by
+ * the parent (native.c) before clone3. The process that clones (the
+ * spawner, spawner.c) is single-threaded as well, so even a slip here
+ * could not meet a lock held by another thread.
  *
  * Order: join the run's cgroups (v1; on v2 the child is born in them) ->
  * wait for the parent to write the id maps -> become root of the new
@@ -41,6 +49,11 @@
 
 static int status_fd = -1;
 
+static long sys_write(int fd, const void *b, size_t n)
+{
+    return syscall(SYS_write, fd, b, n);
+}
+
 static void put(char *buf, size_t cap, size_t *len, const char *s)
 {
     while (*s && *len + 1 < cap)
@@ -62,10 +75,43 @@ __attribute__((noreturn)) static void die(const char *step, const char *arg)
     }
     put(msg, sizeof(msg), &n, ": ");
     put(msg, sizeof(msg), &n, why ? why : "unknown error");
-    if (status_fd >= 0 && write(status_fd, msg, n) < 0) {
+    if (status_fd >= 0 && sys_write(status_fd, msg, n) < 0) {
         /* nothing more can be done */
     }
-    _exit(127);
+    syscall(SYS_exit_group, 127);
+    __builtin_unreachable();
+}
+
+/* Thin raw-syscall helpers; each returns what the kernel returned (-1 and
+ * errno on failure, as syscall(2) reports). */
+static long sys_mkdir(const char *p, mode_t m)
+{
+    return syscall(SYS_mkdirat, AT_FDCWD, p, m);
+}
+static long sys_open(const char *p, int flags, mode_t m)
+{
+    return syscall(SYS_openat, AT_FDCWD, p, flags, m);
+}
+static long sys_close(int fd)
+{
+    return syscall(SYS_close, fd);
+}
+static long sys_mount(const char *src, const char *dst, const char *type, unsigned long flags,
+                      const void *data)
+{
+    return syscall(SYS_mount, src, dst, type, flags, data);
+}
+static long sys_umount(const char *dst, int flags)
+{
+    return syscall(SYS_umount2, dst, flags);
+}
+static long sys_chdir(const char *p)
+{
+    return syscall(SYS_chdir, p);
+}
+static long sys_prctl(int op, unsigned long a)
+{
+    return syscall(SYS_prctl, op, a, 0UL, 0UL, 0UL);
 }
 
 static int sys_mount_setattr(const char *path, unsigned flags, unsigned long long set)
@@ -76,46 +122,51 @@ static int sys_mount_setattr(const char *path, unsigned flags, unsigned long lon
     return (int)syscall(SYS_mount_setattr, AT_FDCWD, path, flags, &a, sizeof(a));
 }
 
+/* The kernel's struct sigaction for rt_sigaction (not glibc's). */
+struct ksigaction {
+    void *handler;
+    unsigned long flags;
+    void *restorer;
+    unsigned long mask;
+};
+
 static void reset_signals(void)
 {
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
-    for (int s = 1; s < NSIG; s++)
-        sigaction(s, &sa, NULL); /* SIGKILL/SIGSTOP/reserved ones fail: fine */
+    unsigned long none = 0;
+    syscall(SYS_rt_sigprocmask, SIG_SETMASK, &none, NULL, sizeof(none));
+    struct ksigaction sa = {.handler = SIG_DFL};
+    for (int s = 1; s <= 64; s++) /* SIGKILL/SIGSTOP fail: fine */
+        syscall(SYS_rt_sigaction, s, &sa, NULL, sizeof(sa.mask));
 }
 
 static void write_text(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    int fd = (int)sys_open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0)
         die("create", path);
     size_t len = strlen(text);
     while (len) {
-        ssize_t n = write(fd, text, len);
+        long n = sys_write(fd, text, len);
         if (n <= 0)
             die("write", path);
         text += n;
         len -= (size_t)n;
     }
-    close(fd);
+    sys_close(fd);
 }
 
 static void bind_ro(const struct mnt_entry *m)
 {
     if (m->kind == MNT_BIND_DIR) {
-        if (mkdir(m->dst, 0755) != 0 && errno != EEXIST)
+        if (sys_mkdir(m->dst, 0755) != 0 && errno != EEXIST)
             die("mkdir", m->dst);
     } else {
-        int fd = open(m->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        int fd = (int)sys_open(m->dst, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             die("create", m->dst);
-        close(fd);
+        sys_close(fd);
     }
-    if (mount(m->src, m->dst, NULL, MS_BIND | MS_REC, NULL) != 0)
+    if (sys_mount(m->src, m->dst, NULL, MS_BIND | MS_REC, NULL) != 0)
         die("bind mount", m->src);
     unsigned long long set = MOUNT_ATTR_NOSUID;
     if (!m->writable)
@@ -134,11 +185,11 @@ static void build_entries(const struct skd__native_child *c)
         const struct mnt_entry *m = &c->ents[i];
         switch (m->kind) {
         case MNT_DIR:
-            if (mkdir(m->dst, 0755) != 0 && errno != EEXIST)
+            if (sys_mkdir(m->dst, 0755) != 0 && errno != EEXIST)
                 die("mkdir", m->dst);
             break;
         case MNT_SYMLINK:
-            if (symlink(m->src, m->dst) != 0)
+            if (syscall(SYS_symlinkat, m->src, AT_FDCWD, m->dst) != 0)
                 die("symlink", m->dst);
             break;
         case MNT_WRITE_FILE:
@@ -154,23 +205,23 @@ static void build_entries(const struct skd__native_child *c)
 
 static void mount_tmpfs(const char *dir, const char *opts, unsigned long flags)
 {
-    if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+    if (sys_mkdir(dir, 0755) != 0 && errno != EEXIST)
         die("mkdir", dir);
-    if (mount("tmpfs", dir, "tmpfs", flags, opts) != 0)
+    if (sys_mount("tmpfs", dir, "tmpfs", flags, opts) != 0)
         die("mount tmpfs on", dir);
 }
 
 static void build_root(const struct skd__native_child *c)
 {
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    if (sys_mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
         die("make mounts private", NULL);
-    if (mount("tmpfs", c->stage, "tmpfs", MS_NOSUID | MS_NODEV, c->stage_opts) != 0)
+    if (sys_mount("tmpfs", c->stage, "tmpfs", MS_NOSUID | MS_NODEV, c->stage_opts) != 0)
         die("mount the root tmpfs on", c->stage);
     /* An imported image is attached first (it was opened by the parent:
      * this process may not traverse DATA_DIR), its top-level directories
      * are bound from it, and it is detached again afterwards. */
     if (c->img_fd >= 0) {
-        if (mkdir(c->img_dir, 0700) != 0)
+        if (sys_mkdir(c->img_dir, 0700) != 0)
             die("mkdir", c->img_dir);
         if (syscall(SYS_move_mount, c->img_fd, "", AT_FDCWD, c->img_dir, MOVE_MOUNT_F_EMPTY_PATH) !=
             0)
@@ -179,30 +230,31 @@ static void build_root(const struct skd__native_child *c)
     /* /dev first: its device binds are entries too. */
     mount_tmpfs(c->dev_dir, "size=64k,nr_inodes=64,mode=0755", MS_NOSUID | MS_NOEXEC);
     build_entries(c);
-    if (c->img_fd >= 0 && (umount2(c->img_dir, MNT_DETACH) != 0 || rmdir(c->img_dir) != 0))
+    if (c->img_fd >= 0 && (sys_umount(c->img_dir, MNT_DETACH) != 0 ||
+                           syscall(SYS_unlinkat, AT_FDCWD, c->img_dir, AT_REMOVEDIR) != 0))
         die("detach the image from", c->img_dir);
-    if (mkdir(c->proc_dir, 0555) != 0 && errno != EEXIST)
+    if (sys_mkdir(c->proc_dir, 0555) != 0 && errno != EEXIST)
         die("mkdir", c->proc_dir);
-    if (mount("proc", c->proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+    if (sys_mount("proc", c->proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         die("mount", c->proc_dir);
     mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
     mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
-    if (mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
+    if (sys_mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
         die("mkdir", c->ws_dir);
     if (c->ws_fd >= 0 &&
         syscall(SYS_move_mount, c->ws_fd, "", AT_FDCWD, c->ws_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0)
         die("mount the workspace on", c->ws_dir);
     if (c->skill_fd >= 0 &&
-        (mkdir(c->skill_dir, 0755) != 0 || syscall(SYS_move_mount, c->skill_fd, "", AT_FDCWD,
-                                                   c->skill_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0))
+        (sys_mkdir(c->skill_dir, 0755) != 0 || syscall(SYS_move_mount, c->skill_fd, "", AT_FDCWD,
+                                                       c->skill_dir, MOVE_MOUNT_F_EMPTY_PATH) != 0))
         die("mount the skill folder on", c->skill_dir);
-    if (chdir(c->stage) != 0)
+    if (sys_chdir(c->stage) != 0)
         die("chdir", c->stage);
     if (syscall(SYS_pivot_root, ".", ".") != 0)
         die("pivot_root", c->stage);
-    if (umount2(".", MNT_DETACH) != 0)
+    if (sys_umount(".", MNT_DETACH) != 0)
         die("detach the old root", NULL);
-    if (chdir("/") != 0)
+    if (sys_chdir("/") != 0)
         die("chdir", "/");
     if (sys_mount_setattr("/dev", 0, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC))
         die("make /dev read-only", NULL);
@@ -212,22 +264,22 @@ static void build_root(const struct skd__native_child *c)
 
 static void loopback_up(void)
 {
-    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    int s = (int)syscall(SYS_socket, AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     struct ifreq ifr;
     memset(&ifr, 0, sizeof(ifr));
     memcpy(ifr.ifr_name, "lo", 3);
-    if (s < 0 || ioctl(s, SIOCGIFFLAGS, &ifr) != 0)
+    if (s < 0 || syscall(SYS_ioctl, s, SIOCGIFFLAGS, &ifr) != 0)
         die("network namespace: loopback", NULL);
     ifr.ifr_flags |= IFF_UP;
-    if (ioctl(s, SIOCSIFFLAGS, &ifr) != 0)
+    if (syscall(SYS_ioctl, s, SIOCSIFFLAGS, &ifr) != 0)
         die("network namespace: loopback up", NULL);
-    close(s);
+    sys_close(s);
 }
 
 static void set_rlimit(int res, rlim_t v, const char *name)
 {
     struct rlimit rl = {v, v};
-    if (setrlimit(res, &rl) != 0)
+    if (syscall(SYS_prlimit64, 0, res, &rl, NULL) != 0)
         die("setrlimit", name);
 }
 
@@ -235,35 +287,38 @@ static void set_rlimit(int res, rlim_t v, const char *name)
  * exec), nothing else. */
 static void arrange_fds(const struct skd__native_child *c)
 {
-    int in = fcntl(c->in_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int out = fcntl(c->out_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int err = fcntl(c->err_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int st = fcntl(status_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int in = (int)syscall(SYS_fcntl, c->in_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int out = (int)syscall(SYS_fcntl, c->out_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int err = (int)syscall(SYS_fcntl, c->err_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    int st = (int)syscall(SYS_fcntl, status_fd, F_DUPFD_CLOEXEC, HIGH_FD);
     if (in < 0 || out < 0 || err < 0 || st < 0)
         die("duplicate descriptors", NULL);
     status_fd = st;
-    if (dup2(in, 0) != 0 || dup2(out, 1) != 1 || dup2(err, 2) != 2)
+    if (syscall(SYS_dup3, in, 0, 0) != 0 || syscall(SYS_dup3, out, 1, 0) != 1 ||
+        syscall(SYS_dup3, err, 2, 0) != 2)
         die("set up stdio", NULL);
-    if (dup3(st, 3, O_CLOEXEC) != 3)
+    if (syscall(SYS_dup3, st, 3, O_CLOEXEC) != 3)
         die("set up the status pipe", NULL);
     status_fd = 3;
     if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0)
         die("close inherited descriptors", NULL);
 }
 
-static void drop_privileges(void)
+static void drop_privileges(const struct skd__native_child *c)
 {
     for (int cap = 0; cap < 64; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL)
+        if (sys_prctl(PR_CAPBSET_DROP, (unsigned long)cap) != 0 && errno != EINVAL)
             die("drop the capability bounding set", NULL);
-    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0)
+    if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL) != 0)
         die("clear ambient capabilities", NULL);
+    /* Rootless: setgroups is denied in this user namespace (the parent wrote
+     * "deny" before the gid map) and the only mapped id is already ours. */
     gid_t g = SKD_NATIVE_UID;
-    if (setgroups(1, &g) != 0)
+    if (!c->rootless && syscall(SYS_setgroups, 1, &g) != 0)
         die("setgroups", NULL);
-    if (setresgid(SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
+    if (syscall(SYS_setresgid, SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
         die("setresgid", NULL);
-    if (setresuid(SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
+    if (syscall(SYS_setresuid, SKD_NATIVE_UID, SKD_NATIVE_UID, SKD_NATIVE_UID) != 0)
         die("setresuid", NULL);
     struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct d[2];
@@ -273,10 +328,10 @@ static void drop_privileges(void)
     if (syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted || d[0].inheritable ||
         d[1].effective || d[1].permitted || d[1].inheritable)
         die("verify that no capability is left", NULL);
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+    if (sys_prctl(PR_SET_NO_NEW_PRIVS, 1) != 0)
         die("no_new_privs", NULL);
     /* Any credential change clears the parent-death signal: set it last. */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
 }
 
@@ -285,7 +340,7 @@ static void exec_command(const struct skd__native_child *c)
 {
     const char *cmd = c->argv[0];
     if (strchr(cmd, '/')) {
-        execve(cmd, c->argv, c->envp);
+        syscall(SYS_execve, cmd, c->argv, c->envp);
         return;
     }
     char full[4096];
@@ -298,7 +353,7 @@ static void exec_command(const struct skd__native_child *c)
             memcpy(full, p, dl);
             full[dl] = '/';
             memcpy(full + dl + 1, cmd, cl + 1);
-            execve(full, c->argv, c->envp);
+            syscall(SYS_execve, full, c->argv, c->envp);
             if (errno != ENOENT && errno != ENOTDIR)
                 saved = errno;
         }
@@ -312,33 +367,41 @@ void skd__native_child_main(const struct skd__native_child *c)
     char go;
     status_fd = c->status_fd;
     reset_signals();
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
+    /* If the spawner died between clone3 and the line above, the sync read
+     * below sees EOF and the child ends (getppid is 0 in a new pid
+     * namespace, so it cannot tell). */
     /* cgroup v1: join the run's cgroups before anything else (v2: born there). */
     for (int i = 0; i < c->ncg; i++) {
-        if (write(c->cg_fds[i], "0", 1) != 1)
+        if (sys_write(c->cg_fds[i], "0", 1) != 1)
             die("join the run's cgroup", NULL);
-        close(c->cg_fds[i]);
+        sys_close(c->cg_fds[i]);
     }
-    if (read(c->sync_fd, &go, 1) != 1 || go != 'g')
-        _exit(127); /* the parent gave up; it reports why */
-    if (setresgid(0, 0, 0) != 0 || setgroups(0, NULL) != 0 || setresuid(0, 0, 0) != 0)
+    if (syscall(SYS_read, c->sync_fd, &go, 1) != 1 || go != 'g')
+        syscall(SYS_exit_group, 127); /* the parent gave up; it reports why */
+    /* Root of the new user namespace for the set-up. Rootless: inside 0 is
+     * not mapped; the capabilities this process holds in its own new
+     * namespace are enough for the mounts. */
+    if (!c->rootless &&
+        (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
+         syscall(SYS_setresuid, 0, 0, 0) != 0))
         die("become root of the user namespace", NULL);
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) != 0)
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
     build_root(c);
-    if (sethostname("sandbox", 7) != 0)
+    if (syscall(SYS_sethostname, "sandbox", 7) != 0)
         die("hostname", NULL);
     loopback_up();
     set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
     set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
     set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
-    close(c->sync_fd);
-    if (unshare(CLONE_NEWCGROUP) != 0)
+    sys_close(c->sync_fd);
+    if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0)
         die("cgroup namespace", NULL);
     arrange_fds(c);
-    drop_privileges();
-    if (chdir(c->cwd) != 0)
+    drop_privileges(c);
+    if (sys_chdir(c->cwd) != 0)
         die("working directory", c->cwd);
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->seccomp) != 0)
         die("seccomp filter", NULL);
@@ -354,8 +417,9 @@ void skd__native_child_main(const struct skd__native_child *c)
     put(msg, sizeof(msg), &n, ": ");
     put(msg, sizeof(msg), &n, why ? why : "cannot execute");
     put(msg, sizeof(msg), &n, "\n");
-    if (write(2, msg, n) < 0) {
+    if (sys_write(2, msg, n) < 0) {
         /* nothing more can be done */
     }
-    _exit(e == ENOENT ? 127 : 126);
+    syscall(SYS_exit_group, e == ENOENT ? 127 : 126);
+    __builtin_unreachable();
 }

@@ -30,6 +30,8 @@
 
 #include "skilld/sandbox.h"
 
+typedef struct skd__spawner_client skd__spawner_client;
+
 /* A validated run, owned by the runner; borrowed by the provider from
  * prepare until cleanup returns. */
 typedef struct skd__sandbox_req {
@@ -43,6 +45,12 @@ typedef struct skd__sandbox_req {
     const skd_sandbox_config *cfg; /* validated limits */
     const char *data_dir;          /* DATA_DIR */
     const char *skill_dir;         /* host directory mounted read-only at /skill, or NULL */
+    int workspace_fd;              /* directory fd of workspace (the spawner's copy), or -1 */
+    int skill_fd;                  /* directory fd of skill_dir, or -1 */
+    /* Server side only (the remote provider): the spawner to ask, and the
+     * runtime name the spawner resolves (native|docker|podman|auto). */
+    skd__spawner_client *spawner;
+    const char *provider;
 } skd__sandbox_req;
 
 /* What spawn hands back. All descriptors O_CLOEXEC; pipe ends O_NONBLOCK. */
@@ -77,6 +85,9 @@ typedef struct skd__provider {
     int (*spawn)(void *state, skd__spawned *out, skd_err *err);
     void (*kill)(void *state);
     void (*cleanup)(void *state, skd__outcome *out);
+    /* Optional: the provider that really runs the sandbox (the spawner
+     * client answers the name the spawner picked, e.g. for "auto"). */
+    const char *(*runtime)(void *state);
 } skd__provider;
 
 /* The providers compiled in. */
@@ -102,6 +113,10 @@ void skd__containers_reap_once(const char *engine);
  * Returns 0 or SKD_ESANDBOX with the engine's message. */
 int skd__containers_image_load(const char *engine, const char *tar_path, const char *ref,
                                int is_archive, skd_err *err);
+
+/* The spawner client (spawner_client.c): a provider whose every operation
+ * is a message to the spawner process, which runs the real provider. */
+extern const skd__provider skd__provider_remote;
 
 /* Find a provider by name ("native", "docker", "podman"; "auto" picks the
  * first whose detect succeeds: native, podman, docker). NULL with err set

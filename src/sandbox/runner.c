@@ -166,6 +166,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         .cfg = &run->cfg,
         .data_dir = r->data_dir,
         .skill_dir = run->skill_dir,
+        .workspace_fd = -1,
+        .skill_fd = -1,
     };
     *out = run;
     return 0;
@@ -181,16 +183,23 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
     int rc = run_new(r, spec, &run, err);
     if (rc)
         return rc;
+    /* Every provider runs in the spawner process; the name (or "auto") is
+     * resolved there. */
     const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
-    run->prov = skd__provider_find(rt, err);
-    if (!run->prov) {
+    if (strcmp(rt, "native") != 0 && strcmp(rt, "docker") != 0 && strcmp(rt, "podman") != 0 &&
+        strcmp(rt, "auto") != 0) {
         skd__run_free(run);
-        return SKD_ESANDBOX;
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "unknown sandbox runtime '%.32s' (native, docker, podman or auto)", rt);
     }
+    run->prov = &skd__provider_remote;
+    run->req.spawner = r->spawner;
+    run->req.provider = rt;
     if ((rc = run->prov->prepare(&run->req, &run->pstate, err)) != 0) {
         skd__run_free(run);
         return rc;
     }
+    skd_strlcpy(run->runtime_name, run->prov->runtime(run->pstate), sizeof(run->runtime_name));
     run->done = done;
     run->done_arg = arg;
     run->submitted = skd_mono_ms();
@@ -351,6 +360,33 @@ static int cap_setting(int opt, const skd_config *cfg, const char *name, int def
     return v > 0 ? (int)v : def;
 }
 
+/* What the spawner is told at start: the operator's settings, which no
+ * later request can change. */
+static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_opts *opts,
+                        skd_err *err)
+{
+    skd__spawner_conf *k = &r->spawner_conf;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    memset(k, 0, sizeof(*k));
+    if (skd_strlcpy(k->data_dir, r->data_dir, sizeof(k->data_dir)) < 0 ||
+        skd_strlcpy(k->allowed_images, r->allowed, sizeof(k->allowed_images)) < 0 ||
+        skd_strlcpy(k->runtime, r->runtime, sizeof(k->runtime)) < 0)
+        return skd_err_set(err, SKD_EINVAL,
+                           "DATA_DIR, the image allow-list or the runtime is "
+                           "too long for the sandbox spawner");
+    k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
+    k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
+    k->max_cpu = 100LL * (cores > 0 ? cores : 1) * 1024;
+    k->max_memory_mb = 1048576;
+    k->max_timeout_ms = SKD_SANDBOX_MAX_TIMEOUT_MS;
+    k->max_pids = SKD_SANDBOX_MAX_PIDS;
+    k->max_output_bytes = 1LL << 30;
+    k->max_tmp_bytes = 1LL << 36;
+    k->network_allowed = 1;
+    (void)cfg;
+    return 0;
+}
+
 int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runner **out,
                    skd_err *err)
 {
@@ -363,6 +399,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     if (!r)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->spawner_cv, NULL);
     r->epfd = r->evfd = -1;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
@@ -391,11 +428,8 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
-    if ((rc = skd__supervisor_start(r, err)) != 0)
+    if ((rc = spawner_conf(r, cfg, opts, err)) != 0 || (rc = skd__supervisor_start(r, err)) != 0)
         goto fail;
-    /* Containers left by a skilld that crashed (none of a live one). */
-    if (is_container_runtime(r->runtime))
-        skd__containers_reap_once(r->runtime);
     *out = r;
     return 0;
 fail:
@@ -421,6 +455,7 @@ void skd_runner_free(skd_runner *r)
     if (r->evfd >= 0)
         close(r->evfd);
     pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->spawner_cv);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);
@@ -432,4 +467,9 @@ void skd__runner_wake(skd_runner *r)
     uint64_t one = 1;
     if (r->evfd >= 0 && write(r->evfd, &one, sizeof(one)) < 0 && errno != EAGAIN)
         skd_warn("sandbox runner: wake-up failed: %s", strerror(errno));
+}
+
+long skd_runner_spawner_pid(skd_runner *r)
+{
+    return r ? skd__spawner_client_pid(r->spawner, 0) : -1;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/spawner_client.h"
 #include "skilld/buf.h"
 #include "skilld/log.h"
 
@@ -48,6 +49,7 @@ struct run {
     size_t in_len, in_off;
     const skd__provider *prov;
     void *pstate;
+    char runtime_name[16]; /* the provider that runs it (from prepare) */
     enum run_state state;
     int kill_req;  /* under r->mu */
     int kill_sent; /* provider kill already called */
@@ -75,6 +77,11 @@ struct skd_runner {
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
+    skd__spawner_client *spawner; /* made by the supervisor thread */
+    skd__spawner_conf spawner_conf;
+    int spawner_ready; /* under mu: 1 ok, -1 failed */
+    pthread_cond_t spawner_cv;
+    skd_err spawner_err;
 };
 
 void skd__run_free(struct run *run);

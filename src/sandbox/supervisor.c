@@ -93,7 +93,7 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     run->prov->cleanup(run->pstate, &run->oc);
     run->pstate = NULL;
     memcpy(res.id, run->id, sizeof(res.id));
-    skd_strlcpy(res.runtime, run->prov->name, sizeof(res.runtime));
+    skd_strlcpy(res.runtime, run->runtime_name, sizeof(res.runtime));
     if (!error && run->status_len) {
         error = SKD_ESANDBOX;
         msg = run->status_msg;
@@ -395,6 +395,18 @@ static void *supervisor_main(void *arg)
 {
     skd_runner *r = arg;
     struct epoll_event evs[64];
+    /* The spawner is forked from this thread: its parent-death signal
+     * follows the creating thread, and this one lives as long as the
+     * runner. skd_runner_new waits for the outcome. */
+    skd_err e = {0};
+    int rc = skd__spawner_client_new(&r->spawner_conf, &r->spawner, &e);
+    pthread_mutex_lock(&r->mu);
+    r->spawner_ready = rc == 0 ? 1 : -1;
+    r->spawner_err = e;
+    pthread_cond_broadcast(&r->spawner_cv);
+    pthread_mutex_unlock(&r->mu);
+    if (rc != 0)
+        return NULL;
     for (;;) {
         if (service_queue(r))
             break;
@@ -413,6 +425,8 @@ static void *supervisor_main(void *arg)
             on_event(r, evs[i].data.ptr, evs[i].events);
         }
     }
+    skd__spawner_client_free(r->spawner);
+    r->spawner = NULL;
     return NULL;
 }
 
@@ -435,5 +449,14 @@ int skd__supervisor_start(skd_runner *r, skd_err *err)
     if (rc != 0)
         return skd_err_set(err, SKD_ESANDBOX, "sandbox supervisor thread: %s", strerror(rc));
     r->thread_started = 1;
+    pthread_mutex_lock(&r->mu);
+    while (r->spawner_ready == 0)
+        pthread_cond_wait(&r->spawner_cv, &r->mu);
+    int ok = r->spawner_ready > 0;
+    pthread_mutex_unlock(&r->mu);
+    if (!ok) {
+        *err = r->spawner_err;
+        return err->code ? err->code : SKD_ESANDBOX;
+    }
     return 0;
 }

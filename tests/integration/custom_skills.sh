@@ -134,7 +134,10 @@ except OSError:
     ro = True
 print(json.dumps({"words": len(d.get("text", "").split()), "script": __file__, "readOnly": ro}))
 PY
+# A private folder of the server's user (skilld drops to SKILLD_USER when
+# started as root): only the idmapped mount lets the sandbox user read it.
 chmod 700 "$TMP/wc" "$TMP/wc/scripts"
+chown -R skilld: "$TMP/wc"
 "$SKILLD" --data-dir "$DATA" skills add "$TMP/wc" >/dev/null 2>"$TMP/add.err" &&
     pass "skills add DIR registers a SKILL.md folder" || fail "skills add DIR registers a SKILL.md folder" "$(cat "$TMP/add.err")"
 start_server

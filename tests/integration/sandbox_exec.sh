@@ -62,7 +62,7 @@ run_skill execute_command alice '{"command":"sh","args":["-c","echo written-in-s
 if [ "$RC" = 0 ] && [ "$(jget 'j["success"]')" = true ]; then pass "execute_command write"; else
     fail "execute_command write" "$OUT $(cat "$TMP/err")"; fi
 wsdir="$DATA_DIR/workspaces/$(printf %s alice | sha256sum | cut -d' ' -f1)"
-if [ "$(cat "$wsdir/out.txt" 2>/dev/null)" = written-in-sandbox ] && [ "$(stat -c %u "$wsdir/out.txt")" = 0 ]; then
+if [ "$(cat "$wsdir/out.txt" 2>/dev/null)" = written-in-sandbox ] && [ "$(stat -c %u "$wsdir/out.txt")" = "$(stat -c %u "$DATA_DIR")" ]; then
     pass "workspace file on the host"; else fail "workspace file on the host" "$(ls -ln "$wsdir" 2>&1)"; fi
 run_skill file_read alice '{"path":"out.txt"}'
 if [ "$(jget 'j["success"]')" = true ] && [ "$(jget 'j["content"]')" = written-in-sandbox ]; then

@@ -1,7 +1,7 @@
 // Shared helpers for Node integration tests: PASS/FAIL lines in the format
 // scripts/test.sh counts, a free port, and starting the real skilld binary.
 import { spawn, execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, dirname, basename } from 'node:path';
@@ -24,7 +24,12 @@ export async function check(name, fn) {
 export function assert(cond, msg) { if (!cond) throw new Error(msg || 'assertion failed'); }
 export function finish() { process.exitCode = failures ? 1 : 0; }
 
-export function tempDir(prefix = 'skilld-node-') { return mkdtempSync(join(tmpdir(), prefix)); }
+// Reachable by SKILLD_USER, whom a root-started skilld drops to.
+export function tempDir(prefix = 'skilld-node-') {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  chmodSync(d, 0o755);
+  return d;
+}
 export function removeDir(d) { rmSync(d, { recursive: true, force: true }); }
 
 export function freePort() {

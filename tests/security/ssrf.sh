@@ -25,7 +25,7 @@ refused() {
     if [ "$after" != "$before" ]; then
         fail "$name" "a connection reached the forbidden listener for $url"
     elif [[ "$codes" != *" $code "* ]]; then
-        fail "$name" "expected${codes}got '$code' for $url: $(echo "$out" | tr -d '\n')"
+        fail "$name" "expected${codes}got '$code' for $url: $(echo "$out" | tr -d '\n') $(tail -n 2 "$TMP/stderr" 2>/dev/null | tr '\n' ' ')"
     else
         pass "$name"
     fi

@@ -191,11 +191,13 @@ TEST(no_grandchild_survives_timeout)
     CHECK_STR(S(res.out), "up 1\n"); /* the daemon was running inside */
     skd_sandbox_result_free(&res);
     CHECK_EQ_INT(procs_with_token(token), 0);
-    /* The run's cgroup is gone too. */
+    /* The run's cgroup is gone too (the spawner's directory stays). */
     char dir[160];
-    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)getpid());
+    long sp = skd_runner_spawner_pid(R);
+    CHECK(sp > 0 && sp != (long)getpid());
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%ld", sp);
     CHECK(access(dir, F_OK) == 0);
-    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d/%s", (int)getpid(), res.id);
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%ld/%s", sp, res.id);
     CHECK(access(dir, F_OK) != 0);
 }
 
@@ -223,6 +225,9 @@ static int orphan_helper(const char *token)
     skd_err err = {0};
     if (skd_runner_new(NULL, NULL, &r, &err))
         return 1;
+    /* Tell the test which spawner (and so which cgroup directory) is ours. */
+    printf("%ld\n", skd_runner_spawner_pid(r));
+    fflush(stdout);
     const char *argv[] = {"sleep", token, NULL};
     skd_sandbox_spec spec = {.argv = argv};
     skd_sandbox_result res;
@@ -235,12 +240,21 @@ TEST(dies_with_server)
 {
     char token[32];
     snprintf(token, sizeof(token), "301.%06d", (int)(getpid() % 1000000));
+    int pfd[2];
+    CHECK(pipe(pfd) == 0);
     pid_t pid = fork();
     if (pid == 0) {
+        dup2(pfd[1], 1);
         execl(SELF, SELF, "--orphan-helper", token, (char *)NULL);
         _exit(127);
     }
     CHECK(pid > 0);
+    close(pfd[1]);
+    char line[32] = {0};
+    CHECK(read(pfd[0], line, sizeof(line) - 1) > 0);
+    close(pfd[0]);
+    long sp = strtol(line, NULL, 10);
+    CHECK(sp > 0);
     int seen = 0;
     for (int i = 0; i < 500 && !seen; i++) {
         struct timespec ts = {0, 10000000L};
@@ -262,7 +276,7 @@ TEST(dies_with_server)
     /* What the dead server left in the cgroup tree goes with the next
      * process that sets cgroups up (here: the next helper run). */
     char dir[160];
-    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%d", (int)pid);
+    snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%ld", sp);
     CHECK(access(dir, F_OK) == 0);
     pid_t again = fork();
     if (again == 0) {

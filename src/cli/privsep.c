@@ -1,0 +1,152 @@
+/*
+ * Privilege separation of the command line (DESIGN.md, "Processes and
+ * privileges"). Every subcommand that opens the engine goes through
+ * skd__cli_engine_flags, which, in this order:
+ *   1. started as root: finds SKILLD_USER (default "skilld") and refuses to
+ *      go on without it, naming the fix; makes DATA_DIR that user's
+ *      (migrating a root-owned one, and saying so in the log);
+ *   2. starts the sandbox runner, whose supervisor forks the spawner while
+ *      this process still has its privileges and no other thread;
+ *   3. started as root: drops to SKILLD_USER for good (groups, gid, uid;
+ *      no capability is left) and checks it;
+ *   4. sets no_new_privs, and only then opens the store and loads skills,
+ *      so every byte from a client, the network, a manifest or a sandbox is
+ *      parsed without privileges.
+ * Started as an ordinary user (rootless), steps 1 and 3 do nothing.
+ */
+#include "cli/cli.h"
+#include "skilld/log.h"
+#include "skilld/sandbox.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static uid_t chown_uid;
+static gid_t chown_gid;
+static long chowned;
+
+static int chown_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+    (void)type;
+    (void)ftw;
+    if ((st->st_uid != chown_uid || st->st_gid != chown_gid) &&
+        lchown(path, chown_uid, chown_gid) == 0)
+        chowned++;
+    return 0;
+}
+
+/* DATA_DIR belongs to the server's user: create it, or migrate it when a
+ * root-run skilld of an earlier version made it. Symbolic links are not
+ * followed (FTW_PHYS, lchown). */
+static int own_data_dir(const char *dir, const struct passwd *pw)
+{
+    struct stat st;
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "skilld: cannot create DATA_DIR %s: %s\n", dir, strerror(errno));
+        return -1;
+    }
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "skilld: DATA_DIR %s is not a directory\n", dir);
+        return -1;
+    }
+    /* Walked every time, not only when DATA_DIR itself is root's: files a
+     * root-run skilld of an earlier version added are taken over too. */
+    chown_uid = pw->pw_uid;
+    chown_gid = pw->pw_gid;
+    chowned = 0;
+    if (nftw(dir, chown_one, 32, FTW_PHYS | FTW_MOUNT) != 0) {
+        fprintf(stderr, "skilld: cannot hand DATA_DIR %s to user %s: %s\n", dir, pw->pw_name,
+                strerror(errno));
+        return -1;
+    }
+    if (chowned > 0)
+        skd_info("DATA_DIR %s: %ld entries were owned by another user and now belong to %s "
+                 "(the server runs as %s, not root)",
+                 dir, chowned, pw->pw_name, pw->pw_name);
+    return 0;
+}
+
+static int drop_to(const struct passwd *pw)
+{
+    gid_t g = pw->pw_gid;
+    if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 ||
+        setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0) {
+        fprintf(stderr, "skilld: cannot become user %s: %s\n", pw->pw_name, strerror(errno));
+        return -1;
+    }
+    uid_t r, e, s;
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    if (getresuid(&r, &e, &s) != 0 || r == 0 || e == 0 || s == 0 ||
+        syscall(SYS_capget, &h, d) != 0 || d[0].effective || d[0].permitted || d[1].effective ||
+        d[1].permitted) {
+        fprintf(stderr, "skilld: privileges were not dropped; refusing to go on\n");
+        return -1;
+    }
+    return 0;
+}
+
+skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags)
+{
+    if (cli->engine)
+        return cli->engine;
+    skd_err err = {0};
+    const char *dir = skd_config_str(cli->cfg, "DATA_DIR");
+    struct passwd *pw = NULL;
+    int root = geteuid() == 0;
+    if (root) {
+        const char *user = skd_config_str(cli->cfg, "SKILLD_USER");
+        errno = 0;
+        pw = getpwnam(user);
+        if (!pw || pw->pw_uid == 0) {
+            fprintf(stderr,
+                    "skilld: started as root, skilld drops to the system user '%s' "
+                    "(SKILLD_USER), which %s.\n"
+                    "Create it:  useradd --system --no-create-home --shell /usr/sbin/nologin "
+                    "%s\n(scripts/quickstart.sh and scripts/deps.sh do this), or set "
+                    "SKILLD_USER to another unprivileged user.\n",
+                    user, pw ? "is root" : "does not exist", user);
+            return NULL;
+        }
+        if (own_data_dir(dir, pw) != 0)
+            return NULL;
+    }
+    skd_runner *r = NULL;
+    skd_runner_opts o = {0};
+    if (root) {
+        o.owner_uid_set = 1;
+        o.owner_uid = pw->pw_uid;
+        o.owner_gid = pw->pw_gid;
+    }
+    if (skd_runner_new(cli->cfg, &o, &r, &err) != 0) {
+        fprintf(stderr, "skilld: %s: %s\n", skd_errcode(err.code), skd_err_msg(&err));
+        return NULL;
+    }
+    if ((root && drop_to(pw) != 0) || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+        skd_runner_free(r);
+        return NULL;
+    }
+    if (skd_engine_open_flags(cli->cfg, flags, &cli->engine, &err)) {
+        fprintf(stderr, "skilld: %s: %s\n", skd_errcode(err.code), skd_err_msg(&err));
+        if (err.code == SKD_EIO)
+            fprintf(stderr,
+                    "skilld: DATA_DIR %s must be reachable by user %s (check the "
+                    "permissions of its parent directories)\n",
+                    dir, root ? pw->pw_name : "running skilld");
+        skd_runner_free(r);
+        return NULL;
+    }
+    skd_engine_adopt_runner(cli->engine, r);
+    return cli->engine;
+}

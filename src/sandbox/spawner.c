@@ -1,0 +1,659 @@
+/*
+ * The spawner: the one process that makes sandboxes (DESIGN.md, "Processes
+ * and privileges"). It keeps the privileges skilld was started with (root,
+ * or the user's in rootless mode) while the server that talks to clients
+ * drops them. It has one thread, so the clone3 in the native provider never
+ * meets a libc lock held by another thread (STYLE.md 14).
+ *
+ * Two processes of this file run per server:
+ *   the zygote   forked by the server at start-up, before any thread and
+ *                before the server drops root. It only forks spawners: the
+ *                first at once, and a new one whenever the server asks
+ *                (REQ_NEW_SPAWNER) because the last one died.
+ *   the spawner  forked by the zygote. It serves prepare / spawn / kill /
+ *                cleanup of every provider (native; docker and podman
+ *                through their CLIs) over its SOCK_SEQPACKET socket, reaps
+ *                its children, and when the server goes away (EOF) kills
+ *                and cleans up every sandbox before it exits.
+ * Both die with their parent (PR_SET_PDEATHSIG plus a check of the parent
+ * pid); every native sandbox dies with the spawner (its own
+ * parent-death signal; it is the init of its pid namespace, so the whole
+ * namespace goes), and the next spawner removes the cgroups of a dead one.
+ *
+ * Trust: every message comes from the unprivileged server and may be
+ * hostile. spawner_proto.c checks its form; this file checks its meaning:
+ * the provider name, the run id, the image (resolved here against the
+ * operator's allow-list and DATA_DIR, never a path from the server), the
+ * working directory, argv and env, every limit against the operator's
+ * ceilings, and the workspace and skill folder, which arrive as directory
+ * descriptors and are used as such.
+ */
+#include "sandbox/native.h"
+#include "sandbox/spawner.h"
+#include "sandbox/spawner_proto.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* How long cleanup waits for a killed process that has not exited yet. */
+#define CLEANUP_WAIT_MS 5000
+#define MAX_RUNS 65536
+
+struct srun {
+    struct srun *next;
+    uint64_t handle;
+    const skd__provider *prov;
+    void *pstate;
+    skd__sandbox_req req;
+    skd_sandbox_config cfg;
+    char id[SKD_UUID_LEN + 1];
+    char *image, *rootfs, *cwd, *ws_path, *skill_path;
+    char **argv, **envp;
+    int ws_fd, skill_fd;
+    int pidfd; /* our copy, watched for the exit */
+    int spawned, reaped;
+    siginfo_t si;
+};
+
+static struct {
+    const skd__spawner_conf *conf;
+    int sock, epfd;
+    struct srun *runs;
+    size_t nruns;
+    uint64_t next_handle;
+} S;
+
+/* ---- helpers ---- */
+
+static void free_vec(char **v)
+{
+    if (!v)
+        return;
+    for (char **p = v; *p; p++)
+        free(*p);
+    free(v);
+}
+
+static char **copy_vec(char **src, size_t n)
+{
+    char **v = calloc(n + 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (!(v[i] = strdup(src[i]))) {
+            free_vec(v);
+            return NULL;
+        }
+    return v;
+}
+
+static void srun_free(struct srun *r)
+{
+    if (!r)
+        return;
+    if (r->pidfd >= 0) {
+        epoll_ctl(S.epfd, EPOLL_CTL_DEL, r->pidfd, NULL);
+        close(r->pidfd);
+    }
+    if (r->ws_fd >= 0)
+        close(r->ws_fd);
+    if (r->skill_fd >= 0)
+        close(r->skill_fd);
+    free(r->image);
+    free(r->rootfs);
+    free(r->cwd);
+    free(r->ws_path);
+    free(r->skill_path);
+    free_vec(r->argv);
+    free_vec(r->envp);
+    free(r);
+}
+
+static struct srun *find(uint64_t h)
+{
+    for (struct srun *r = S.runs; r; r = r->next)
+        if (r->handle == h)
+            return r;
+    return NULL;
+}
+
+static void unlink_run(struct srun *run)
+{
+    for (struct srun **pp = &S.runs; *pp; pp = &(*pp)->next)
+        if (*pp == run) {
+            *pp = run->next;
+            S.nruns--;
+            return;
+        }
+}
+
+static int reply_error(uint64_t h, int code, const char *msg)
+{
+    skd__spawn_out o;
+    skd_err e = {0};
+    skd__spawn_out_init(&o, SKD__REP_ERROR, h);
+    skd__spawn_out_i32(&o, SKD__T_CODE, code < 0 ? code : SKD_ESANDBOX);
+    skd__spawn_out_str(&o, SKD__T_MESSAGE, msg && *msg ? msg : "sandbox spawner error");
+    int rc = skd__spawn_send(S.sock, &o, &e);
+    skd__spawn_out_free(&o);
+    return rc;
+}
+
+static int reply_ok(uint64_t h, const char *provider)
+{
+    skd__spawn_out o;
+    skd_err e = {0};
+    skd__spawn_out_init(&o, SKD__REP_OK, h);
+    if (provider)
+        skd__spawn_out_str(&o, SKD__T_PROVIDER, provider);
+    int rc = skd__spawn_send(S.sock, &o, &e);
+    skd__spawn_out_free(&o);
+    return rc;
+}
+
+/* ---- validation of a prepare request ---- */
+
+static int valid_uuid(const char *s)
+{
+    if (strlen(s) != SKD_UUID_LEN)
+        return 0;
+    for (size_t i = 0; i < SKD_UUID_LEN; i++) {
+        char c = s[i];
+        int dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return 0;
+    }
+    return 1;
+}
+
+/* Every limit within its range and under the operator's ceilings: the
+ * spawner is the last line, whatever the server checked before. */
+static int check_limits(const skd_sandbox_config *c, skd_err *err)
+{
+    const skd__spawner_conf *k = S.conf;
+    struct {
+        const char *name;
+        int64_t v, lo, hi;
+    } f[] = {
+        {"cpuLimit", c->cpu_limit, 1, k->max_cpu},
+        {"memoryLimit", c->memory_limit, SKD_SANDBOX_MIN_MEMORY_MB, k->max_memory_mb},
+        {"timeout", c->timeout_ms, 1, k->max_timeout_ms},
+        {"pidsLimit", c->pids_limit, 1, k->max_pids},
+        {"outputLimit", c->output_limit, 0, k->max_output_bytes},
+        {"fileSizeLimit", c->file_size_limit, 1, 1LL << 40},
+        {"tmpSize", c->tmp_size, 1LL << 20, k->max_tmp_bytes},
+    };
+    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+            return skd_err_set(err, SKD_EFORBIDDEN,
+                               "sandbox spawner: %s %lld is outside the operator's limits "
+                               "[%lld, %lld]",
+                               f[i].name, (long long)f[i].v, (long long)f[i].lo,
+                               (long long)f[i].hi);
+    if (c->network_enabled && !k->network_allowed)
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "sandbox spawner: networkEnabled is not allowed by the operator "
+                           "(SKILLS_SANDBOX_NETWORK_ENABLED)");
+    return 0;
+}
+
+/* A directory descriptor from the server: check it is one, and give the
+ * provider a path that names exactly it. Native uses the descriptor itself
+ * (req.workspace_fd); the container CLIs need a path, which is the
+ * descriptor's own (/proc/self/fd/N resolved) and checked to still name the
+ * same directory. */
+static int fd_dir_path(int fd, char **path, skd_err *err)
+{
+    struct stat a, b;
+    char link[64], real[PATH_MAX];
+    if (fstat(fd, &a) != 0 || !S_ISDIR(a.st_mode))
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the workspace is not a directory");
+    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(link, real, sizeof(real) - 1);
+    if (n <= 0 || real[0] != '/')
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: cannot name the directory");
+    real[n] = '\0';
+    if (lstat(real, &b) != 0 || !S_ISDIR(b.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the directory moved");
+    if (!(*path = strdup(real)))
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    return 0;
+}
+
+static int check_request(skd__spawn_msg *m, skd_err *err)
+{
+    if (!valid_uuid(m->id))
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: bad run id");
+    if (m->cwd[0] != '/' || strlen(m->cwd) >= PATH_MAX)
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: working directory must be absolute");
+    if (!m->argv[0][0])
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: no command to run");
+    for (size_t i = 0; i < m->envc; i++) {
+        const char *eq = strchr(m->envp[i], '=');
+        if (!eq || eq == m->envp[i])
+            return skd_err_set(err, SKD_EINVAL,
+                               "sandbox spawner: environment entry is not "
+                               "NAME=value");
+    }
+    if (S.nruns >= MAX_RUNS)
+        return skd_err_set(err, SKD_EBUSY, "sandbox spawner: too many runs");
+    return check_limits(&m->cfg, err);
+}
+
+static int is_container(const char *name)
+{
+    return strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
+}
+
+static void on_prepare(skd__spawn_msg *m)
+{
+    skd_err err = {0};
+    int rc;
+    struct srun *r = calloc(1, sizeof(*r));
+    if (!r) {
+        reply_error(0, SKD_ENOMEM, "out of memory");
+        return;
+    }
+    r->ws_fd = skd__spawn_take_fd(m, SKD__FD_WORKSPACE);
+    r->skill_fd = skd__spawn_take_fd(m, SKD__FD_SKILL);
+    r->pidfd = -1;
+    if ((rc = check_request(m, &err)) != 0)
+        goto fail;
+    r->prov = skd__provider_find(m->provider, &err);
+    if (!r->prov) {
+        rc = SKD_ESANDBOX;
+        goto fail;
+    }
+    r->cfg = m->cfg;
+    memcpy(r->id, m->id, sizeof(r->id));
+    r->image = strdup(m->image);
+    r->cwd = strdup(m->cwd);
+    r->argv = copy_vec(m->argv, m->argc);
+    r->envp = copy_vec(m->envp, m->envc);
+    if (!r->image || !r->cwd || !r->argv || !r->envp) {
+        rc = skd_err_set(&err, SKD_ENOMEM, "out of memory");
+        goto fail;
+    }
+    /* The image is resolved here, against the operator's list. */
+    rc = skd_sandbox_image_rootfs(S.conf->data_dir, S.conf->allowed_images, r->image, &r->rootfs,
+                                  &err);
+    if (rc == SKD_ENOENT && is_container(r->prov->name)) {
+        skd_err_clear(&err);
+        rc = 0;
+    }
+    if (rc)
+        goto fail;
+    if ((r->ws_fd >= 0 && (rc = fd_dir_path(r->ws_fd, &r->ws_path, &err)) != 0) ||
+        (r->skill_fd >= 0 && (rc = fd_dir_path(r->skill_fd, &r->skill_path, &err)) != 0))
+        goto fail;
+    r->req = (skd__sandbox_req){
+        .id = r->id,
+        .image = r->image,
+        .rootfs = r->rootfs,
+        .argv = r->argv,
+        .envp = r->envp,
+        .workspace = r->ws_path,
+        .cwd = r->cwd,
+        .cfg = &r->cfg,
+        .data_dir = S.conf->data_dir,
+        .skill_dir = r->skill_path,
+        .workspace_fd = r->ws_fd,
+        .skill_fd = r->skill_fd,
+    };
+    if ((rc = r->prov->prepare(&r->req, &r->pstate, &err)) != 0)
+        goto fail;
+    r->handle = ++S.next_handle;
+    r->next = S.runs;
+    S.runs = r;
+    S.nruns++;
+    reply_ok(r->handle, r->prov->name);
+    return;
+fail:
+    srun_free(r);
+    reply_error(0, rc, skd_err_msg(&err));
+}
+
+static void close_spawned(skd__spawned *sp)
+{
+    int *fds[] = {&sp->pidfd, &sp->stdin_fd, &sp->stdout_fd, &sp->stderr_fd, &sp->status_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+static void on_spawn(skd__spawn_msg *m)
+{
+    struct srun *r = find(m->handle);
+    skd_err err = {0};
+    if (!r || r->spawned) {
+        reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to spawn");
+        return;
+    }
+    skd__spawned sp = {
+        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
+    r->spawned = 1;
+    if (r->prov->spawn(r->pstate, &sp, &err) != 0) {
+        r->reaped = 1; /* nothing to wait for */
+        reply_error(m->handle, err.code ? err.code : SKD_ESANDBOX, skd_err_msg(&err));
+        return;
+    }
+    r->pidfd = fcntl(sp.pidfd, F_DUPFD_CLOEXEC, 3);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = r->handle};
+    if (r->pidfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, r->pidfd, &ev) != 0) {
+        r->prov->kill(r->pstate);
+        close_spawned(&sp);
+        reply_error(m->handle, SKD_ESANDBOX, "sandbox spawner: cannot watch the sandbox");
+        return;
+    }
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_SPAWNED, m->handle);
+    skd__spawn_out_fd(&o, sp.pidfd, SKD__FD_PIDFD);
+    skd__spawn_out_fd(&o, sp.stdout_fd, SKD__FD_STDOUT);
+    skd__spawn_out_fd(&o, sp.stderr_fd, SKD__FD_STDERR);
+    if (sp.stdin_fd >= 0)
+        skd__spawn_out_fd(&o, sp.stdin_fd, SKD__FD_STDIN);
+    if (sp.status_fd >= 0)
+        skd__spawn_out_fd(&o, sp.status_fd, SKD__FD_STATUS);
+    if (skd__spawn_send(S.sock, &o, &err) != 0)
+        r->prov->kill(r->pstate); /* the server is gone or broken: the run is too */
+    skd__spawn_out_free(&o);
+    close_spawned(&sp); /* the server holds its copies now */
+}
+
+/* Reap r's process if it has exited (or wait up to ms for it). */
+static void reap_run(struct srun *r, int ms)
+{
+    if (r->reaped || r->pidfd < 0)
+        return;
+    if (ms > 0) {
+        struct pollfd p = {.fd = r->pidfd, .events = POLLIN};
+        poll(&p, 1, ms);
+    }
+    memset(&r->si, 0, sizeof(r->si));
+    if (waitid((idtype_t)P_PIDFD, (id_t)r->pidfd, &r->si, WEXITED | WNOHANG) == 0 &&
+        r->si.si_pid == 0)
+        return; /* still running */
+    r->reaped = 1;
+    epoll_ctl(S.epfd, EPOLL_CTL_DEL, r->pidfd, NULL);
+}
+
+static void on_kill(skd__spawn_msg *m)
+{
+    struct srun *r = find(m->handle);
+    if (r && r->spawned && !r->reaped)
+        r->prov->kill(r->pstate);
+    reply_ok(m->handle, NULL);
+}
+
+static void finish_run(struct srun *r, int killed, skd__outcome *oc)
+{
+    memset(oc, 0, sizeof(*oc));
+    oc->killed = killed;
+    if (r->spawned && !r->reaped) {
+        reap_run(r, 0);
+        if (!r->reaped) {
+            r->prov->kill(r->pstate);
+            reap_run(r, CLEANUP_WAIT_MS);
+        }
+    }
+    if (r->reaped && r->si.si_pid != 0) {
+        if (r->si.si_code == CLD_EXITED) {
+            oc->exited = 1;
+            oc->exit_code = r->si.si_status;
+        } else {
+            oc->signal = r->si.si_status;
+        }
+    } else if (r->spawned) {
+        oc->signal = SIGKILL;
+    }
+    r->prov->cleanup(r->pstate, oc);
+    r->pstate = NULL;
+    unlink_run(r);
+    srun_free(r);
+}
+
+static void on_cleanup(skd__spawn_msg *m)
+{
+    struct srun *r = find(m->handle);
+    skd_err err = {0};
+    if (!r) {
+        reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to clean up");
+        return;
+    }
+    skd__outcome oc;
+    finish_run(r, m->killed, &oc);
+    int v[5] = {oc.exited, oc.exit_code, oc.signal, oc.oom_killed, oc.killed};
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, m->handle);
+    skd__spawn_out_outcome(&o, v);
+    if (oc.setup_error[0])
+        skd__spawn_out_str(&o, SKD__T_MESSAGE, oc.setup_error);
+    skd__spawn_send(S.sock, &o, &err);
+    skd__spawn_out_free(&o);
+}
+
+/* The server is gone: nothing of its runs may outlive this process. */
+static void shutdown_all(void)
+{
+    for (struct srun *r = S.runs; r; r = r->next)
+        if (r->spawned && !r->reaped)
+            r->prov->kill(r->pstate);
+    while (S.runs) {
+        skd__outcome oc;
+        finish_run(S.runs, 1, &oc);
+    }
+}
+
+static void on_message(void)
+{
+    skd__spawn_msg m;
+    skd_err err = {0};
+    int rc = skd__spawn_recv(S.sock, &m, &err);
+    if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
+        shutdown_all();
+        _exit(0);
+    }
+    if (rc != 0) {
+        /* Malformed: refuse it and go on; the server learns why. */
+        reply_error(0, SKD_EINVAL, skd_err_msg(&err));
+        return;
+    }
+    switch (m.type) {
+    case SKD__REQ_PREPARE:
+        on_prepare(&m);
+        break;
+    case SKD__REQ_SPAWN:
+        on_spawn(&m);
+        break;
+    case SKD__REQ_KILL:
+        on_kill(&m);
+        break;
+    case SKD__REQ_CLEANUP:
+        on_cleanup(&m);
+        break;
+    default:
+        reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");
+        break;
+    }
+    skd__spawn_msg_free(&m);
+}
+
+/* Die with the parent, and make sure it has not died already. */
+static void tie_to_parent(pid_t parent)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent)
+        _exit(0);
+}
+
+static void keep_only_fd(int keep)
+{
+    if (dup2(keep, 3) != 3)
+        _exit(127);
+    syscall(SYS_close_range, 4U, ~0U, 0U);
+}
+
+static void default_signals(void)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    signal(SIGINT, SIG_IGN); /* a terminal's ^C is for the server */
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGCHLD, SIG_DFL);
+}
+
+__attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf, int sock)
+{
+    skd_err err = {0};
+    S.conf = conf;
+    S.sock = sock;
+    S.epfd = epoll_create1(EPOLL_CLOEXEC);
+    struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
+    if (S.epfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, sock, &ev) != 0)
+        _exit(127);
+    skd__native_forget();
+    skd__native_set_owner(conf->owner_uid, conf->owner_gid);
+    /* Detect now: it sets up the cgroup parent and removes the cgroups of a
+     * spawner that died before us. */
+    if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
+        skd__provider_native.detect(&err);
+    if (is_container(conf->runtime))
+        skd__containers_reap_once(conf->runtime);
+    for (;;) {
+        struct epoll_event evs[32];
+        int n = epoll_wait(S.epfd, evs, 32, -1);
+        if (n < 0 && errno != EINTR)
+            _exit(127);
+        for (int i = 0; i < n; i++) {
+            if (evs[i].data.u64 == 0) {
+                on_message();
+                continue;
+            }
+            struct srun *r = find(evs[i].data.u64);
+            if (r)
+                reap_run(r, 0); /* no zombie waits for the server's cleanup */
+        }
+    }
+}
+
+/* ---- the zygote ---- */
+
+static pid_t last_spawner;
+
+static int fork_spawner(const skd__spawner_conf *conf, int ctrl)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid_t me = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        tie_to_parent(me);
+        close(ctrl);
+        close(sv[0]);
+        keep_only_fd(sv[1]);
+        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
+        spawner_main(conf, 3);
+    }
+    close(sv[1]);
+    last_spawner = pid;
+    return sv[0];
+}
+
+__attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf, int ctrl)
+{
+    for (;;) {
+        struct pollfd p = {.fd = ctrl, .events = POLLIN};
+        int n = poll(&p, 1, 1000);
+        while (waitpid(-1, NULL, WNOHANG) > 0) /* dead spawners */
+            ;
+        if (n <= 0)
+            continue;
+        skd__spawn_msg m;
+        skd_err err = {0};
+        int rc = skd__spawn_recv(ctrl, &m, &err);
+        if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
+            /* The server is gone: its spawners see EOF too and clean up;
+             * wait for them, so none is left for init to reap. */
+            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                ;
+            _exit(0);
+        }
+        skd__spawn_out o;
+        if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
+            int fd = fork_spawner(conf, ctrl);
+            if (fd >= 0) {
+                skd__spawn_out_init(&o, SKD__REP_OK, (uint64_t)last_spawner);
+                skd__spawn_out_fd(&o, fd, SKD__FD_SOCKET);
+            } else {
+                skd__spawn_out_init(&o, SKD__REP_ERROR, 0);
+                skd__spawn_out_i32(&o, SKD__T_CODE, SKD_ESANDBOX);
+                skd__spawn_out_str(&o, SKD__T_MESSAGE, "sandbox spawner: cannot fork");
+            }
+            skd__spawn_send(ctrl, &o, &err);
+            skd__spawn_out_free(&o);
+            if (fd >= 0)
+                close(fd);
+        } else {
+            skd__spawn_out_init(&o, SKD__REP_ERROR, 0);
+            skd__spawn_out_i32(&o, SKD__T_CODE, SKD_EINVAL);
+            skd__spawn_out_str(&o, SKD__T_MESSAGE, "sandbox zygote: unexpected message");
+            skd__spawn_send(ctrl, &o, &err);
+            skd__spawn_out_free(&o);
+        }
+        if (rc == 0)
+            skd__spawn_msg_free(&m);
+    }
+}
+
+int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid_t me = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        tie_to_parent(me);
+        close(sv[0]);
+        keep_only_fd(sv[1]);
+        default_signals();
+        prctl(PR_SET_NAME, "skilld-zygote", 0, 0, 0);
+        zygote_main(conf, 3);
+    }
+    close(sv[1]);
+    *ctrl_out = sv[0];
+    *pid_out = pid;
+    return 0;
+}

@@ -1,0 +1,31 @@
+/*
+ * The spawner (spawner.c) and its client (spawner_client.c): internals
+ * shared by the two halves. The protocol is in spawner_proto.h.
+ */
+#ifndef SKILLD_SANDBOX_SPAWNER_H
+#define SKILLD_SANDBOX_SPAWNER_H
+
+#include <limits.h>
+#include <sys/types.h>
+
+#include "sandbox/provider.h"
+
+/* What the spawner is told once, by the process that forks it, before
+ * anything hostile was read: the operator's settings. Self-contained (no
+ * pointers), so it survives the fork as it is. */
+typedef struct skd__spawner_conf {
+    char data_dir[PATH_MAX];
+    char allowed_images[4096];
+    char runtime[16];
+    unsigned owner_uid, owner_gid; /* who owns the workspaces (the server's user) */
+    /* The ceilings: no request may go above them. */
+    long long max_cpu, max_memory_mb, max_timeout_ms, max_pids, max_output_bytes, max_tmp_bytes;
+    int network_allowed;
+} skd__spawner_conf;
+
+/* Fork the zygote (which forks the first spawner at the server's first
+ * request). Returns 0 with the control socket and the zygote's pid, or -1
+ * with errno. */
+int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out);
+
+#endif

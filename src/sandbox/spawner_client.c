@@ -1,0 +1,340 @@
+/*
+ * The server's half of the spawner (spawner.c): it forks the zygote when a
+ * runner starts, and implements the provider interface (provider.h) as
+ * request/reply messages to the spawner, so the runner and its supervisor
+ * keep working as they did with in-process providers.
+ *
+ * One request is in flight at a time per spawner (the client's mutex): the
+ * spawner is single-threaded anyway, and every operation on its side is
+ * short by the provider contract. When the spawner dies, the call that
+ * notices fails with sandbox_unavailable, a new spawner is asked from the
+ * zygote, and runs of the dead one report that their sandbox was lost.
+ *
+ * Trust: replies come from a more privileged process; they are still
+ * decoded with the bounded decoder, and only descriptors of the expected
+ * roles are kept.
+ */
+#include "sandbox/spawner.h"
+#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner_client.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct skd__spawner_client {
+    pthread_mutex_t mu;
+    int ctrl;     /* to the zygote */
+    int sock;     /* to the current spawner, -1 when it died */
+    unsigned gen; /* bumped with every new spawner */
+    pid_t zygote;
+    long spawner_pid; /* the current spawner (told by the zygote) */
+};
+
+struct rstate {
+    skd__spawner_client *c;
+    unsigned gen;
+    uint64_t handle;
+    int spawned;
+    char name[16];
+};
+
+/* Ask the zygote for a new spawner; caller holds c->mu. */
+static int respawn_locked(skd__spawner_client *c, skd_err *err)
+{
+    skd__spawn_out o;
+    skd__spawn_msg m;
+    int rc;
+    if (c->ctrl < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner is gone");
+    skd__spawn_out_init(&o, SKD__REQ_NEW_SPAWNER, 0);
+    rc = skd__spawn_send(c->ctrl, &o, err);
+    skd__spawn_out_free(&o);
+    if (rc == 0)
+        rc = skd__spawn_recv(c->ctrl, &m, err);
+    if (rc != 0) {
+        close(c->ctrl);
+        c->ctrl = -1;
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "the sandbox spawner's parent process is gone; restart skilld");
+    }
+    int fd = skd__spawn_take_fd(&m, SKD__FD_SOCKET);
+    if (m.type != SKD__REP_OK || fd < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "%s",
+                         m.message ? m.message : "the sandbox spawner could not be started");
+        skd__spawn_msg_free(&m);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    c->spawner_pid = (long)m.handle;
+    skd__spawn_msg_free(&m);
+    c->sock = fd;
+    c->gen++;
+    return 0;
+}
+
+/* One request, one reply. A dead spawner is replaced before the next call;
+ * this call fails. */
+static int rpc(skd__spawner_client *c, unsigned gen, skd__spawn_out *o, skd__spawn_msg *rep,
+               skd_err *err)
+{
+    int rc;
+    pthread_mutex_lock(&c->mu);
+    if (gen && gen != c->gen) {
+        pthread_mutex_unlock(&c->mu);
+        return skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner died; this run was lost");
+    }
+    if (c->sock < 0 && (rc = respawn_locked(c, err)) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        return rc;
+    }
+    rc = skd__spawn_send(c->sock, o, err);
+    if (rc == 0)
+        rc = skd__spawn_recv(c->sock, rep, err);
+    if (rc == SKD_ESANDBOX || rc == SKD_ENOENT) {
+        close(c->sock);
+        c->sock = -1;
+        skd_err e2 = {0};
+        respawn_locked(c, &e2); /* for the next call */
+        rc = skd_err_set(err, SKD_ESANDBOX,
+                         "the sandbox spawner died; a new one was started (try again)");
+    } else if (rc == 0 && rep->type == SKD__REP_ERROR) {
+        rc = skd_err_set(err, rep->code, "%s", rep->message);
+        skd__spawn_msg_free(rep);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+static int open_dir(const char *path, int *fd, skd_err *err)
+{
+    *fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (*fd < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "cannot open %s for the sandbox: %s", path,
+                           strerror(errno));
+    return 0;
+}
+
+static int remote_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
+{
+    skd__spawner_client *c = req->spawner;
+    int ws = -1, sk = -1, rc;
+    *state = NULL;
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    if ((req->workspace && (rc = open_dir(req->workspace, &ws, err)) != 0) ||
+        (req->skill_dir && (rc = open_dir(req->skill_dir, &sk, err)) != 0)) {
+        if (ws >= 0)
+            close(ws);
+        return rc;
+    }
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REQ_PREPARE, 0);
+    skd__spawn_out_str(&o, SKD__T_PROVIDER, req->provider);
+    skd__spawn_out_str(&o, SKD__T_ID, req->id);
+    skd__spawn_out_str(&o, SKD__T_IMAGE, req->image);
+    skd__spawn_out_str(&o, SKD__T_CWD, req->cwd);
+    for (char *const *a = req->argv; *a; a++)
+        skd__spawn_out_str(&o, SKD__T_ARG, *a);
+    for (char *const *e = req->envp; *e; e++)
+        skd__spawn_out_str(&o, SKD__T_ENV, *e);
+    skd__spawn_out_config(&o, req->cfg);
+    if (ws >= 0)
+        skd__spawn_out_fd(&o, ws, SKD__FD_WORKSPACE);
+    if (sk >= 0)
+        skd__spawn_out_fd(&o, sk, SKD__FD_SKILL);
+    skd__spawn_msg rep;
+    rc = rpc(c, 0, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (ws >= 0)
+        close(ws);
+    if (sk >= 0)
+        close(sk);
+    if (rc)
+        return rc;
+    struct rstate *s = calloc(1, sizeof(*s));
+    if (!s || rep.type != SKD__REP_OK || !rep.handle) {
+        free(s);
+        skd__spawn_msg_free(&rep);
+        return skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    }
+    s->c = c;
+    pthread_mutex_lock(&c->mu);
+    s->gen = c->gen;
+    pthread_mutex_unlock(&c->mu);
+    s->handle = rep.handle;
+    skd_strlcpy(s->name, rep.provider ? rep.provider : req->provider, sizeof(s->name));
+    skd__spawn_msg_free(&rep);
+    *state = s;
+    return 0;
+}
+
+static int remote_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    struct rstate *s = state;
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_SPAWN, s->handle);
+    int rc = rpc(s->c, s->gen, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (rc)
+        return rc;
+    s->spawned = 1;
+    out->pidfd = skd__spawn_take_fd(&rep, SKD__FD_PIDFD);
+    out->stdin_fd = skd__spawn_take_fd(&rep, SKD__FD_STDIN);
+    out->stdout_fd = skd__spawn_take_fd(&rep, SKD__FD_STDOUT);
+    out->stderr_fd = skd__spawn_take_fd(&rep, SKD__FD_STDERR);
+    out->status_fd = skd__spawn_take_fd(&rep, SKD__FD_STATUS);
+    skd__spawn_msg_free(&rep);
+    if (rep.type != SKD__REP_SPAWNED || out->pidfd < 0 || out->stdout_fd < 0 ||
+        out->stderr_fd < 0) {
+        int *fds[] = {&out->pidfd, &out->stdin_fd, &out->stdout_fd, &out->stderr_fd,
+                      &out->status_fd};
+        for (size_t i = 0; i < 5; i++)
+            if (*fds[i] >= 0) {
+                close(*fds[i]);
+                *fds[i] = -1;
+            }
+        return skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    }
+    /* Non-blocking in this process too (the flags travel with the file). */
+    int nb[] = {out->stdin_fd, out->stdout_fd, out->stderr_fd, out->status_fd};
+    for (size_t i = 0; i < 4; i++)
+        if (nb[i] >= 0)
+            fcntl(nb[i], F_SETFL, O_NONBLOCK);
+    return 0;
+}
+
+static void remote_kill(void *state)
+{
+    struct rstate *s = state;
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd_err err = {0};
+    skd__spawn_out_init(&o, SKD__REQ_KILL, s->handle);
+    if (rpc(s->c, s->gen, &o, &rep, &err) == 0)
+        skd__spawn_msg_free(&rep);
+    skd__spawn_out_free(&o);
+}
+
+static void remote_cleanup(void *state, skd__outcome *out)
+{
+    struct rstate *s = state;
+    if (!s)
+        return;
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd_err err = {0};
+    skd__spawn_out_init(&o, SKD__REQ_CLEANUP, s->handle);
+    skd__spawn_out_i32(&o, SKD__T_KILLED, out ? out->killed : 1);
+    int rc = rpc(s->c, s->gen, &o, &rep, &err);
+    skd__spawn_out_free(&o);
+    if (out && rc == 0 && rep.type == SKD__REP_OUTCOME) {
+        /* The spawner reaped the process: its status is the true one. */
+        out->exited = rep.outcome[0] != 0;
+        out->exit_code = rep.outcome[1];
+        out->signal = rep.outcome[2];
+        out->oom_killed = rep.outcome[3] != 0;
+        if (rep.message)
+            skd_strlcpy(out->setup_error, rep.message, sizeof(out->setup_error));
+    } else if (out && rc != 0 && s->spawned) {
+        out->exited = 0;
+        out->signal = SIGKILL;
+        skd_strlcpy(out->setup_error, skd_err_msg(&err), sizeof(out->setup_error));
+    }
+    if (rc == 0)
+        skd__spawn_msg_free(&rep);
+    free(s);
+}
+
+static const char *remote_runtime(void *state)
+{
+    struct rstate *s = state;
+    return s ? s->name : "native";
+}
+
+static int remote_detect(skd_err *err)
+{
+    (void)err;
+    return 0;
+}
+
+const skd__provider skd__provider_remote = {
+    .name = "remote",
+    .detect = remote_detect,
+    .prepare = remote_prepare,
+    .spawn = remote_spawn,
+    .kill = remote_kill,
+    .cleanup = remote_cleanup,
+    .runtime = remote_runtime,
+};
+
+/* ---- start and stop ---- */
+
+int skd__spawner_client_new(const skd__spawner_conf *conf, skd__spawner_client **out, skd_err *err)
+{
+    *out = NULL;
+    skd__spawner_client *c = calloc(1, sizeof(*c));
+    if (!c)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_init(&c->mu, NULL);
+    c->sock = c->ctrl = -1;
+    if (skd__zygote_fork(conf, &c->ctrl, &c->zygote) != 0) {
+        int e = errno;
+        pthread_mutex_destroy(&c->mu);
+        free(c);
+        return skd_err_set(err, SKD_ESANDBOX, "cannot start the sandbox spawner: %s", strerror(e));
+    }
+    pthread_mutex_lock(&c->mu);
+    int rc = respawn_locked(c, err);
+    pthread_mutex_unlock(&c->mu);
+    if (rc) {
+        skd__spawner_client_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+long skd__spawner_client_pid(skd__spawner_client *c, int zygote)
+{
+    if (!c)
+        return -1;
+    pthread_mutex_lock(&c->mu);
+    long pid = zygote ? (long)c->zygote : c->sock >= 0 ? c->spawner_pid : -1;
+    pthread_mutex_unlock(&c->mu);
+    return pid;
+}
+
+void skd__spawner_client_free(skd__spawner_client *c)
+{
+    if (!c)
+        return;
+    /* Closing both sockets ends the spawner (it kills and cleans up its
+     * runs first) and the zygote; then reap the zygote. */
+    if (c->sock >= 0)
+        close(c->sock);
+    if (c->ctrl >= 0)
+        close(c->ctrl);
+    if (c->zygote > 0) {
+        /* Bounded: the zygote waits for its spawner, which kills and cleans
+         * up its runs; past 5 s it is killed (and the spawner with it). */
+        int pfd = (int)syscall(SYS_pidfd_open, c->zygote, 0);
+        struct pollfd p = {.fd = pfd, .events = POLLIN};
+        if (pfd < 0 || poll(&p, 1, 5000) != 1)
+            kill(c->zygote, SIGKILL);
+        if (pfd >= 0)
+            close(pfd);
+        waitpid(c->zygote, NULL, 0);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}

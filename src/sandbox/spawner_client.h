@@ -1,0 +1,19 @@
+/*
+ * The server's handle on its spawner (spawner_client.c). One per runner.
+ */
+#ifndef SKILLD_SANDBOX_SPAWNER_CLIENT_H
+#define SKILLD_SANDBOX_SPAWNER_CLIENT_H
+
+#include "sandbox/spawner.h"
+
+/* Fork the zygote and get the first spawner from it. Call from a thread
+ * that lives as long as the client (the parent-death signal follows the
+ * forking thread). Caller frees with skd__spawner_client_free. */
+int skd__spawner_client_new(const skd__spawner_conf *conf, skd__spawner_client **out, skd_err *err);
+/* The current spawner's pid (zygote 0) or the zygote's (1), -1 if none. */
+long skd__spawner_client_pid(skd__spawner_client *c, int zygote);
+/* Close the sockets (the spawner kills and cleans up every run) and reap
+ * the zygote. NULL ok. */
+void skd__spawner_client_free(skd__spawner_client *c);
+
+#endif

@@ -1,0 +1,137 @@
+/*
+ * The spawner protocol: typed, length-bounded messages between the
+ * unprivileged server (spawner_client.c) and the single-threaded spawner
+ * (spawner.c), over a SOCK_SEQPACKET socketpair, one message per packet,
+ * descriptors by SCM_RIGHTS.
+ *
+ * Wire form of one message (host byte order: both ends are one binary on
+ * one machine):
+ *   header  u32 magic, u16 type, u16 nfields, u64 handle, u32 nfds, u32 flags
+ *   fields  u16 tag, u16 zero, u32 len, len bytes   (nfields times)
+ * A message larger than SKD__SPAWN_PACKET_MAX travels in a sealed memfd
+ * (flag SKD__MSGF_MEMFD, the memfd is the last descriptor), bounded by
+ * SKD__SPAWN_MSG_MAX.
+ *
+ * Trust: the spawner decodes what an unprivileged (possibly compromised)
+ * server sent. The decoder checks every length, count, tag and string
+ * (NUL-free, bounded) and keeps no pointer outside its own copy; anything
+ * unexpected is SKD_EINVAL with a message. It has a fuzz driver
+ * (tests/fuzz/fuzz_spawner_msg.c).
+ */
+#ifndef SKILLD_SANDBOX_SPAWNER_PROTO_H
+#define SKILLD_SANDBOX_SPAWNER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skilld/error.h"
+#include "skilld/sandbox.h"
+
+#define SKD__SPAWN_MAGIC 0x534b4450u /* "SKDP" */
+#define SKD__SPAWN_PACKET_MAX (96u * 1024u)
+#define SKD__SPAWN_MSG_MAX (8u * 1024u * 1024u)
+#define SKD__SPAWN_MAX_FDS 8
+#define SKD__SPAWN_STR_MAX (256u * 1024u)
+#define SKD__MSGF_MEMFD 1u
+
+enum skd__spawn_type {
+    SKD__REQ_PREPARE = 1, /* -> REP_OK(handle) | REP_ERROR */
+    SKD__REQ_SPAWN,       /* handle -> REP_SPAWNED (fds) | REP_ERROR */
+    SKD__REQ_KILL,        /* handle -> REP_OK */
+    SKD__REQ_CLEANUP,     /* handle -> REP_OUTCOME; the handle is gone after */
+    SKD__REQ_NEW_SPAWNER, /* (zygote) -> REP_OK with the new socket | REP_ERROR */
+    SKD__REP_OK = 16,
+    SKD__REP_ERROR,
+    SKD__REP_SPAWNED,
+    SKD__REP_OUTCOME,
+    SKD__TYPE_MAX
+};
+
+enum skd__spawn_tag {
+    SKD__T_PROVIDER = 1, /* string: native | docker | podman */
+    SKD__T_ID,           /* string: the run's UUID */
+    SKD__T_IMAGE,        /* string: "host" or an image reference */
+    SKD__T_CWD,          /* string: absolute path inside the sandbox */
+    SKD__T_ARG,          /* string, repeated: argv in order */
+    SKD__T_ENV,          /* string, repeated: NAME=value */
+    SKD__T_CONFIG,       /* the limits: SKD__CFG_N little int64s */
+    SKD__T_FDROLE,       /* u32, repeated: what each received fd is (enum fd_role) */
+    SKD__T_CODE,         /* i32: an SKD_E* code (REP_ERROR) */
+    SKD__T_MESSAGE,      /* string: error or setup message */
+    SKD__T_OUTCOME,      /* 5 x i32: exited, exit_code, signal, oom_killed, killed */
+    SKD__T_KILLED,       /* i32: the runner killed it (REQ_CLEANUP) */
+    SKD__T_MAX
+};
+
+enum skd__fd_role {
+    SKD__FD_WORKSPACE = 1, /* REQ_PREPARE: directory fd of the workspace */
+    SKD__FD_SKILL,         /* REQ_PREPARE: directory fd of the skill folder */
+    SKD__FD_PIDFD,         /* REP_SPAWNED */
+    SKD__FD_STDIN,
+    SKD__FD_STDOUT,
+    SKD__FD_STDERR,
+    SKD__FD_STATUS,
+    SKD__FD_SOCKET, /* REP_OK to REQ_NEW_SPAWNER */
+    SKD__FD_ROLE_MAX
+};
+
+#define SKD__CFG_N 10
+
+/* A decoded message. Strings point into buf (owned); argv/envp are
+ * NULL-terminated arrays into buf. fds are owned until taken (set to -1). */
+typedef struct skd__spawn_msg {
+    uint16_t type;
+    uint64_t handle;
+    const char *provider, *id, *image, *cwd, *message;
+    char **argv, **envp;
+    size_t argc, envc;
+    int has_config;
+    skd_sandbox_config cfg;
+    int code;
+    int has_outcome;
+    int outcome[5];
+    int killed;
+    int fds[SKD__SPAWN_MAX_FDS];
+    int roles[SKD__SPAWN_MAX_FDS];
+    int nfds;
+    unsigned char *buf;
+    size_t len;
+} skd__spawn_msg;
+
+/* A message being built. */
+typedef struct skd__spawn_out {
+    unsigned char *buf;
+    size_t len, cap;
+    uint16_t nfields;
+    int fds[SKD__SPAWN_MAX_FDS]; /* borrowed: sent, not closed */
+    int nfds;
+    int failed; /* out of memory or over SKD__SPAWN_MSG_MAX */
+} skd__spawn_out;
+
+void skd__spawn_out_init(skd__spawn_out *o, uint16_t type, uint64_t handle);
+void skd__spawn_out_str(skd__spawn_out *o, uint16_t tag, const char *s);
+void skd__spawn_out_i32(skd__spawn_out *o, uint16_t tag, int32_t v);
+void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c);
+void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
+/* Attach fd (borrowed) with its role. */
+void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role);
+void skd__spawn_out_free(skd__spawn_out *o);
+
+/* Send o on sock (blocking; EINTR retried). 0 or SKD_ESANDBOX/SKD_EINVAL. */
+int skd__spawn_send(int sock, skd__spawn_out *o, skd_err *err);
+
+/* Receive one message (blocking). 0; SKD_ENOENT when the peer closed the
+ * socket; SKD_EINVAL for a malformed message (its fds are closed). */
+int skd__spawn_recv(int sock, skd__spawn_msg *m, skd_err *err);
+
+/* Decode len bytes (the packet, or the memfd's content) with fds already
+ * received (stolen: closed on failure and by skd__spawn_msg_free). Used by
+ * skd__spawn_recv and the fuzz driver. */
+int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int nfds,
+                      skd__spawn_msg *m, skd_err *err);
+
+/* The fd of the given role (ownership moves to the caller), or -1. */
+int skd__spawn_take_fd(skd__spawn_msg *m, int role);
+void skd__spawn_msg_free(skd__spawn_msg *m);
+
+#endif
