@@ -25,6 +25,7 @@
 #include <jansson.h>
 #include <stddef.h>
 
+#include "skilld/custom.h"
 #include "skilld/error.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
@@ -64,6 +65,17 @@ json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int
  * record. */
 int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
                     skd_err *err);
+
+/* Import a bundle from a tar archive (len bytes, gzip allowed) for the
+ * actor: extracted with the image importer's safe layer code into
+ * DATA_DIR/bundles/<owner tag>/<name> (SKILL.md at the archive's root or in
+ * its single top-level folder), then registered as skd__custom_register_bundle
+ * does. An earlier import of that name is kept unless replace is set
+ * (SKD_EEXISTS), and stays served when the new one does not register.
+ * *skill (may be NULL) receives the command skill when the bundle has an
+ * entry script; *name (may be NULL) a new string with the bundle's name. */
+int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data, size_t len,
+                          int replace, skd_skill **skill, json_t **name, skd_err *err);
 
 /* Remove owner's bundle name. */
 int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err);

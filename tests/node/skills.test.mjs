@@ -173,6 +173,89 @@ async function scenario(label, makeTransport, era) {
   await b.close();
 }
 
+// A ustar archive of entries {name, body?, link?} (type '0' file, '2'
+// symlink, '5' directory when the name ends with '/'), built here so a
+// hostile name can be sent as is.
+function tarOf(entries) {
+  const blocks = [];
+  for (const e of entries) {
+    const body = Buffer.from(e.body || '');
+    const h = Buffer.alloc(512);
+    h.write(e.name, 0, 100);
+    h.write(e.name.endsWith('/') ? '0000755\0' : '0000644\0', 100);
+    h.write('0000000\0', 108); h.write('0000000\0', 116);
+    h.write((e.link || e.name.endsWith('/') ? 0 : body.length).toString(8).padStart(11, '0') + '\0', 124);
+    h.write('00000000000\0', 136);
+    h.write(e.link ? '2' : e.name.endsWith('/') ? '5' : '0', 156);
+    if (e.link) h.write(e.link, 157, 100);
+    h.write('ustar\0', 257); h.write('00', 263);
+    h.fill(' ', 148, 156);
+    let sum = 0; for (const b of h) sum += b;
+    h.write(sum.toString(8).padStart(6, '0') + '\0 ', 148);
+    blocks.push(h);
+    if (!e.link && !e.name.endsWith('/')) {
+      blocks.push(body, Buffer.alloc((512 - (body.length % 512)) % 512));
+    }
+  }
+  blocks.push(Buffer.alloc(1024));
+  return Buffer.concat(blocks);
+}
+
+async function imports(url) {
+  const post = (key, tar, q = '') => fetch(`${url}/v1/skills${q}`, {
+    method: 'POST', headers: { 'Content-Type': 'application/x-tar', Authorization: `Bearer ${key.secret}` }, body: tar,
+  });
+  const good = tarOf([
+    { name: 'csv-tools/' }, { name: 'csv-tools/SKILL.md', body: '---\nname: csv-tools\ndescription: Sum CSV columns\n---\nUse scripts/sum.py.\n' },
+    { name: 'csv-tools/scripts/' }, { name: 'csv-tools/scripts/sum.py', body: 'print(sum(int(x) for x in "1,2,3".split(",")))\n' },
+  ]);
+  await check('POST /v1/skills application/x-tar imports a bundle for the key', async () => {
+    const r = await post(alice, good);
+    const j = await r.json();
+    assert(r.status === 201 && j.bundle === 'csv-tools' && j.skill === null, `${r.status} ${JSON.stringify(j)}`);
+    const again = await post(alice, good);
+    assert(again.status === 409, `a second import without replace: ${again.status}`);
+    assert((await post(alice, good, '?replace=true')).status === 201, 'replace');
+  });
+  await check('the imported bundle verifies for alice, is invisible to bob, and its script runs', async () => {
+    const a = await connect(httpTransport(url, alice), 'modern');
+    const entry = (await new SkillsClient(a).list()).skills.find((s) => s.frontmatter.name === 'csv-tools');
+    assert(entry && entry.resources.length === 2, 'csv-tools not listed for alice');
+    for (const r of ['SKILL.md', 'scripts/sum.py']) assert((await new SkillsClient(a).read(entry, r)).verified, r);
+    const run = await a.callTool({ name: 'skill_run', arguments: { skill: 'csv-tools', script: 'scripts/sum.py' } });
+    assert(!run.isError && run.structuredContent.stdout.trim() === '6', JSON.stringify(run).slice(0, 300));
+    await a.close();
+    const b = await connect(httpTransport(url, bob), 'modern');
+    assert(!(await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'csv-tools'), 'bob sees it');
+    await b.close();
+  });
+  await check('a tar entry that climbs out (../) is refused and writes nothing outside', async () => {
+    const r = await post(alice, tarOf([{ name: 'SKILL.md', body: '---\nname: evil\ndescription: d\n---\n' }, { name: '../../escaped.txt', body: 'x' }]));
+    const j = await r.json();
+    assert(r.status === 400 && j.error, `${r.status} ${JSON.stringify(j)}`);
+    assert(!readdirSync(join(data, 'bundles')).some((n) => n === 'escaped.txt') && !readdirSync(data).includes('escaped.txt'), 'escaped.txt written');
+  });
+  await check('a bundle whose symlink points out of it is refused', async () => {
+    const r = await post(alice, tarOf([{ name: 'SKILL.md', body: '---\nname: leaky\ndescription: d\n---\n' }, { name: 'passwd', link: '/etc/passwd' }]));
+    const j = await r.json();
+    assert(r.status >= 400 && r.status < 500 && /outside|link/.test(j.error.message), `${r.status} ${JSON.stringify(j)}`);
+    const a = await connect(httpTransport(url, alice), 'legacy');
+    assert(!(await new SkillsClient(a).list()).skills.some((s) => s.frontmatter.name === 'leaky'), 'leaky is served');
+    await a.close();
+  });
+  await check('skills_register {bundleTar} registers a bundle for bob only', async () => {
+    const b = await connect(httpTransport(url, bob), 'legacy');
+    const tar = tarOf([{ name: 'SKILL.md', body: '---\nname: bob-notes\ndescription: Bob\'s\n---\n' }]);
+    const r = await b.callTool({ name: 'skills_register', arguments: { bundleTar: tar.toString('base64') } });
+    assert(!r.isError && r.structuredContent.bundle === 'bob-notes', JSON.stringify(r).slice(0, 300));
+    assert((await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'bob-notes'), 'bob does not see it');
+    await b.close();
+    const a = await connect(stdioTransport(alice), 'modern');
+    assert(!(await new SkillsClient(a).list()).skills.some((s) => s.frontmatter.name === 'bob-notes'), 'alice sees bob\'s');
+    await a.close();
+  });
+}
+
 async function changedOnDisk(label, makeTransport, era) {
   const a = await connect(makeTransport(alice), era);
   const skills = new SkillsClient(a);
@@ -199,6 +282,7 @@ try {
     await changedOnDisk(`stdio ${era}`, (k) => stdioTransport(k), era);
     await changedOnDisk(`http ${era}`, (k) => httpTransport(srv.url, k), era);
   }
+  await imports(srv.url);
   await check('http 2026-07-28: a request without Mcp-Method is refused with -32020', async () => {
     const r = await fetch(`${srv.url}/mcp`, {
       method: 'POST',
