@@ -234,7 +234,20 @@ static int put_utf8(skd_buf *b, unsigned long cp)
  * the backslash and is advanced. */
 static int escape(struct parser *p, int no, const char **s, skd_buf *b)
 {
-    static const char simple[] = "a\ab\bt\t\tn\nv\vf\fr\re\033  \"\"//\\\\";
+    /* Pairs: the character after the backslash, then what it stands for. */
+    static const char simple[] = "a\a"
+                                 "b\b"
+                                 "t\t"
+                                 "\t\t"
+                                 "n\n"
+                                 "v\v"
+                                 "f\f"
+                                 "r\r"
+                                 "e\033"
+                                 "  "
+                                 "\"\""
+                                 "//"
+                                 "\\\\";
     char c = **s;
     if (!c)
         return fail(p, no, "a quoted value must close on the same line");
