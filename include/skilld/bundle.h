@@ -9,9 +9,8 @@
  * record is kept in the store. A bundle belongs to the key that registered
  * it (NULL: the operator's, which every key sees); another key sees it only
  * when an admin made it public. Every byte served is checked against the
- * record: a bundle that changed on disk is registered again (new digests)
- * or, when the change is caught while a file is read, that read is
- * refused. Paths inside the folder follow the workspace resolver's rules:
+ * record: a bundle whose content changed on disk is refused (left out of
+ * listings, its reads refused) until it is registered again. Paths inside the folder follow the workspace resolver's rules:
  * no "..", no symlink out; names starting with "." are not part of a
  * bundle.
  *
@@ -50,19 +49,19 @@ int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int p
 /* The bundles key_id sees (NULL: the operator, every bundle), one per name
  * (the key's own before a public one), sorted by name; name (may be NULL)
  * selects one. With fresh set each is checked against the disk first and
- * registered again when it changed (one that no longer registers is left
- * out, and logged): for answers that hand out digests. Without, the rows
- * are as stored: for reads, which check the bytes against the digests a
- * host was given. New reference, or NULL with err set. */
+ * one whose content changed is left out (and logged): for answers that
+ * hand out digests. Without, the rows are as stored: for reads, which
+ * check the bytes against the digests a host was given. New reference, or
+ * NULL with err set. */
 json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
                         skd_err *err);
 
 /* Read path (relative, as in the record) of the bundle in row (borrowed,
  * from skd_bundle_list) into *data (malloc'd, caller frees; NUL-terminated
  * past *len). The bytes must have the recorded size and digest; when they
- * do not, the bundle is registered again and the read fails with SKD_EIO
- * ("changed on disk"): list it again. SKD_ENOENT for a path not in the
- * record. */
+ * do not, the read fails with SKD_EIO
+ * ("changed on disk"; the bundle must be registered again). SKD_ENOENT
+ * for a path not in the record. */
 int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
                     skd_err *err);
 

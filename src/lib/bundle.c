@@ -10,7 +10,12 @@
  * read compares the bytes it is about to serve with them, so a change on
  * disk is never served under the old digest. A cheap stat walk (size,
  * mtime, ctime, inode of every file) on every listing catches changes
- * before a host sees them and registers the bundle again.
+ * before a host sees them: a bundle whose content changed is withdrawn
+ * until the operator or its owner registers it again. It is not silently
+ * registered again, because a host may still hold the old entry (from an
+ * earlier listing, or another replica's): while the record keeps the old
+ * digests, that host's reads are refused, never answered with bytes that
+ * fail its verification.
  */
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
@@ -315,33 +320,51 @@ static int same_stat(const json_t *a, const json_t *b)
     return 1;
 }
 
-/* Register row's bundle again from its folder and put the new record in
- * row. The name must not change (a renamed bundle is a new one). */
-static int rescan(skd_engine *e, json_t *row, skd_err *err)
+/* Same paths, sizes and digests: the content a host was told about. */
+static int same_content(const json_t *a, const json_t *b)
+{
+    static const char *const keys[] = {"path", "size", "sha256"};
+    if (json_array_size(a) != json_array_size(b))
+        return 0;
+    for (size_t i = 0; i < json_array_size(a); i++)
+        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+            if (!json_equal(json_object_get(json_array_get(a, i), keys[k]),
+                            json_object_get(json_array_get(b, i), keys[k])))
+                return 0;
+    return 1;
+}
+
+/* The stat signatures changed: hash the folder again. The same content
+ * (a touch, a copy that kept the bytes) only renews the signatures; other
+ * content withdraws the bundle until it is registered again, so a host that
+ * holds the old entry is refused its reads instead of getting bytes that
+ * fail its verification. */
+static int recheck(skd_engine *e, json_t *row, skd_err *err)
 {
     json_t *rec = NULL;
     const char *dir = skd_json_str(row, "dir", "");
-    const char *owner = skd_json_str(row, "owner", NULL);
+    const char *name = skd_json_str(row, "name", "");
     int rc = skd_bundle_scan(dir, &rec, err);
     if (rc)
         return rc;
-    const char *name = skd_json_str(json_object_get(rec, "frontmatter"), "name", "");
-    if (strcmp(name, skd_json_str(row, "name", "")) != 0) {
+    const json_t *old = json_object_get(row, "record");
+    if (!same_content(json_object_get(rec, "files"), json_object_get(old, "files")) ||
+        !json_equal(json_object_get(rec, "frontmatter"), json_object_get(old, "frontmatter"))) {
         json_decref(rec);
-        return skd_err_set(err, SKD_EINVAL, "SKILL.md now names %s; register it as a new bundle",
-                           name);
+        return skd_err_set(err, SKD_EIO,
+                           "the bundle %s changed on disk since it was registered; register it "
+                           "again (skilld skills add %s)",
+                           name, dir);
     }
-    rc = skd_store_bundle_put(skd_engine_store(e), owner, name, dir,
+    rc = skd_store_bundle_put(skd_engine_store(e), skd_json_str(row, "owner", NULL), name, dir,
                               skd_json_bool(row, "public", 0), rec, err);
     if (rc == 0)
         json_object_set(row, "record", rec);
     json_decref(rec);
-    if (rc == 0)
-        skd_info("bundle %s changed on disk and was registered again", name);
     return rc;
 }
 
-/* Check row against the disk; register it again when it changed. */
+/* Check row against the disk (stat signatures, then digests). */
 static int refresh(skd_engine *e, json_t *row, skd_err *err)
 {
     json_t *files = NULL;
@@ -352,7 +375,7 @@ static int refresh(skd_engine *e, json_t *row, skd_err *err)
     }
     json_decref(files);
     skd_err_clear(err);
-    return rescan(e, row, err);
+    return recheck(e, row, err);
 }
 
 json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
@@ -399,6 +422,7 @@ static const json_t *find_file(const json_t *row, const char *path)
 int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
                     skd_err *err)
 {
+    (void)e; /* the read never changes the record: see recheck */
     *data = NULL;
     *len = 0;
     const json_t *f = find_file(row, path);
@@ -428,15 +452,10 @@ int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **d
         close(fd);
     if (changed) {
         free(buf);
-        skd_err rerr = {0};
-        json_t *copy = json_deep_copy(row);
-        int again = copy ? rescan(e, copy, &rerr) : SKD_ENOMEM;
-        json_decref(copy);
         return skd_err_set(err, SKD_EIO,
-                           "%s of the bundle %s changed on disk since it was listed; %s", path,
-                           skd_json_str(row, "name", "?"),
-                           again ? "the bundle is withdrawn until it is valid again"
-                                 : "it was registered again: list the skills again");
+                           "%s of the bundle %s changed on disk since it was registered; it is "
+                           "not served until it is registered again (skilld skills add %s)",
+                           path, skd_json_str(row, "name", "?"), skd_json_str(row, "dir", "DIR"));
     }
     *data = buf;
     *len = want;

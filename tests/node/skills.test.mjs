@@ -12,7 +12,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { SkillsClient, SkillVerificationError } from '@modelcontextprotocol/client/ext/skills';
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { mkdirSync, writeFileSync, readFileSync, readdirSync, statSync, utimesSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import {
   SKILLD, check, assert, finish, tempDir, removeDir, createKey, startServer,
@@ -259,17 +259,31 @@ async function imports(url) {
 async function changedOnDisk(label, makeTransport, era) {
   const a = await connect(makeTransport(alice), era);
   const skills = new SkillsClient(a);
-  await check(`${label}: a file changed on disk is refused, then re-registered, never a verification error`, async () => {
-    const before = (await skills.list()).skills.find((s) => s.frontmatter.name === 'notes');
+  const notesOf = async () => (await skills.list()).skills.find((s) => s.frontmatter.name === 'notes');
+  await check(`${label}: a file changed on disk is refused until re-registered, never a verification error`, async () => {
+    const before = await notesOf();
+    assert(before, 'notes not listed');
     const text = `changed ${label} ${Date.now()}\n`;
     writeFileSync(join(notes, 'docs/a.txt'), text);
     let err;
     try { await skills.read(before, 'docs/a.txt'); } catch (e) { err = e; }
     assert(err, 'the changed file was served under its old digest');
     assert(!(err instanceof SkillVerificationError), `client verification error: ${err.message}`);
-    const after = (await skills.list()).skills.find((s) => s.frontmatter.name === 'notes');
+    assert(/changed on disk/.test(err.message), err.message);
+    let other;
+    try { await skills.read(before, 'SKILL.md'); } catch (e) { other = e; }
+    assert(!other, `an unchanged file of the bundle is still served: ${other && other.message}`);
+    assert(!(await notesOf()), 'a changed bundle is still listed with its old digests');
+    skilld('skills', 'add', notes, '--key', alice.id);
+    const after = await notesOf();
     const f = await skills.read(after, 'docs/a.txt');
     assert(f.verified && Buffer.from(f.bytes).toString() === text, 'new content after re-registration');
+  });
+  await check(`${label}: a touch that keeps the bytes keeps the bundle served`, async () => {
+    const t = new Date(Date.now() + 5000);
+    utimesSync(join(notes, 'docs/a.txt'), t, t);
+    const entry = await notesOf();
+    assert(entry && (await skills.read(entry, 'docs/a.txt')).verified, 'withdrawn after a touch');
   });
   await a.close();
 }
