@@ -226,8 +226,7 @@ static json_t *bundle_of(skd_mcp_session *s, const json_t *id, const char *uri, 
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     if (!row)
-        *reply =
-            skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "no skill %s visible to this key", name);
+        *reply = not_found(id, uri, "no skill %s visible to this key", name);
     return row;
 }
 
