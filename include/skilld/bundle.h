@@ -10,8 +10,8 @@
  * it (NULL: the operator's, which every key sees); another key sees it only
  * when an admin made it public. Every byte served is checked against the
  * record: a bundle whose content changed on disk is refused (left out of
- * listings, its reads refused) until it is registered again. Paths inside the folder follow the workspace resolver's rules:
- * no "..", no symlink out; names starting with "." are not part of a
+ * listings, its reads refused) until it is registered again. Paths inside the folder follow the
+ * workspace resolver's rules: no "..", no symlink out; names starting with "." are not part of a
  * bundle.
  *
  * Rows (skd_bundle_list) are JSON objects {name, owner (null: operator),
