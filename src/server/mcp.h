@@ -119,6 +119,11 @@ json_t *skd__mcp_check_envelope(const json_t *msg);
 /* Parse len bytes and handle them (parse errors yield -32700/-32600). */
 json_t *skd__mcp_handle_raw(skd_mcp_session *s, const char *data, size_t len, skd_mcp_io *io);
 
+/* The input schema of the tool name as key_id sees it (a fixture tool, or
+ * a skill exposed as a tool), or NULL. New reference. For the HTTP
+ * transport's Mcp-Param-* header check (SEP-2243). */
+json_t *skd__mcp_tool_schema(skd_mcp *m, const char *key_id, const char *name);
+
 /* 1 when msg is a 2026-07-28 subscriptions/listen request. */
 int skd__mcp_is_listen(const json_t *msg);
 

@@ -293,6 +293,67 @@ static int check_modern_headers(skd_http_req *req, const json_t *msg, const char
     return 0;
 }
 
+/* The text an argument value is carried as in its Mcp-Param-* header:
+ * strings as they are, integers in decimal, booleans as true/false. NULL
+ * for other types (the schema extension allows no others). */
+static char *param_text(const json_t *v)
+{
+    char num[32];
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+        return strdup(num);
+    }
+    if (json_is_boolean(v))
+        return strdup(json_is_true(v) ? "true" : "false");
+    return NULL;
+}
+
+/* SEP-2243: a tool whose input schema marks a top-level property with
+ * "x-mcp-header": NAME has that argument mirrored in Mcp-Param-NAME. When
+ * the body carries the argument, the header must be there and (after the
+ * =?base64?...?= decoding) equal to it; a header without the argument, or
+ * one that does not decode, disagrees too. 0, or -32020 on HTTP 400. */
+static int check_param_headers(skd_http_req *req, const json_t *msg, skd_http_reply *out)
+{
+    const json_t *params = json_object_get(msg, "params");
+    const json_t *id = json_object_get(msg, "id");
+    json_t *schema = skd__mcp_tool_schema(skd__server_mcp(req->srv), req->key.id,
+                                          skd_json_str(params, "name", NULL));
+    const json_t *args = json_object_get(params, "arguments");
+    const char *prop;
+    json_t *def;
+    int rc = 0;
+    json_object_foreach (json_object_get(schema, "properties"), prop, def) {
+        const char *h = skd_json_str(def, "x-mcp-header", NULL);
+        char hname[128];
+        if (!h || snprintf(hname, sizeof(hname), "Mcp-Param-%s", h) >= (int)sizeof(hname))
+            continue;
+        const char *sent = skd__http_header(req, hname);
+        const json_t *v = json_object_get(args, prop);
+        char *want = v ? param_text(v) : NULL, *got = sent ? decode_name(sent) : NULL;
+        const char *why = NULL;
+        if (sent && !got)
+            why = "an Mcp-Param header is not valid (=?base64?...?= that does not decode)";
+        else if (v && !sent)
+            why = "an argument the tool mirrors in an Mcp-Param header was sent without it";
+        else if (!v && sent)
+            why = "an Mcp-Param header was sent without its argument";
+        else if (v && (!want || strcmp(want, got) != 0))
+            why = "an Mcp-Param header does not match its argument";
+        free(want);
+        free(got);
+        if (why) {
+            header_mismatch(out, id, why);
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(schema);
+    return rc;
+}
+
 static void release_listen(void *arg)
 {
     skd_sse *sse = arg;
@@ -333,6 +394,9 @@ static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, 
                         skd_http_reply *out)
 {
     if (check_modern_headers(req, msg, claimed, kind == SKD_RPC_REQUEST, out))
+        return;
+    if (kind == SKD_RPC_REQUEST && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0 &&
+        check_param_headers(req, msg, out))
         return;
     skd_mcp *m = skd__server_mcp(req->srv);
     if (kind != SKD_RPC_REQUEST) {

@@ -266,6 +266,26 @@ static int skill_tool_exists(skd_mcp_session *s, const char *name)
     return ok;
 }
 
+json_t *skd__mcp_tool_schema(skd_mcp *m, const char *key_id, const char *name)
+{
+    if (!name)
+        return NULL;
+    json_t *fixtures = skd__test_fixture_tools(m->e), *found = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach (fixtures, i, t)
+        if (strcmp(skd_json_str(t, "name", ""), name) == 0)
+            found = json_incref(json_object_get(t, "inputSchema"));
+    json_decref(fixtures);
+    if (found || is_generic(name) || !m->expose_skills || !skd_skill_name_valid(name))
+        return found;
+    skd_skill *sk = skd_registry_lookup(skd_engine_registry(m->e), name, key_id, NULL);
+    if (sk && skd_skill_enabled(sk))
+        found = json_incref(skd_skill_input_schema(sk));
+    skd_skill_unref(sk);
+    return found;
+}
+
 json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *params,
                             skd_mcp_io *io)
 {

@@ -219,6 +219,7 @@ static const char *const fixtures[][2] = {
     {"test_logging_tool", "Logs one message when the request asked for logs (fixture)"},
     {"test_missing_capability", "Needs the client's sampling capability (fixture)"},
     {"test_trigger_tool_change", "Adds or removes a tool, so the tool list changes (fixture)"},
+    {"test_header_param", "Echoes region, which clients mirror in Mcp-Param-Region (fixture)"},
     {"json_schema_2020_12_tool", "Tool with JSON Schema 2020-12 features"},
 };
 #define NFIX (sizeof(fixtures) / sizeof(fixtures[0]))
@@ -228,7 +229,11 @@ json_t *skd__test_fixture_tools(skd_engine *e)
     json_t *arr = json_array();
     for (size_t i = 0; arr && test_mode(e) && i < NFIX; i++) {
         json_t *schema = i == NFIX - 1 ? json_loads(schema2020, 0, NULL)
-                                       : json_pack("{s:s, s:{}}", "type", "object", "properties");
+                         : strcmp(fixtures[i][0], "test_header_param") == 0
+                             ? json_pack("{s:s, s:{s:{s:s, s:s}}, s:[s]}", "type", "object",
+                                         "properties", "region", "type", "string", "x-mcp-header",
+                                         "Region", "required", "region")
+                             : json_pack("{s:s, s:{}}", "type", "object", "properties");
         json_array_append_new(arr, json_pack("{s:s, s:s, s:o}", "name", fixtures[i][0],
                                              "description", fixtures[i][1], "inputSchema", schema));
     }
@@ -357,6 +362,9 @@ json_t *skd__test_fixture_call(skd_mcp_session *s, const json_t *id, const json_
             return e;
         }
         json_array_append_new(content, text_block("the sampling capability was declared"));
+    } else if (strcmp(name, "test_header_param") == 0) {
+        json_array_append_new(content, text_block(skd_json_str(json_object_get(params, "arguments"),
+                                                               "region", "(none)")));
     } else if (strcmp(name, "test_trigger_tool_change") == 0) {
         toggle_tool(s->m->e);
         json_array_append_new(content, text_block("the tool list changed"));

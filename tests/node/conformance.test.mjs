@@ -37,7 +37,6 @@ const NOT_APPLICABLE = {
   'prompts-get-with-args': 'no prompts capability',
   'prompts-get-embedded-resource': 'no prompts capability',
   'prompts-get-with-image': 'no prompts capability',
-  'http-custom-header-server-validation': 'needs a tool whose input schema declares x-mcp-header (SEP-2243 Mcp-Param-* headers); no skill declares one and skilld does not check Mcp-Param-* headers yet (pending in the suite)',
 };
 for (const s of ['basic-elicitation', 'basic-sampling', 'basic-list-roots', 'request-state', 'multiple-input-requests',
   'multi-round', 'non-tool-request', 'result-type', 'tampered-state', 'capability-check', 'missing-input-response',
