@@ -76,6 +76,12 @@ int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **d
 int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data, size_t len,
                           int replace, skd_skill **skill, json_t **name, skd_err *err);
 
+/* Make owner's bundle name (owner NULL: the operator's) visible to every
+ * key, or private again. Only the operator or a key with skills:admin may
+ * (SKD_EFORBIDDEN); SKD_ENOENT for no such bundle. */
+int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name, const char *owner,
+                          int public_, skd_err *err);
+
 /* Remove owner's bundle name. */
 int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err);
 

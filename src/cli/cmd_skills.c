@@ -127,7 +127,7 @@ int skd__cli_skills(skd_cli *cli, int argc, char **argv)
     else if (strcmp(verb, "enable") == 0 || strcmp(verb, "disable") == 0)
         rc = skd_custom_set_enabled(e, &who, target, verb[0] == 'e', &err);
     else if (strcmp(verb, "publish") == 0 || strcmp(verb, "unpublish") == 0)
-        rc = skd_store_bundle_set_public(skd_engine_store(e), key, target, verb[0] == 'p', &err);
+        rc = skd_bundle_set_public(e, &who, target, key, verb[0] == 'p', &err);
     else
         return skd__cli_usage(
             "skills", "unknown subcommand %s (list, add, rm, enable, disable, publish, unpublish)",

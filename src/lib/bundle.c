@@ -462,6 +462,15 @@ int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **d
     return rc;
 }
 
+int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name, const char *owner,
+                          int public_, skd_err *err)
+{
+    if (who->key_id && !(who->scopes & SKD_SCOPE_ADMIN))
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "publishing a bundle to every key needs the skills:admin scope");
+    return skd_store_bundle_set_public(skd_engine_store(e), owner, name, public_, err);
+}
+
 int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err)
 {
     return skd_store_bundle_delete(skd_engine_store(e), owner, name, err);

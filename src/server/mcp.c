@@ -130,10 +130,11 @@ static void notify_sessions(skd_mcp *m, const json_t *n)
     pthread_mutex_unlock(&m->mu);
 }
 
-json_t *skd__mcp_listen(skd_mcp *m, const char *key_id, const json_t *msg, skd_mcp_send_fn send,
-                        void *arg, void (*release)(void *), int (*gone)(void *))
+json_t *skd__mcp_listen(skd_mcp *m, const json_t *msg, skd_mcp_send_fn send, void *arg,
+                        void (*release)(void *), int (*gone)(void *))
 {
-    (void)key_id; /* tool lists are per key, but the change signal carries nothing of it */
+    /* The change signal names nothing of any key: like the 2025 sessions'
+     * tools/list_changed, every listener gets it and lists again. */
     return skd__mcp_listen_owned(m, NULL, msg, send, arg, release, gone);
 }
 

@@ -87,15 +87,15 @@ const char *skd__mcp_claimed_version(const json_t *msg);
 int skd__mcp_is_modern(const char *v);
 
 /* Open a subscriptions/listen stream for a 2026-07-28 request msg
- * (borrowed) of key_id on a transport that keeps it open: send (arg)
+ * (borrowed) on a transport that keeps it open: send (arg)
  * receives notifications/subscriptions/acknowledged at once, then the
  * change notifications asked for, each with the subscriptionId. gone (may
  * be NULL) tells when the transport's end went away; release (may be
  * NULL) is called on arg when the stream is dropped (dispatcher freed,
  * gone). Returns NULL, or a JSON-RPC error reply (new reference) to
  * send instead. */
-json_t *skd__mcp_listen(skd_mcp *m, const char *key_id, const json_t *msg, skd_mcp_send_fn send,
-                        void *arg, void (*release)(void *), int (*gone)(void *));
+json_t *skd__mcp_listen(skd_mcp *m, const json_t *msg, skd_mcp_send_fn send, void *arg,
+                        void (*release)(void *), int (*gone)(void *));
 
 /* Handle one parsed message (borrowed). Returns a new reference to the
  * reply, or NULL when none is due (a notification, a response). A request

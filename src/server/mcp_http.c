@@ -16,6 +16,14 @@
  *          (notifications/tools/list_changed).
  *   DELETE ends the session (its running calls are cancelled).
  *
+ * 2026-07-28 (a request whose params._meta claims that revision or a later
+ * one): no session at all. MCP-Protocol-Version and Mcp-Method must be sent
+ * and agree with the body, Mcp-Name with params.name/uri, Mcp-Param-* with
+ * the arguments a tool mirrors (-32020, 400); the envelope is checked
+ * (-32602 or -32022, 400); the call runs with the key's identity only and
+ * nothing of it is kept; an unknown method is 404. subscriptions/listen
+ * answers with an SSE stream that stays open for change notifications.
+ *
  * Trust: the caller's identity is the bearer key checked by http.c; the
  * session id only selects state of that same key. MCP-Protocol-Version,
  * when sent, must be one this server speaks (400 otherwise).
@@ -377,7 +385,7 @@ static void do_listen(skd_http_req *req, const json_t *msg, skd_http_reply *out)
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error", "out of memory");
         return;
     }
-    json_t *err = skd__mcp_listen(skd__server_mcp(req->srv), req->key.id, msg, skd__sse_send, sse,
+    json_t *err = skd__mcp_listen(skd__server_mcp(req->srv), msg, skd__sse_send, sse,
                                   release_listen, listen_gone);
     if (err) {
         MHD_destroy_response(resp);

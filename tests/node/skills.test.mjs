@@ -297,6 +297,42 @@ try {
     await changedOnDisk(`http ${era}`, (k) => httpTransport(srv.url, k), era);
   }
   await imports(srv.url);
+  await check('an admin-published bundle of alice is visible to bob; unpublished it is gone again', async () => {
+    skilld('skills', 'publish', 'notes', '--key', alice.id);
+    const b = await connect(httpTransport(srv.url, bob), 'modern');
+    const entry = (await new SkillsClient(b).list()).skills.find((s) => s.frontmatter.name === 'notes');
+    assert(entry && (await new SkillsClient(b).read(entry, 'docs/a.txt')).verified, 'bob cannot read the published bundle');
+    skilld('skills', 'unpublish', 'notes', '--key', alice.id);
+    assert(!(await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'notes'), 'still visible');
+    await b.close();
+  });
+  await check('PATCH /v1/skills/notes {public}: refused to alice (not an admin), done by an admin', async () => {
+    const admin = createKey(data, 'admin', 'skills:read,skills:execute,skills:admin');
+    const patch = (k, body) => fetch(`${srv.url}/v1/skills/notes`, {
+      method: 'PATCH', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${k.secret}` }, body: JSON.stringify(body),
+    });
+    assert((await patch(alice, { public: true, owner: alice.id })).status === 403, 'alice published');
+    assert((await patch(admin, { public: true, owner: alice.id })).status === 200, 'admin could not publish');
+    const b = await connect(httpTransport(srv.url, bob), 'legacy');
+    assert((await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'notes'), 'not visible to bob');
+    assert((await patch(admin, { public: false, owner: alice.id })).status === 200, 'admin could not unpublish');
+    assert(!(await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'notes'), 'still visible to bob');
+    await b.close();
+  });
+  await check('skills/list pages (SKILLD_MCP_PAGE_SIZE=1): SkillsClient walks every page, a cursor gives one', async () => {
+    const t = new StdioClientTransport({ command: SKILLD, args: ['--data-dir', data, 'mcp', '--key', alice.id], stderr: 'ignore',
+      env: { ...process.env, SKILLD_MCP_PAGE_SIZE: '1' } });
+    const a = await connect(t, 'modern');
+    const sk = new SkillsClient(a);
+    const all = await sk.list();
+    assert(all.skills.length >= 3 && all.nextCursor === undefined, `walked ${all.skills.length}`);
+    const one = await sk.list({ cursor: '1' });
+    assert(one.skills.length === 1 && one.nextCursor === '2', JSON.stringify(one).slice(0, 200));
+    let bad;
+    try { await sk.list({ cursor: 'x' }); } catch (e) { bad = e; }
+    assert(bad && /cursor/.test(bad.message), 'an invalid cursor was accepted');
+    await a.close();
+  });
   await check('http 2026-07-28: a request without Mcp-Method is refused with -32020', async () => {
     const r = await fetch(`${srv.url}/mcp`, {
       method: 'POST',
