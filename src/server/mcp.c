@@ -1,6 +1,8 @@
 /*
  * MCP dispatcher: sessions, lifecycle, logging, progress and cancellation
- * (see mcp.h). The tool catalogue and tools/call live in mcp_tools.c.
+ * (see mcp.h). The tool catalogue and tools/call live in mcp_tools.c, the
+ * Skills extension and resources in mcp_skills.c, the 2026-07-28 era (a
+ * request that claims it in its _meta envelope) in mcp_modern.c.
  *
  * Trust: every message comes from a client and is checked before use
  * (jsonrpc.c for framing, here for params). The session's key id and scopes
@@ -22,33 +24,20 @@ static const char *const log_levels[] = {"debug", "info",     "notice", "warning
                                          "error", "critical", "alert",  "emergency"};
 #define NLEVELS (sizeof(log_levels) / sizeof(log_levels[0]))
 
+int skd__mcp_log_level(const char *name)
+{
+    for (size_t i = 0; name && i < NLEVELS; i++)
+        if (strcmp(name, log_levels[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
 int skd__mcp_version_supported(const char *v)
 {
     for (size_t i = 0; v && i < sizeof(versions) / sizeof(versions[0]); i++)
         if (strcmp(v, versions[i]) == 0)
             return 1;
     return 0;
-}
-
-int skd__mcp_is_modern(const char *v)
-{
-    /* Revisions are dates: any claim that sorts at or after the first
-     * stateless revision belongs to that era (and an unknown one there is
-     * answered with -32022, not read as 2025 traffic). */
-    return v && strcmp(v, SKD_MCP_MODERN) >= 0;
-}
-
-const char *skd__mcp_claimed_version(const json_t *msg)
-{
-    const json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
-    const json_t *v = json_object_get(meta, SKD_MCP_META_VERSION);
-    return v ? (json_is_string(v) ? json_string_value(v) : "") : NULL;
-}
-
-int skd__mcp_is_listen(const json_t *msg)
-{
-    return strcmp(skd_json_str(msg, "method", ""), "subscriptions/listen") == 0 &&
-           skd__mcp_is_modern(skd__mcp_claimed_version(msg));
 }
 
 int skd__mcp_has_structured(const skd_mcp_session *s)
@@ -74,32 +63,6 @@ static pthread_mutex_t live_mu = PTHREAD_MUTEX_INITIALIZER;
 static skd_mcp *live[64];
 static size_t nlive;
 
-static json_t *skd__mcp_listen_owned(skd_mcp *m, skd_mcp_session *owner, const json_t *msg,
-                                     skd_mcp_send_fn send, void *arg, void (*release)(void *),
-                                     int (*gone)(void *));
-
-static void drop_listener(struct mcp_listener *l)
-{
-    if (l->release && l->arg)
-        l->release(l->arg);
-    json_decref(l->id);
-    free(l);
-}
-
-/* Remove the listeners matching owner (and id when not NULL); m->mu held. */
-static void remove_listeners(skd_mcp *m, const skd_mcp_session *owner, const json_t *id)
-{
-    for (struct mcp_listener **pp = &m->listeners; *pp;) {
-        struct mcp_listener *l = *pp;
-        if (l->owner == owner && (!id || json_equal(l->id, (json_t *)id))) {
-            *pp = l->next;
-            drop_listener(l);
-        } else {
-            pp = &l->next;
-        }
-    }
-}
-
 static void notify_sessions(skd_mcp *m, const json_t *n)
 {
     pthread_mutex_lock(&m->mu);
@@ -108,34 +71,8 @@ static void notify_sessions(skd_mcp *m, const json_t *n)
         if (s->sink && s->initialized)
             s->sink(s->sink_arg, n);
     }
-    /* 2026-07-28 subscriptions: the same change, tagged with the stream's
-     * subscription id. A listener whose transport went away is dropped. */
-    for (struct mcp_listener **pp = &m->listeners; *pp;) {
-        struct mcp_listener *l = *pp;
-        if (l->gone && l->gone(l->arg)) {
-            *pp = l->next;
-            drop_listener(l);
-            continue;
-        }
-        if (l->tools) {
-            json_t *t = skd__rpc_notification(
-                "notifications/tools/list_changed",
-                json_pack("{s:{s:O}}", "_meta", SKD_MCP_META_SUBSCRIPTION, l->id));
-            if (t)
-                l->send(l->arg, t);
-            json_decref(t);
-        }
-        pp = &l->next;
-    }
+    skd__mcp_notify_listeners(m); /* 2026-07-28 subscriptions */
     pthread_mutex_unlock(&m->mu);
-}
-
-json_t *skd__mcp_listen(skd_mcp *m, const json_t *msg, skd_mcp_send_fn send, void *arg,
-                        void (*release)(void *), int (*gone)(void *))
-{
-    /* The change signal names nothing of any key: like the 2025 sessions'
-     * tools/list_changed, every listener gets it and lists again. */
-    return skd__mcp_listen_owned(m, NULL, msg, send, arg, release, gone);
 }
 
 static void on_registry_change(void *arg)
@@ -319,11 +256,7 @@ void skd__mcp_free(skd_mcp *m)
         drop_sink(m->sessions[i]);
         skd__mcp_session_unref(m->sessions[i]);
     }
-    while (m->listeners) {
-        struct mcp_listener *l = m->listeners;
-        m->listeners = l->next;
-        drop_listener(l);
-    }
+    skd__mcp_drop_listeners(m);
     free(m->sessions);
     pthread_cond_destroy(&m->tick_cv);
     pthread_mutex_destroy(&m->mu);
@@ -452,7 +385,7 @@ void skd__mcp_session_close(skd_mcp_session *s)
     }
     s->closed = 1;
     drop_sink(s);
-    remove_listeners(m, s, NULL);
+    skd__mcp_remove_listeners(m, s, NULL);
     for (struct mcp_call *c = m->inflight; c; c = c->next)
         if (c->s == s || c->s->conn == s)
             skd_cancel_fire(c->cancel);
@@ -525,20 +458,15 @@ void skd__mcp_log(skd_mcp_session *s, skd_mcp_io *io, int level, const char *fmt
 
 /* ---- methods --------------------------------------------------------- */
 
-#define INSTRUCTIONS                                                                               \
-    "skilld runs skills (file access in your own workspace, web requests, sandboxed "              \
-    "commands) and serves SKILL.md bundles. Call skills_list to see the skills, then call a "      \
-    "skill's tool or skills_execute; skill_run runs a bundle's scripts."
-
 /* What the server offers, in both eras. New reference. */
-static json_t *capabilities(void)
+json_t *skd__mcp_capabilities(void)
 {
     return json_pack("{s:{s:b}, s:{}, s:{s:b}, s:{s:{s:b}}}", "tools", "listChanged", 1, "logging",
                      "resources", "listChanged", 0, "extensions", SKD_MCP_SKILLS_EXT,
                      "directoryRead", 1);
 }
 
-static json_t *server_info(void)
+json_t *skd__mcp_server_info(void)
 {
     return json_pack("{s:s, s:s, s:s}", "name", "skilld", "title", "skilld skills server",
                      "version", SKD_VERSION);
@@ -561,28 +489,18 @@ static json_t *do_initialize(skd_mcp_session *s, const json_t *id, const json_t 
     pthread_mutex_unlock(&s->m->mu);
     if (again)
         return skd__rpc_error(id, SKD_RPC_INVALID_REQUEST, "the session is already initialized");
-    json_t *r =
-        json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", chosen, "capabilities", capabilities(),
-                  "serverInfo", server_info(), "instructions", INSTRUCTIONS);
-    return skd__rpc_result(id, r);
-}
-
-/* server/discover (2026-07-28): what initialize tells, without a session. */
-static json_t *do_discover(const json_t *id)
-{
-    json_t *r = json_pack("{s:[s], s:o, s:s}", "supportedVersions", SKD_MCP_MODERN, "capabilities",
-                          capabilities(), "instructions", INSTRUCTIONS);
+    json_t *r = json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", chosen, "capabilities",
+                          skd__mcp_capabilities(), "serverInfo", skd__mcp_server_info(),
+                          "instructions", SKD_MCP_INSTRUCTIONS);
     return skd__rpc_result(id, r);
 }
 
 static json_t *do_set_level(skd_mcp_session *s, const json_t *id, const json_t *params)
 {
-    const char *level = skd_json_str(params, "level", NULL);
-    for (size_t i = 0; level && i < NLEVELS; i++) {
-        if (strcmp(level, log_levels[i]) == 0) {
-            atomic_store(&s->log_level, (int)i);
-            return skd__rpc_result(id, json_object());
-        }
+    int level = skd__mcp_log_level(skd_json_str(params, "level", NULL));
+    if (level >= 0) {
+        atomic_store(&s->log_level, level);
+        return skd__rpc_result(id, json_object());
     }
     return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
                           "level must be one of debug, info, notice, warning, error, critical, "
@@ -602,13 +520,13 @@ static void do_cancelled(skd_mcp_session *s, const json_t *params)
             skd_cancel_fire(c->cancel);
         }
     }
-    remove_listeners(m, s, rid); /* ends a stdio subscriptions/listen */
+    skd__mcp_remove_listeners(m, s, rid); /* ends a stdio subscriptions/listen */
     pthread_mutex_unlock(&m->mu);
 }
 
 /* The methods both eras share. NULL: not one of them. */
-static json_t *common_method(skd_mcp_session *s, const char *method, const json_t *id,
-                             const json_t *params, skd_mcp_io *io)
+json_t *skd__mcp_common_method(skd_mcp_session *s, const char *method, const json_t *id,
+                               const json_t *params, skd_mcp_io *io)
 {
     static const struct {
         const char *name;
@@ -641,191 +559,8 @@ static json_t *handle_request(skd_mcp_session *s, const json_t *msg, skd_mcp_io 
         return do_initialize(s, id, params);
     if (strcmp(method, "logging/setLevel") == 0)
         return do_set_level(s, id, params);
-    json_t *r = common_method(s, method, id, params, io);
+    json_t *r = skd__mcp_common_method(s, method, id, params, io);
     return r ? r : skd__rpc_error(id, SKD_RPC_METHOD_NOT_FOUND, "method not found: %s", method);
-}
-
-/* ---- 2026-07-28: one request, no session ----------------------------- */
-
-static int cacheable(const char *method)
-{
-    static const char *const list[] = {
-        "tools/list",     "resources/list",          "resources/templates/list",
-        "resources/read", "server/discover",         "skills/list",
-        "skills/get",     "resources/directory/read"};
-    for (size_t i = 0; i < sizeof(list) / sizeof(list[0]); i++)
-        if (strcmp(method, list[i]) == 0)
-            return 1;
-    return 0;
-}
-
-/* Stamp a 2026-07-28 result: resultType, and ttlMs/cacheScope on cacheable
- * results. Every answer depends on the key (its skills, its bundles), and
- * a bundle may change on disk at any time, so nothing is to be cached:
- * ttlMs 0, cacheScope private. */
-static void stamp_modern(const char *method, json_t *reply)
-{
-    json_t *r = json_object_get(reply, "result");
-    if (!json_is_object(r))
-        return;
-    json_object_set_new(r, "resultType", json_string("complete"));
-    if (cacheable(method)) {
-        json_object_set_new(r, "ttlMs", json_integer(0));
-        json_object_set_new(r, "cacheScope", json_string("private"));
-    }
-    json_t *meta = json_object_get(r, "_meta");
-    if (!meta)
-        json_object_set_new(r, "_meta", meta = json_object());
-    json_object_set_new(meta, "io.modelcontextprotocol/serverInfo", server_info());
-}
-
-/* Check the request's envelope. NULL, or the error reply. */
-static json_t *check_envelope(const json_t *id, const char *claimed, const json_t *meta)
-{
-    if (!*claimed)
-        return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
-                              "Invalid _meta envelope: " SKD_MCP_META_VERSION " must be a string");
-    if (strcmp(claimed, SKD_MCP_MODERN) != 0) {
-        json_t *e = skd__rpc_error(id, SKD_RPC_UNSUPPORTED_VERSION,
-                                   "unsupported protocol version %.40s (supported: " SKD_MCP_MODERN
-                                   ", or 2025-11-25, 2025-06-18, 2025-03-26 through initialize)",
-                                   claimed);
-        json_object_set_new(
-            json_object_get(e, "error"), "data",
-            json_pack("{s:[s], s:s}", "supported", SKD_MCP_MODERN, "requested", claimed));
-        return e;
-    }
-    if (!json_is_object(json_object_get(meta, SKD_MCP_META_CAPS)))
-        return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
-                              "Invalid _meta envelope: " SKD_MCP_META_CAPS
-                              " (object) is required on protocol revision " SKD_MCP_MODERN);
-    const json_t *lvl = json_object_get(meta, SKD_MCP_META_LOGLEVEL);
-    if (lvl) {
-        size_t i = 0;
-        while (i < NLEVELS &&
-               !(json_is_string(lvl) && strcmp(json_string_value(lvl), log_levels[i]) == 0))
-            i++;
-        if (i == NLEVELS)
-            return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
-                                  "Invalid _meta envelope: " SKD_MCP_META_LOGLEVEL
-                                  " must be a log level");
-    }
-    return NULL;
-}
-
-/* A 2026-07-28 request: the caller's identity from the transport's session
- * (key id, scopes), everything else from the request. The session made
- * here lives for this request only; nothing of it is kept. */
-static json_t *handle_modern(skd_mcp_session *conn, const json_t *msg, const char *claimed,
-                             skd_mcp_io *io)
-{
-    const json_t *id = json_object_get(msg, "id");
-    const char *method = json_string_value(json_object_get(msg, "method"));
-    const json_t *params = json_object_get(msg, "params");
-    const json_t *meta = json_object_get(params, "_meta");
-    json_t *reply = check_envelope(id, claimed, meta);
-    if (reply)
-        return reply;
-    if (strcmp(method, "server/discover") == 0) {
-        reply = do_discover(id);
-        stamp_modern(method, reply);
-        return reply;
-    }
-    if (strcmp(method, "subscriptions/listen") == 0) {
-        if (!io || !io->send)
-            return skd__rpc_error(id, SKD_RPC_INVALID_REQUEST,
-                                  "subscriptions/listen needs a stream (SSE over HTTP)");
-        return skd__mcp_listen_owned(conn->m, conn, msg, io->send, io->arg, NULL, NULL);
-    }
-    skd_mcp_session *s = calloc(1, sizeof(*s));
-    if (!s)
-        return skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "out of memory");
-    atomic_init(&s->refs, 1);
-    s->m = conn->m;
-    s->conn = conn;
-    s->modern = 1;
-    s->initialized = 2;
-    s->scopes = conn->scopes;
-    memcpy(s->key_id, conn->key_id, sizeof(s->key_id));
-    skd_strlcpy(s->version, SKD_MCP_MODERN, sizeof(s->version));
-    int level = -1;
-    const char *lvl = skd_json_str(meta, SKD_MCP_META_LOGLEVEL, NULL);
-    for (size_t i = 0; lvl && i < NLEVELS; i++)
-        if (strcmp(lvl, log_levels[i]) == 0)
-            level = (int)i;
-    atomic_init(&s->log_level, level);
-    reply = common_method(s, method, id, params, io);
-    if (!reply)
-        reply =
-            skd__rpc_error(id, SKD_RPC_METHOD_NOT_FOUND,
-                           "method not found on protocol revision " SKD_MCP_MODERN ": %s", method);
-    else
-        stamp_modern(method, reply);
-    skd__mcp_session_unref(s);
-    return reply;
-}
-
-json_t *skd__mcp_check_envelope(const json_t *msg)
-{
-    const char *claimed = skd__mcp_claimed_version(msg);
-    if (!claimed)
-        return skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INVALID_PARAMS,
-                              "Invalid params: the request is missing the required per-request "
-                              "envelope key(s): " SKD_MCP_META_VERSION ", " SKD_MCP_META_CAPS);
-    return check_envelope(json_object_get(msg, "id"), claimed,
-                          json_object_get(json_object_get(msg, "params"), "_meta"));
-}
-
-json_t *skd__mcp_handle_stateless(skd_mcp *m, const char *key_id, unsigned scopes,
-                                  const json_t *msg, skd_mcp_io *io)
-{
-    /* The caller's identity, for this call only: not in the session table. */
-    skd_mcp_session *conn = calloc(1, sizeof(*conn));
-    if (!conn)
-        return skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory");
-    atomic_init(&conn->refs, 1);
-    atomic_init(&conn->log_level, -1);
-    conn->m = m;
-    conn->scopes = scopes;
-    skd_strlcpy(conn->key_id, key_id, sizeof(conn->key_id));
-    json_t *reply = skd__mcp_handle(conn, msg, io);
-    skd__mcp_session_unref(conn);
-    return reply;
-}
-
-static json_t *skd__mcp_listen_owned(skd_mcp *m, skd_mcp_session *owner, const json_t *msg,
-                                     skd_mcp_send_fn send, void *arg, void (*release)(void *),
-                                     int (*gone)(void *))
-{
-    const json_t *id = json_object_get(msg, "id");
-    const json_t *filter = json_object_get(json_object_get(msg, "params"), "notifications");
-    if (!json_is_object(filter))
-        return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
-                              "subscriptions/listen needs params.notifications (object)");
-    struct mcp_listener *l = calloc(1, sizeof(*l));
-    if (!l)
-        return skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "out of memory");
-    l->id = json_deep_copy(id);
-    l->tools = json_is_true(json_object_get(filter, "toolsListChanged"));
-    l->owner = owner;
-    l->send = send;
-    l->arg = arg;
-    l->release = release;
-    l->gone = gone;
-    /* What will be delivered: tool list changes. Resource and prompt
-     * changes are never announced (bundles are checked on every read). */
-    json_t *ack =
-        skd__rpc_notification("notifications/subscriptions/acknowledged",
-                              json_pack("{s:{s:O}, s:{s:b}}", "_meta", SKD_MCP_META_SUBSCRIPTION,
-                                        id, "notifications", "toolsListChanged", l->tools));
-    pthread_mutex_lock(&m->mu);
-    if (ack)
-        send(arg, ack);
-    l->next = m->listeners;
-    m->listeners = l;
-    pthread_mutex_unlock(&m->mu);
-    json_decref(ack);
-    return NULL;
 }
 
 json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io)
@@ -852,7 +587,7 @@ json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io)
     }
     const char *claimed = skd__mcp_claimed_version(msg);
     if (claimed && (!*claimed || skd__mcp_is_modern(claimed)))
-        return handle_modern(s, msg, claimed, io);
+        return skd__mcp_handle_modern(s, msg, claimed, io);
     return handle_request(s, msg, io);
 }
 

@@ -87,6 +87,36 @@ json_t *skd__mcp_tools_list(skd_mcp_session *s, const json_t *id, const json_t *
 json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *params,
                             skd_mcp_io *io);
 
+#define SKD_MCP_INSTRUCTIONS                                                                       \
+    "skilld runs skills (file access in your own workspace, web requests, sandboxed "              \
+    "commands) and serves SKILL.md bundles. Call skills_list to see the skills, then call a "      \
+    "skill's tool or skills_execute; skill_run runs a bundle's scripts."
+
+/* What the server offers and who it is, in both eras (mcp.c). New
+ * references. */
+json_t *skd__mcp_capabilities(void);
+json_t *skd__mcp_server_info(void);
+/* The index of an MCP log level name, or -1. */
+int skd__mcp_log_level(const char *name);
+/* The methods both eras share (tools, skills, resources); NULL when method
+ * is none of them. */
+json_t *skd__mcp_common_method(skd_mcp_session *s, const char *method, const json_t *id,
+                               const json_t *params, skd_mcp_io *io);
+
+/* 2026-07-28 (mcp_modern.c). handle_modern answers a request that claims
+ * that era (claimed: the envelope's revision, "" when not a string) for the
+ * transport's session conn (its identity; stdio's session, or a made-up one
+ * for HTTP). The listener functions want m->mu held, except
+ * skd__mcp_drop_listeners (the dispatcher is being freed). */
+json_t *skd__mcp_handle_modern(skd_mcp_session *conn, const json_t *msg, const char *claimed,
+                               skd_mcp_io *io);
+/* Remove owner's listeners (owner NULL: the HTTP streams'), only the one
+ * opened by request id when id is not NULL. */
+void skd__mcp_remove_listeners(skd_mcp *m, const skd_mcp_session *owner, const json_t *id);
+void skd__mcp_drop_listeners(skd_mcp *m);
+/* Tell every listener that asked for it that the tool list changed. */
+void skd__mcp_notify_listeners(skd_mcp *m);
+
 /* The Skills extension and resources (mcp_skills.c). Return the reply. */
 json_t *skd__mcp_skills_list(skd_mcp_session *s, const json_t *id, const json_t *params);
 json_t *skd__mcp_skills_get(skd_mcp_session *s, const json_t *id, const json_t *params);
