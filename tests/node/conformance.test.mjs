@@ -118,9 +118,13 @@ try {
       'or Skills scenarios; this version is the newest published and has them. Runs: `--spec-version 2025-11-25 --suite all`,',
       '`--requirements 2026-07-28` (every scenario that revision requires, extensions included), and the three SEP-2640',
       'Skills scenarios. Tests/node/conformance.test.mjs fails on any failure or warning outside the explained ones below.', ''];
+    const applicable = Object.values(eras).flatMap((r) => Object.keys(r).filter((x) => !NOT_APPLICABLE[x]));
+    const na = new Set(Object.values(eras).flatMap((r) => Object.keys(r).filter((x) => NOT_APPLICABLE[x])));
+    lines.push(`Summary: ${applicable.length} scenario runs that apply to skilld, all passing (two single checks explained);`,
+      `${na.size} scenarios run that need capabilities skilld does not offer (listed with their result and why).`, '');
     for (const [era, results] of Object.entries(eras)) {
       const ok = Object.entries(results).filter(([s]) => !NOT_APPLICABLE[s]);
-      lines.push(`## ${era === 'extension' ? 'Skills extension (SEP-2640)' : era}`, '', '| scenario | result | checks SUCCESS / all (the rest INFO or SKIPPED) | explained |', '|---|---|---|---|');
+      lines.push(`## ${era === 'extension' ? 'Skills extension (SEP-2640)' : era}`, '', '| scenario | result | checks succeeded / run | failures and warnings, explained |', '|---|---|---|---|');
       for (const [s, checks] of ok.sort()) {
         const bad = checks.filter((c) => c.status === 'FAILURE' || c.status === 'WARNING');
         const passed = checks.filter((c) => c.status === 'SUCCESS').length;
