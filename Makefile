@@ -3,12 +3,15 @@
 #   make asan       ASan+UBSan build into build-asan/
 #   make check      build and run every test (scripts/test.sh)
 #   make lint       banned functions + clang-format check
+#   make install    binary, man page, systemd units, /etc/skilld/skilld.conf
+#                   (PREFIX=/usr/local, DESTDIR for staging; as root with
+#                   no DESTDIR it also creates the `skilld` system user)
 # Sources are picked up by directory: src/<part>/*.c go into libskilld.a,
 # src/cli/*.c into the binary, tests/unit/test_*.c each into a test program.
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libcrypto libxml-2.0 libarchive
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libcrypto libxml-2.0 libarchive libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -32,7 +35,7 @@ TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
 
-.PHONY: all tests asan check lint format clean fuzz
+.PHONY: all tests asan check lint format clean fuzz install uninstall
 all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS) $(BENCH_BINS)
 
 tests: $(TEST_BINS)
@@ -89,6 +92,40 @@ lint:
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
+
+# Installation. Units go where systemd looks for local ones
+# (/usr/local/lib/systemd/{system,user} with the default PREFIX); the
+# config file is never overwritten.
+PREFIX   ?= /usr/local
+BINDIR   ?= $(PREFIX)/bin
+MANDIR   ?= $(PREFIX)/share/man
+UNITDIR  ?= $(PREFIX)/lib/systemd/system
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+SYSCONFDIR ?= /etc
+SKILLD_USER ?= skilld
+
+install: $(BUILD)/skilld
+	install -D -m 0755 $(BUILD)/skilld $(DESTDIR)$(BINDIR)/skilld
+	install -D -m 0644 docs/skilld.1 $(DESTDIR)$(MANDIR)/man1/skilld.1
+	install -d $(DESTDIR)$(UNITDIR) $(DESTDIR)$(USERUNITDIR)
+	sed 's|/usr/local/bin/skilld|$(BINDIR)/skilld|g; s|/etc/skilld/|$(SYSCONFDIR)/skilld/|g' \
+	    dist/skilld.service >$(DESTDIR)$(UNITDIR)/skilld.service
+	sed 's|/usr/local/bin/skilld|$(BINDIR)/skilld|g' dist/skilld-user.service \
+	    >$(DESTDIR)$(USERUNITDIR)/skilld-user.service
+	chmod 0644 $(DESTDIR)$(UNITDIR)/skilld.service $(DESTDIR)$(USERUNITDIR)/skilld-user.service
+	install -d -m 0755 $(DESTDIR)$(SYSCONFDIR)/skilld
+	[ -e $(DESTDIR)$(SYSCONFDIR)/skilld/skilld.conf ] || \
+	    install -m 0644 dist/skilld.conf $(DESTDIR)$(SYSCONFDIR)/skilld/skilld.conf
+	@if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then \
+	    getent passwd $(SKILLD_USER) >/dev/null || \
+	        useradd --system --home-dir /var/lib/skilld --no-create-home \
+	            --shell /usr/sbin/nologin $(SKILLD_USER); \
+	    if [ -d /run/systemd/system ]; then systemctl daemon-reload; fi; \
+	fi
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/skilld $(DESTDIR)$(MANDIR)/man1/skilld.1 \
+	    $(DESTDIR)$(UNITDIR)/skilld.service $(DESTDIR)$(USERUNITDIR)/skilld-user.service
 
 clean:
 	rm -rf build build-asan build-fuzz

@@ -4,12 +4,17 @@
 # failure.
 #
 # Rings (each program prints "PASS name" / "FAIL name: why" lines):
-#   1. lint: banned functions
+#   1. lint: banned functions, clang-format (each a counted test)
 #   2. unit: build/tests/test_* (release), then under ASan+UBSan, then valgrind
 #   3. fuzz corpora replayed through the libFuzzer drivers
 #   4. integration: tests/integration/*.sh, tests/security/*.sh,
 #      tests/providers/*.sh, tests/node/*.test.mjs — driving the real binary;
 #      tests/integration/*.sh once more against the ASan+UBSan binary
+#   5. platform: tests/platform/ring.sh boots Debian 12 (kernel 6.1, cgroup
+#      v2, systemd 252) under qemu and runs the sandbox there from a login
+#      session, as skilld.service and as a user service (tests/platform/README.md)
+# A test file a ring skips (not executable, and not a helper another test
+# sources) is counted and named at the end ("N skipped", before the last line).
 # SKILLD_TEST_FILTER=regex runs only matching programs (for development).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +26,8 @@ scripts/deps.sh --test || { echo "dependency installation failed"; echo "0 passe
 LOG=$(mktemp -d /tmp/skilld-test.XXXXXX)
 passed=0
 failed=0
+skipped=0
+skipped_names=()
 filter=${SKILLD_TEST_FILTER:-.}
 
 # run_prog LABEL CMD...: run one test program, count its PASS/FAIL lines.
@@ -35,7 +42,8 @@ run_prog() {
     local p f
     p=$(grep -c '^PASS ' "$out")
     f=$(grep -c '^FAIL ' "$out")
-    grep -E '^(FAIL) ' "$out" | sed "s|^|[$label] |"
+    # SHOW_PASS=1: the program's PASS lines and "#" notes too (the VM ring).
+    grep -E "^(FAIL${SHOW_PASS:+|PASS|#}) " "$out" | sed "s|^|[$label] |"
     if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
         echo "FAIL [$label] exited with status $rc; last lines:"
         tail -n 15 "$out" | sed 's/^/    /'
@@ -46,13 +54,28 @@ run_prog() {
     printf '%-48s %4d passed %4d failed %5ds\n' "$label" "$p" "$f" $((SECONDS - t0))
 }
 
+# runnable FILE: 0 when FILE is a test program a ring should run. A file
+# that is not executable is skipped and counted, unless a sibling test
+# sources it (a helper such as tests/integration/server_common.sh).
+runnable() {
+    [ -x "$1" ] && return 0
+    grep -qsE "^[[:space:]]*(source|\.) .*/$(basename "$1")\"?\$" "$(dirname "$1")"/*.sh && return 1
+    echo "$1" | grep -Eq "$filter" || return 1
+    skipped=$((skipped + 1))
+    skipped_names+=("$1")
+    echo "SKIP $1: not executable"
+    return 1
+}
+
+# lint LABEL SCRIPT: a lint script prints no PASS line; a clean run is one pass.
+lint() { run_prog "$1" bash -c "$2 && echo 'PASS $1: clean'"; }
+
 echo "== build"
 if ! make -j"$(nproc)" all >"$LOG/build.log" 2>&1; then
     tail -n 40 "$LOG/build.log"; echo "0 passed, 1 failed"; exit 1
 fi
-run_prog lint/banned scripts/check-banned.sh
-# the lint script prints no PASS line; count a clean run as one pass
-if scripts/check-banned.sh >/dev/null 2>&1; then passed=$((passed + 1)); fi
+lint lint/banned scripts/check-banned.sh
+lint lint/format scripts/check-format.sh
 
 echo "== unit (release)"
 for t in build/tests/test_*; do run_prog "unit/$(basename "$t")" "$t"; done
@@ -79,7 +102,10 @@ if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
     if make fuzz >"$LOG/fuzz-build.log" 2>&1; then
         for f in build-fuzz/fuzz/fuzz_*; do
             n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
-            [ -d "$corpus" ] || continue
+            if [ ! -d "$corpus" ]; then
+                skipped=$((skipped + 1)); skipped_names+=("$f (no corpus $corpus)")
+                echo "SKIP $f: no corpus $corpus"; continue
+            fi
             run_prog "fuzz/$n" tests/fuzz/replay.sh "$f" "$corpus"
         done
     else
@@ -90,12 +116,12 @@ fi
 echo "== integration"
 export SKILLD="$ROOT/build/skilld" SKILLD_ROOT="$ROOT"
 for t in tests/integration/*.sh tests/security/*.sh tests/providers/*.sh; do
-    [ -x "$t" ] || continue
+    runnable "$t" || continue
     run_prog "${t#tests/}" "$t"
 done
 echo "== integration (ASan+UBSan binary)"
 for t in tests/integration/*.sh; do
-    [ -x "$t" ] || continue
+    [ -x "$t" ] || continue # counted as skipped above
     SKILLD="$ROOT/build-asan/skilld" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_prog "asan-${t#tests/}" "$t"
 done
@@ -104,7 +130,19 @@ for t in tests/node/*.test.mjs; do
     run_prog "${t#tests/}" node "$t"
 done
 
+echo "== platform (Debian 12 VM under qemu)"
+for t in tests/platform/ring*.sh; do
+    runnable "$t" || continue
+    # A cold run builds the VM image first (debootstrap, a few minutes).
+    SHOW_PASS=1 TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
+done
+
 echo
 echo "logs: $LOG"
+if [ "$skipped" -gt 0 ]; then
+    echo "skipped test programs ($skipped):"
+    printf '    %s\n' "${skipped_names[@]}"
+fi
+echo "$skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

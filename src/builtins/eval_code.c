@@ -17,7 +17,7 @@ static const char schema[] =
     "  \"code\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"language\": {\"type\": \"string\", \"enum\": [\"javascript\", \"python\", \"sh\"]},"
     "  \"image\": {\"type\": \"string\", \"maxLength\": 256},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 60000}"
+    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000}"
     "}}";
 
 static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)

@@ -3,17 +3,23 @@
  * SIGTERM or SIGINT, then stop gracefully (stop accepting, cancel running
  * calls, wait SKILLD_SHUTDOWN_GRACE_MS, close). On the first start with no
  * API key in the store, create an admin key and print it once, with a
- * ready-to-paste MCP client configuration, on stdout.
+ * ready-to-paste MCP client configuration, on stdout (under a service
+ * manager: into a 0600 file instead, see first_key).
  */
 #include "cli/cli.h"
 #include "skilld/sandbox.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Metrics getters: the engine whose runner /metrics reports (set once
  * before the server starts, read by scrapes). */
@@ -39,6 +45,15 @@ static void client_host(const char *listen, char *out, size_t cap)
     out[n] = '\0';
 }
 
+/* Create the first admin key when the store has none. In a terminal (as
+ * scripts/quickstart.sh runs it) the secret is printed once on stdout, as
+ * before. Under a service manager, stdout goes to a log that may be kept
+ * (a persistent journal): "under a service manager" means stdout or stderr
+ * is the journal stream systemd names in JOURNAL_STREAM, or INVOCATION_ID
+ * is set (systemd sets it for every unit it starts) and stdout is not a
+ * terminal. Then the secret goes to $STATE_DIRECTORY/admin-key (else
+ * DATA_DIR/admin-key), mode 0600, owned by the directory's owner (the
+ * service user), and the log names that file, never the secret. */
 static int first_key(skd_engine *e, const char *host, unsigned port)
 {
     skd_store *st = skd_engine_store(e);
@@ -50,11 +65,55 @@ static int first_key(skd_engine *e, const char *host, unsigned port)
     }
     if (count > 0)
         return 0;
+    int service = getenv("INVOCATION_ID") && !isatty(STDOUT_FILENO);
+    unsigned long long jdev, jino;
+    const char *js = getenv("JOURNAL_STREAM");
+    struct stat sb;
+    for (int fd = 1; fd <= 2 && js && sscanf(js, "%llu:%llu", &jdev, &jino) == 2; fd++)
+        if (fstat(fd, &sb) == 0 && sb.st_dev == jdev && sb.st_ino == jino)
+            service = 1;
+    char dir[PATH_MAX], path[PATH_MAX + 32], tmp[PATH_MAX + 32];
+    if (service) {
+        const char *sd = getenv("STATE_DIRECTORY"); /* may list several, ':'-separated */
+        const char *dd = skd_config_str(skd_engine_config(e), "DATA_DIR");
+        size_t n = sd && *sd ? strcspn(sd, ":") : 0;
+        if (n ? snprintf(dir, sizeof(dir), "%.*s", (int)n, sd) >= (int)sizeof(dir)
+              : skd_strlcpy(dir, dd ? dd : ".", sizeof(dir)) != 0) {
+            fprintf(stderr, "skilld serve: state directory path too long\n");
+            return -1;
+        }
+        snprintf(path, sizeof(path), "%s/admin-key", dir);
+        snprintf(tmp, sizeof(tmp), "%s/.admin-key.%d", dir, (int)getpid());
+    }
     char *secret = NULL;
     skd_key_info info;
     if (skd_store_key_create(st, "admin", SKD_SCOPE_ALL, &secret, &info, &err)) {
         fprintf(stderr, "skilld serve: cannot create the first key: %s\n", skd_err_msg(&err));
         return -1;
+    }
+    if (service) {
+        /* A new file, written whole, then renamed: never a partial key. */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        size_t len = strlen(secret);
+        int ok = fd >= 0 && stat(dir, &sb) == 0 &&
+                 (geteuid() != 0 || fchown(fd, sb.st_uid, sb.st_gid) == 0) &&
+                 write(fd, secret, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+                 fsync(fd) == 0;
+        if (fd >= 0 && close(fd) != 0)
+            ok = 0;
+        if (!ok || rename(tmp, path) != 0) {
+            int saved = errno;
+            unlink(tmp);
+            fprintf(stderr, "skilld serve: cannot write the first admin key to %s: %s\n", path,
+                    strerror(saved));
+            free(secret);
+            return -1;
+        }
+        skd_info("no API key existed, so an admin key (id %s) was created; its secret is in %s "
+                 "(mode 0600), not in this log",
+                 info.id, path);
+        free(secret);
+        return 0;
     }
     char url[300];
     snprintf(url, sizeof(url), "http://%s:%u/mcp", host, port);

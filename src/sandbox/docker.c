@@ -53,6 +53,8 @@
 
 #include "sandbox/container.h"
 #include "sandbox/provider.h"
+#include "sandbox/ws_quota.h"
+#include "skilld/image.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -74,8 +76,10 @@ typedef struct ctr_state {
     int client_pidfd;        /* our copy for the kill helper, or -1 */
     pid_t killer;            /* kill helper, or -1 */
     char *ws;                /* workspace lent to the sandbox uid, or NULL */
+    skd__wsq *wsq;           /* the workspace quota overlay, or NULL */
     char id[SKD_UUID_LEN + 1];
     int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
+    int64_t reserve; /* SKILLS_DATA_RESERVE_BYTES for the commit */
     char rundir[96]; /* podman: the client's working directory, or "" */
 } ctr_state;
 
@@ -352,18 +356,6 @@ static void ws_release(const char *ws)
     pthread_mutex_unlock(&ws_mu);
 }
 
-/* An image reference the engine may be given: no option-like or odd text. */
-static int image_ok(const char *image)
-{
-    if (!image || !*image || image[0] == '-' || strlen(image) > 255)
-        return 0;
-    for (const char *p = image; *p; p++)
-        if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
-            !strchr("._-:/@", *p))
-            return 0;
-    return 1;
-}
-
 /* A growable argv with strings owned by it (freed by argv_free). */
 typedef struct argv_b {
     char **v;
@@ -464,8 +456,8 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
     argv_add(a, "--init");
     argv_add(a, "--pull=never");
     argv_add(a, "--log-driver=none"); /* output goes to the attached client only */
-    if (req->workspace)
-        argv_addf(a, "--volume=%s:/workspace:%s", req->workspace,
+    if (req->workspace)               /* the quota overlay's merged view when there is one */
+        argv_addf(a, "--volume=%s:/workspace:%s", s->wsq ? skd__wsq_merged(s->wsq) : req->workspace,
                   c->workspace_read_only ? "ro" : "rw");
     argv_addf(a, "--workdir=%s", req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
     for (size_t i = 0; req->envp && req->envp[i]; i++) {
@@ -473,9 +465,15 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
             return skd_err_set(err, SKD_EINVAL, "bad environment entry");
         argv_addf(a, "--env=%s", req->envp[i]);
     }
-    /* Podman stores imported images as localhost/<name>; say so, so that
-     * no registry search is ever attempted. */
-    if (podman && !strchr(req->image, '/'))
+    /* Podman stores imported images as localhost/<name>; a reference with
+     * no registry domain gets that prefix, so that no short-name search of
+     * registries is ever attempted. Docker's store keys the same reference
+     * as docker.io/<name>, which is what it resolves "name" and "ns/name"
+     * to, so docker gets it as written. */
+    skd_image_ref ref;
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
+    if (podman && !ref.has_domain)
         argv_addf(a, "localhost/%s", req->image);
     else
         argv_add(a, req->image);
@@ -494,6 +492,7 @@ static void state_free(ctr_state *s)
         free(s->kill_argv[i]);
     if (s->client_pidfd >= 0)
         close(s->client_pidfd);
+    skd__wsq_free(s->wsq); /* before the workspace is handed back */
     if (s->ws) {
         ws_release(s->ws);
         free(s->ws);
@@ -525,8 +524,9 @@ static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *e
     if (!req->image || !*req->image || strcmp(req->image, "host") == 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "the %s runtime needs an image (the host image is native only)", engine);
-    if (!image_ok(req->image))
-        return skd_err_set(err, SKD_EINVAL, "bad image name");
+    skd_image_ref ref; /* the engines' grammar; nothing option-like reaches them */
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
     return 0;
 }
 
@@ -563,6 +563,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         goto out;
     skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
+    s->reserve = req->cfg->data_reserve;
     skd_strlcpy(s->id, req->id, sizeof(s->id));
     s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
     if (strcmp(engine, "podman") == 0 && (rc = rundir_make(s, err)) != 0)
@@ -581,6 +582,12 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
             s->ws = NULL;
             goto out;
         }
+        /* Over the lent workspace, so that the overlay shows the sandbox
+         * uid's files; writes go to a tmpfs capped near the quota. */
+        if (req->cfg->workspace_quota > 0 && !req->cfg->workspace_read_only &&
+            (rc = skd__wsq_prepare(s->ws, req->workspace_fd, req->id, req->cfg->workspace_quota,
+                                   &s->wsq, err)) != 0)
+            goto out;
     }
     if ((rc = build_create(s, req, &a, err)) != 0)
         goto out;
@@ -759,6 +766,10 @@ static void ctr_cleanup(void *state, skd__outcome *o)
         remove_container(s, r);
     }
     free(r);
+    if (s->wsq) /* the container is gone: commit its workspace changes, or not */
+        skd__wsq_commit_outcome(s->wsq,
+                                s->client > 0 && !o->killed && !o->oom_killed && !o->setup_error[0],
+                                s->reserve, o);
     state_free(s);
 }
 

@@ -5,15 +5,18 @@
  * Every probe is read-only or self-contained: /proc and /sys files, syscalls
  * called so that they fail harmlessly (clone3 with a zero size, seccomp's
  * GET_ACTION_AVAIL), a pidfd of ourselves, and one forked child that unshares
- * every namespace the native provider uses and exits. Nothing is installed,
- * mounted or written. The probes trust the kernel's answers; they report,
+ * every namespace the native provider uses and exits, and questions to
+ * systemd (which unit owns our cgroup, is it delegated). Nothing is
+ * installed, mounted or written by the probes. The probes trust the kernel's answers; they report,
  * they do not decide: the native provider checks again when it runs and
  * fails closed on its own.
  */
 #include "skilld/doctor.h"
+#include "sandbox/ws_quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <linux/openat2.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -25,12 +28,14 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/native.h"
 #include "skilld/sandbox.h"
 #include "skilld/util.h"
 
@@ -200,7 +205,148 @@ static int has_word(const char *list, const char *w)
     return 0;
 }
 
-static void check_cgroups(json_t *checks)
+/* How many processes other than this one are in the cgroup at dir. */
+static int other_procs(const char *dir)
+{
+    char p[PATH_MAX + 16], line[32];
+    int n = 0;
+    if (snprintf(p, sizeof(p), "%s/cgroup.procs", dir) >= (int)sizeof(p))
+        return 0;
+    FILE *f = fopen(p, "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (strtol(line, NULL, 10) != (long)getpid())
+            n++;
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* cgroup v2 with memory, pids and cpu: the cgroup skilld will really use
+ * is the one this process is in (the spawner starts there), as the native
+ * provider decides (native_cgroup.c, cgroup_delegate.c). */
+static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, size_t cap,
+                            int *usable)
+{
+    char self[PATH_MAX - 300] = "", base[PATH_MAX], sub[512] = "", line[PATH_MAX + 8];
+    FILE *f = fopen("/proc/self/cgroup", "re");
+    while (f && fgets(line, sizeof(line), f))
+        if (strncmp(line, "0::", 3) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            skd_strlcpy(self, strcmp(line + 3, "/") == 0 ? "" : line + 3, sizeof(self));
+        }
+    if (f)
+        fclose(f);
+    if (snprintf(base, sizeof(base), "%s%s", mnt, self) >= (int)sizeof(base))
+        base[0] = '\0';
+    int d = skd__cgroup_delegated(base, self, deleg_why, cap);
+    *usable = 1;
+    if (d == 1) {
+        int w = geteuid() == 0 || access(base, W_OK) == 0;
+        *usable = w;
+        add(checks, "cgroup_limits", w ? OK : FAIL, skd__cgroup_delegate_fix(),
+            "cgroup v2 at %s is delegated to skilld with memory, pids and cpu%s", base,
+            w ? "" : ", but this user cannot write it");
+        snprintf(deleg_why, cap, "%.200s is delegated", base);
+        return;
+    }
+    if (d == 0) {
+        add(checks, "cgroup_limits", OK, NULL,
+            "cgroup v2 at %s is not delegated (%s): skilld asks systemd for a transient scope "
+            "skilld-<pid>.scope with Delegate=yes (as systemd-run --scope -p Delegate=yes)",
+            base, deleg_why);
+        return;
+    }
+    if (d == -2) {
+        *usable = 0;
+        add(checks, "cgroup_limits", FAIL, skd__cgroup_delegate_fix(),
+            "cgroup v2 at %s is not delegated, and systemd cannot give skilld one: %s", base,
+            deleg_why);
+        return;
+    }
+    /* No systemd: the cgroup as it is, if skilld may subdivide it. */
+    char p[PATH_MAX + 300];
+    snprintf(p, sizeof(p), "%s/cgroup.subtree_control", base);
+    FILE *sc = fopen(p, "re");
+    if (sc) {
+        if (!fgets(sub, sizeof(sub), sc))
+            sub[0] = '\0';
+        fclose(sc);
+    }
+    sub[strcspn(sub, "\n")] = '\0';
+    int enabled = has_word(sub, "memory") && has_word(sub, "pids") && has_word(sub, "cpu");
+    int others = self[0] ? other_procs(base) : 0;
+    int w = geteuid() == 0 || access(p, W_OK) == 0;
+    if (!w || (!enabled && others > 0)) {
+        *usable = 0;
+        add(checks, "cgroup_limits", FAIL, skd__cgroup_delegate_fix(),
+            "cgroup v2 at %s (no systemd): %s", base,
+            !w ? "not writable by this user"
+               : "it holds other processes and has no memory, pids, cpu enabled for its "
+                 "children, so skilld cannot make sandbox cgroups there (no internal processes)");
+        snprintf(deleg_why, cap, "cgroup %.200s is not delegated to this user", base);
+        return;
+    }
+    add(checks, "cgroup_limits", OK, NULL,
+        "memory (with swap), pids and cpu can be limited below cgroup v2 at %s (no systemd)", base);
+    snprintf(deleg_why, cap, "%.200s is writable", base);
+}
+
+/* Which native modes can run here: root (started as root) and rootless
+ * (an ordinary user: unprivileged user namespaces and a delegated cgroup v2
+ * subtree). The mode this process would run in is checked; the other is
+ * reported with what it lacks, as "warn", without failing the whole. */
+static void check_modes(json_t *checks, int unshare_errno, int v2full, int v2usable,
+                        const char *v2why)
+{
+    int root = geteuid() == 0;
+    int64_t clone = read_int("/proc/sys/kernel/unprivileged_userns_clone", -1);
+    int64_t aa = read_int("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", -1);
+    int64_t max = read_int("/proc/sys/user/max_user_namespaces", -1);
+    add(checks, "mode_root", root ? (unshare_errno ? FAIL : OK) : WARN,
+        root ? "see userns above" : "start skilld as root (skilld.service)", "%s",
+        root ? (unshare_errno ? "root mode: started as root, but namespaces cannot be made"
+                              : "root mode runs: started as root (idmapped workspaces; "
+                                "sandbox ids from an unused range)")
+             : "root mode unavailable: not started as root");
+    char why[600] = "";
+    const char *fix = NULL;
+    if (max == 0 || clone == 0 || aa == 1 || (!root && unshare_errno)) {
+        snprintf(why, sizeof(why), "unprivileged user namespaces are disabled (%s)",
+                 max == 0     ? "user.max_user_namespaces=0"
+                 : clone == 0 ? "kernel.unprivileged_userns_clone=0"
+                 : aa == 1    ? "kernel.apparmor_restrict_unprivileged_userns=1"
+                              : strerror(unshare_errno));
+        fix = "sysctl -w kernel.unprivileged_userns_clone=1 (Debian) or "
+              "kernel.apparmor_restrict_unprivileged_userns=0 (Ubuntu)";
+    } else if (!v2full) {
+        snprintf(why, sizeof(why),
+                 "cgroup v2 has no memory, pids and cpu controllers here (%s), and rootless "
+                 "needs a delegated cgroup v2 subtree",
+                 access("/sys/fs/cgroup/memory", F_OK) == 0
+                     ? "they are on cgroup v1: a legacy or hybrid hierarchy"
+                     : "they are not enabled");
+        fix = "boot with systemd.unified_cgroup_hierarchy=1 cgroup_no_v1=all (pure cgroup v2)";
+    } else if (!root && !v2usable) {
+        snprintf(why, sizeof(why), "%s", v2why);
+        fix = "run as a user service: systemctl --user start skilld-user (Delegate=yes), or "
+              "systemd-run --user --scope -p Delegate=yes skilld ...";
+    } else if (root && access("/run/systemd/system", F_OK) != 0) {
+        snprintf(why, sizeof(why), "no systemd here to delegate a user a cgroup v2 subtree");
+        fix = "give the user a delegated cgroup v2 subtree (chown a cgroup to it)";
+    }
+    if (why[0])
+        add(checks, "mode_rootless", root ? WARN : FAIL, fix, "rootless mode unavailable: %s", why);
+    else
+        add(checks, "mode_rootless", OK, NULL, "%s",
+            root ? "rootless mode can run here for a user with a delegated cgroup v2 subtree "
+                   "(skilld-user.service, Delegate=yes) and unprivileged user namespaces"
+                 : "rootless mode runs: unprivileged user namespaces and a delegated cgroup v2 "
+                   "subtree");
+}
+
+/* The cgroup checks; *v2full: cgroup v2 has memory, pids and cpu;
+ * *usable and why: whether skilld can use its v2 cgroup, and why not. */
+static void check_cgroups(json_t *checks, int *v2full, int *usable, char *why, size_t cap)
 {
     char v2[256], ctl[512], where[512];
     v2_tree(v2, sizeof(v2), ctl, sizeof(ctl));
@@ -225,6 +371,12 @@ static void check_cgroups(json_t *checks)
     }
     add(checks, "cgroup_v1", *v1 ? OK : (*v2 ? OK : WARN), NULL, "%s%s",
         *v1 ? "cgroup v1 controllers: " : "no cgroup v1 controllers mounted", v1);
+    *v2full = *v2 && has_word(ctl, "memory") && has_word(ctl, "pids") && has_word(ctl, "cpu");
+    *usable = 0;
+    if (*v2full) {
+        check_v2_cgroup(checks, v2, why, cap, usable);
+        return;
+    }
     if (*missing) {
         add(checks, "cgroup_limits", FAIL,
             "mount the missing controllers (v1) or enable them in the v2 tree "
@@ -241,11 +393,10 @@ static void check_cgroups(json_t *checks)
             "memory, pids and cpu can be limited, but not swap (no memory.memsw)");
         return;
     }
-    const char *base = has_word(ctl, "memory") ? v2 : where;
-    int writable = access(base, W_OK) == 0;
+    int writable = access(where, W_OK) == 0;
     add(checks, "cgroup_limits", writable ? OK : WARN,
-        "run skilld as root or give it a delegated cgroup (systemd Delegate=yes)",
-        "memory (with swap), pids and cpu can be limited via %s%s", base,
+        "run skilld as root (cgroup v1 cannot be delegated safely)",
+        "memory (with swap), pids and cpu can be limited via cgroup v1 at %s%s", where,
         writable ? "" : ", but it is not writable by this user");
 }
 
@@ -401,6 +552,62 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
+/* networkEnabled allowed by the operator: native refuses it until the
+ * egress proxy exists; docker and podman give the container a bridge with
+ * no guard (cloud metadata and private networks are reachable). */
+static void check_network(json_t *checks, const skd_config *cfg)
+{
+    if (!cfg || !skd_config_bool(cfg, "SKILLS_SANDBOX_NETWORK_ENABLED")) {
+        add(checks, "sandbox_network", OK, NULL,
+            "networkEnabled:true is refused (SKILLS_SANDBOX_NETWORK_ENABLED=false)");
+        return;
+    }
+    const char *rt = skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME");
+    int ctr = strcmp(rt, "native") != 0; /* docker, podman, or auto that may pick them */
+    add(checks, "sandbox_network", ctr ? WARN : OK,
+        ctr ? "set SKILLS_SANDBOX_NETWORK_ENABLED=false until the egress proxy guards sandboxes"
+            : NULL,
+        ctr ? "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: a container with "
+              "networkEnabled gets --network=bridge with NO outbound guard (metadata and private "
+              "addresses reachable)"
+            : "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: native still refuses "
+              "networkEnabled (no egress proxy yet)",
+        rt);
+}
+
+/* Which mechanism holds sandboxed code to the workspace quota
+ * (src/sandbox/ws_quota.c), and whether DATA_DIR keeps its reserve. */
+static void check_workspace_quota(json_t *checks, const skd_config *cfg)
+{
+    skd_err err = {0};
+    const char *mode = cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA") : "overlay";
+    if (strcmp(mode, "off") == 0)
+        add(checks, "workspace_quota", WARN,
+            "set SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay (needs root) so sandboxes keep the quota",
+            "mechanism off: sandboxed code can write past SKILLS_WORKSPACE_QUOTA_BYTES");
+    else if (skd__wsq_probe(&err) != 0)
+        add(checks, "workspace_quota", FAIL,
+            "run as root (the spawner mounts the overlay), or set "
+            "SKILLS_SANDBOX_WORKSPACE_QUOTA=off",
+            "mechanism overlay unavailable: %s; runs with a writable workspace are refused",
+            skd_err_msg(&err));
+    else
+        add(checks, "workspace_quota", OK, NULL,
+            "mechanism overlay: sandbox writes go to a tmpfs of the quota's size and are "
+            "committed after the run only within SKILLS_WORKSPACE_QUOTA_BYTES=%lld",
+            cfg ? (long long)skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES") : 104857600LL);
+    struct statvfs v;
+    const char *dir = cfg ? skd_config_str(cfg, "DATA_DIR") : "./var";
+    long long reserve = cfg ? (long long)skd_config_int(cfg, "SKILLS_DATA_RESERVE_BYTES") : 0;
+    if (statvfs(dir, &v) == 0) {
+        long long avail = (long long)v.f_bavail * (long long)v.f_frsize;
+        add(checks, "data_reserve", avail > reserve ? OK : WARN,
+            avail > reserve ? NULL : "free space on DATA_DIR's filesystem",
+            "DATA_DIR %s: %lld bytes free, %lld kept for the store (SKILLS_DATA_RESERVE_BYTES)",
+            dir, avail, reserve);
+    }
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -415,12 +622,17 @@ json_t *skd_doctor_run(const skd_config *cfg)
     }
     check_kernel(checks, report);
     check_userns(checks, unshare_errno);
-    check_cgroups(checks);
+    int v2full = 0, v2usable = 0;
+    char why[300] = "";
+    check_cgroups(checks, &v2full, &v2usable, why, sizeof(why));
+    check_modes(checks, unshare_errno, v2full, v2usable, why);
     check_seccomp(checks);
     check_syscalls(checks);
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
+    check_network(checks, cfg);
+    check_workspace_quota(checks, cfg);
     check_native(checks, cfg);
     int worst = OK;
     size_t i;
@@ -429,7 +641,9 @@ json_t *skd_doctor_run(const skd_config *cfg)
         const char *st = json_string_value(json_object_get(c, "status"));
         const char *name = json_string_value(json_object_get(c, "name"));
         /* docker and podman are optional providers: they never fail the whole. */
-        int optional = name && (strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0);
+        int optional =
+            name && (strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0 ||
+                     strcmp(name, "mode_root") == 0 || strcmp(name, "mode_rootless") == 0);
         if (st && strcmp(st, "fail") == 0 && worst < FAIL)
             worst = FAIL;
         else if (st && strcmp(st, "warn") == 0 && !optional && worst < WARN)

@@ -58,6 +58,25 @@ void skd__cgroup_destroy(skd__cgroup *cg);
 /* Drop what this process found out about cgroups (a freshly forked
  * spawner starts over). */
 void skd__cgroup_forget(void);
+/* Remove every cgroup this process made (its "skilld/<pid>", the
+ * "skilld-server" leaf it moved into, the controllers it enabled) once its
+ * sandboxes are gone; also registered with atexit by the first detect. */
+void skd__cgroup_release(void);
+/* Delegation (cgroup_delegate.c). 1 when systemd delegated the cgroup v2
+ * at path (our cgroup "self" under the mount) with memory, pids and cpu; 0
+ * when it did not and may give us a scope that is (why: a session scope, a
+ * unit without Delegate=, a missing controller); -2 when it did not and
+ * cannot (why: no manager answers, a user in a system unit); -1 without
+ * systemd (the caller tries the cgroup as it is). */
+int skd__cgroup_delegated(const char *path, const char *self, char *why, size_t cap);
+/* Ask systemd for a transient scope with Delegate=yes holding this process
+ * and wait until we are in it. 0 or SKD_ESANDBOX naming reason and the fix. */
+int skd__cgroup_delegate(const char *reason, skd_err *err);
+/* The controllers of memory, pids, cpu missing from path's
+ * cgroup.controllers into out ("" when none); -1 when unreadable. */
+int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap);
+/* What to tell an operator whose cgroup cannot be delegated. Static. */
+const char *skd__cgroup_delegate_fix(void);
 
 /* ---- seccomp (native_seccomp.c) ---- */
 /* The filter program, built once with libseccomp. Borrowed, lives for the

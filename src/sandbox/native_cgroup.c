@@ -37,6 +37,10 @@ static struct {
     int has_kill; /* v2 cgroup.kill */
     char why[SKD_ERR_MSG_MAX];
     char desc[256];
+    pid_t owner;         /* the process that made the cgroups below */
+    char base[PATH_MAX]; /* v2: our cgroup, where "skilld" was made */
+    char leaf[PATH_MAX]; /* v2: "<base>/skilld-server" when we moved there */
+    int base_is_root;    /* v2: base is the root of the tree */
 } G;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
@@ -183,6 +187,8 @@ static int pid_gone(pid_t pid)
  * "<pid>" directory and the run cgroups in it (killing any process still
  * there: a sandbox whose server died). Live processes' directories are left
  * alone; an rmdir that fails (in use) is harmless. */
+static void remove_runs(const char *dir);
+
 static void reap_stale(const char *parent)
 {
     DIR *d = opendir(parent);
@@ -194,19 +200,7 @@ static void reap_stale(const char *parent)
             !pid_gone((pid_t)pid) ||
             snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
             continue;
-        DIR *runs = opendir(dir);
-        struct dirent *re;
-        while (runs && (re = readdir(runs)) != NULL) {
-            char run[PATH_MAX];
-            if (re->d_type != DT_DIR || re->d_name[0] == '.' ||
-                snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) >= (int)sizeof(run))
-                continue;
-            kill_procs(run);
-            rmdir(run);
-        }
-        if (runs)
-            closedir(runs);
-        rmdir(dir);
+        remove_runs(dir);
     }
     if (d)
         closedir(d);
@@ -225,9 +219,48 @@ static int own_dir(char *parent, size_t cap, int v2)
     return 0;
 }
 
+/* Move every process of from/cgroup.procs into to (all: after a systemd
+ * delegation every process there is ours, the server and the spawner). */
+static int move_procs(const char *from, const char *to)
+{
+    char p[PATH_MAX], line[32];
+    int rc = 0;
+    if (snprintf(p, sizeof(p), "%s/cgroup.procs", from) >= (int)sizeof(p))
+        return -1;
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (write_file(to, "cgroup.procs", line) != 0 && errno != ESRCH)
+            rc = -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+/* Enable memory, pids and cpu for base's children. A non-root cgroup that
+ * holds processes cannot (no internal processes): move them into a leaf
+ * "skilld-server" beside the sandboxes first, all of them when systemd
+ * delegated base to us, else this process only. */
+static int enable_controllers(const char *base, int delegated)
+{
+    if (write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") == 0)
+        return 0;
+    char pid[32];
+    snprintf(pid, sizeof(pid), "%d", (int)getpid());
+    if (errno != EBUSY ||
+        snprintf(G.leaf, sizeof(G.leaf), "%s/skilld-server", base) >= (int)sizeof(G.leaf) ||
+        mkdir_ok(G.leaf))
+        return -1;
+    if (delegated ? move_procs(base, G.leaf) : write_file(G.leaf, "cgroup.procs", pid))
+        return -1;
+    return write_file(base, "cgroup.subtree_control", "+memory +pids +cpu");
+}
+
 static int setup_v2(void)
 {
-    char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512];
+    char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512], why[256];
     if (find_mount(NULL, root, sizeof(root)) ||
         read_file(root, "cgroup.controllers", ctls, sizeof(ctls)))
         return -1;
@@ -237,21 +270,34 @@ static int setup_v2(void)
         return -1;
     if (snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base))
         return -1;
-    /* Enable the controllers for our children. A non-root cgroup that holds
-     * processes cannot (no internal processes): move this process into a
-     * leaf beside the sandboxes first. */
-    if (write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") != 0) {
-        char leaf[PATH_MAX], pid[32];
-        int busy = errno == EBUSY;
-        snprintf(pid, sizeof(pid), "%d", (int)getpid());
-        if (!busy || snprintf(leaf, sizeof(leaf), "%s/skilld-server", base) >= (int)sizeof(leaf) ||
-            mkdir_ok(leaf) || write_file(leaf, "cgroup.procs", pid) ||
-            write_file(base, "cgroup.subtree_control", "+memory +pids +cpu")) {
-            snprintf(G.why, sizeof(G.why),
-                     "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s", base,
-                     strerror(errno));
+    /* Under systemd the cgroup is ours only when systemd delegated it;
+     * otherwise ask it for a scope that is (cgroup_delegate.c). */
+    int delegated = skd__cgroup_delegated(base, self, why, sizeof(why));
+    if (delegated == -2) {
+        snprintf(G.why, sizeof(G.why), "cgroups: not delegated (%s); fix: %s", why,
+                 skd__cgroup_delegate_fix());
+        return -2;
+    }
+    if (delegated == 0) {
+        skd_err err = {0};
+        if (skd__cgroup_delegate(why, &err)) {
+            skd_strlcpy(G.why, skd_err_msg(&err), sizeof(G.why));
             return -2;
         }
+        if (self_path(NULL, self, sizeof(self)) ||
+            snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base)) {
+            snprintf(G.why, sizeof(G.why), "cgroups: cannot read our new cgroup");
+            return -2;
+        }
+        delegated = 1;
+    }
+    skd_strlcpy(G.base, base, sizeof(G.base));
+    G.base_is_root = self[0] == '\0';
+    if (enable_controllers(base, delegated == 1) != 0) {
+        snprintf(G.why, sizeof(G.why),
+                 "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s; fix: %s", base,
+                 strerror(errno), skd__cgroup_delegate_fix());
+        return -2;
     }
     if (snprintf(G.parent[0], sizeof(G.parent[0]), "%s/skilld", base) >= (int)sizeof(G.parent[0]) ||
         mkdir_ok(G.parent[0]) ||
@@ -299,9 +345,63 @@ static int setup_v1(void)
 
 static void setup(void)
 {
-    int rc = setup_v2();
-    if (rc == -1)
+    G.owner = getpid();
+    if (setup_v2() == -1)
         setup_v1();
+    if (G.version)
+        atexit(skd__cgroup_release);
+}
+
+/* Kill and remove every run cgroup left in dir, then dir itself. */
+static void remove_runs(const char *dir)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        char run[PATH_MAX];
+        if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
+            snprintf(run, sizeof(run), "%s/%s", dir, de->d_name) >= (int)sizeof(run))
+            continue;
+        for (int i = 0; i < 50 && rmdir(run) != 0 && errno == EBUSY; i++) {
+            kill_procs(run);
+            struct timespec ts = {0, 2000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    if (d)
+        closedir(d);
+    rmdir(dir);
+}
+
+void skd__cgroup_release(void)
+{
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&mu);
+    if (!G.version || G.owner != getpid()) {
+        pthread_mutex_unlock(&mu);
+        return;
+    }
+    int n = G.version == 2 ? 1 : G.nctl;
+    for (int c = 0; c < n; c++) {
+        remove_runs(G.parent[c]); /* "<...>/skilld/<pid>" */
+        char *slash = strrchr(G.parent[c], '/');
+        if (slash) {
+            *slash = '\0';
+            rmdir(G.parent[c]); /* "<...>/skilld", unless another skilld uses it */
+        }
+    }
+    /* v2: hand base back as we found it: controllers off (the root's are
+     * not ours to touch), the processes we moved back in, the leaf gone.
+     * Where another skilld still uses base, the first step fails and all
+     * stays. */
+    if (G.version == 2 && G.leaf[0] &&
+        (G.base_is_root ||
+         write_file(G.base, "cgroup.subtree_control", "-memory -pids -cpu") == 0) &&
+        move_procs(G.leaf, G.base) == 0)
+        rmdir(G.leaf);
+    G.version = 0;
+    snprintf(G.why, sizeof(G.why), "cgroups released at exit");
+    pthread_mutex_unlock(&mu);
 }
 
 int skd__cgroup_detect(skd_err *err)

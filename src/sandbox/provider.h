@@ -76,6 +76,12 @@ typedef struct skd__outcome {
      * spawn succeeded (a container engine failed to start the container):
      * the runner then reports the run as SKD_ESANDBOX with this message. */
     char setup_error[SKD_ERR_MSG_MAX];
+    /* Set by cleanup when the run had the workspace quota overlay
+     * (src/sandbox/ws_quota.c): see skd_sandbox_result's ws_* fields. */
+    int ws_checked;
+    int ws_error;
+    uint64_t ws_bytes;
+    char ws_message[SKD_ERR_MSG_MAX];
 } skd__outcome;
 
 typedef struct skd__provider {

@@ -78,6 +78,12 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
         bad |= json_object_set_new(o, "error",
                                    json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message",
                                              r->message[0] ? r->message : skd_strerror(r->error)));
+    if (r->ws_checked)
+        bad |= json_object_set_new(
+            o, "workspace",
+            r->ws_error ? json_pack("{s:b, s:{s:s, s:s}}", "kept", 0, "error", "code",
+                                    skd_errcode(r->ws_error), "message", r->ws_message)
+                        : json_pack("{s:b, s:I}", "kept", 1, "bytes", (json_int_t)r->ws_bytes));
     if (bad) {
         json_decref(o);
         return NULL;

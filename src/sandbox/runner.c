@@ -96,8 +96,10 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* Build a run from spec: copies, validation, image resolution. */
-static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
+/* Build a run from spec for runtime rt: copies, validation, the
+ * ceilings, image resolution. */
+static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, struct run **out,
+                   skd_err *err)
 {
     int rc, bad = 0;
     struct run *run = calloc(1, sizeof(*run));
@@ -115,6 +117,11 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
+    /* The operator's, whatever the caller's copy says. */
+    run->cfg.workspace_quota = r->defaults.workspace_quota;
+    run->cfg.data_reserve = r->defaults.data_reserve;
+    if ((rc = skd_sandbox_config_check(&run->cfg, &r->ceilings, err)) != 0)
+        goto fail;
     if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {
         rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
         goto fail;
@@ -141,9 +148,10 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     }
     rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
     /* docker and podman run the image from their own store (skilld image
-     * import loads it there too); the allow-list still applies. */
-    if (rc == SKD_ENOENT &&
-        is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime : r->runtime)) {
+     * import loads it there too); the allow-list still applies. "auto" is
+     * resolved in the spawner: should it pick native, native refuses an
+     * image without a rootfs (not imported) itself. */
+    if (rc == SKD_ENOENT && (is_container_runtime(rt) || strcmp(rt, "auto") == 0)) {
         skd_err_clear(err);
         rc = 0;
     }
@@ -180,18 +188,16 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
                       void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err)
 {
     struct run *run = NULL;
-    int rc = run_new(r, spec, &run, err);
-    if (rc)
-        return rc;
     /* Every provider runs in the spawner process; the name (or "auto") is
      * resolved there. */
     const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
     if (strcmp(rt, "native") != 0 && strcmp(rt, "docker") != 0 && strcmp(rt, "podman") != 0 &&
-        strcmp(rt, "auto") != 0) {
-        skd__run_free(run);
+        strcmp(rt, "auto") != 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "unknown sandbox runtime '%.32s' (native, docker, podman or auto)", rt);
-    }
+    int rc = run_new(r, spec, rt, &run, err);
+    if (rc)
+        return rc;
     run->prov = &skd__provider_remote;
     run->req.spawner = r->spawner;
     run->req.provider = rt;
@@ -366,7 +372,6 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
                         skd_err *err)
 {
     skd__spawner_conf *k = &r->spawner_conf;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     memset(k, 0, sizeof(*k));
     if (skd_strlcpy(k->data_dir, r->data_dir, sizeof(k->data_dir)) < 0 ||
         skd_strlcpy(k->allowed_images, r->allowed, sizeof(k->allowed_images)) < 0 ||
@@ -376,13 +381,16 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
                            "too long for the sandbox spawner");
     k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
     k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
-    k->max_cpu = 100LL * (cores > 0 ? cores : 1) * 1024;
-    k->max_memory_mb = 1048576;
-    k->max_timeout_ms = SKD_SANDBOX_MAX_TIMEOUT_MS;
-    k->max_pids = SKD_SANDBOX_MAX_PIDS;
-    k->max_output_bytes = 1LL << 30;
-    k->max_tmp_bytes = 1LL << 36;
-    k->network_allowed = 1;
+    /* The ceilings, checked again there: the last line. */
+    k->max_cpu = r->ceilings.max_cpu;
+    k->max_memory_mb = r->ceilings.max_memory_mb;
+    k->max_timeout_ms = r->ceilings.max_timeout_ms;
+    k->max_pids = r->ceilings.max_pids;
+    k->max_output_bytes = r->ceilings.max_output_bytes;
+    k->max_tmp_bytes = r->ceilings.max_tmp_bytes;
+    k->network_allowed = r->ceilings.network_allowed;
+    k->workspace_quota = r->defaults.workspace_quota;
+    k->data_reserve = r->defaults.data_reserve;
     (void)cfg;
     return 0;
 }
@@ -424,6 +432,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
                                    : "",
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
+    skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;

@@ -77,7 +77,8 @@ struct skd_runner {
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
-    skd__spawner_client *spawner; /* made by the supervisor thread */
+    skd_sandbox_ceilings ceilings; /* checked at submission (the spawner checks again) */
+    skd__spawner_client *spawner;  /* made by the supervisor thread */
     skd__spawner_conf spawner_conf;
     int spawner_ready; /* under mu: 1 ok, -1 failed */
     pthread_cond_t spawner_cv;

@@ -282,6 +282,9 @@ static void on_prepare(skd__spawn_msg *m)
         goto fail;
     }
     r->cfg = m->cfg;
+    /* The operator's, never the request's. */
+    r->cfg.workspace_quota = S.conf->workspace_quota;
+    r->cfg.data_reserve = S.conf->data_reserve;
     memcpy(r->id, m->id, sizeof(r->id));
     r->image = strdup(m->image);
     r->cwd = strdup(m->cwd);
@@ -447,6 +450,11 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_out_outcome(&o, v);
     if (oc.setup_error[0])
         skd__spawn_out_str(&o, SKD__T_MESSAGE, oc.setup_error);
+    if (oc.ws_checked) {
+        skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
+        if (oc.ws_message[0])
+            skd__spawn_out_str(&o, SKD__T_WS_MESSAGE, oc.ws_message);
+    }
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
 }
@@ -470,6 +478,7 @@ static void on_message(void)
     int rc = skd__spawn_recv(S.sock, &m, &err);
     if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
         shutdown_all();
+        skd__cgroup_release(); /* the cgroups this spawner made; _exit skips atexit */
         _exit(0);
     }
     if (rc != 0) {
@@ -591,8 +600,15 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
     for (;;) {
         struct pollfd p = {.fd = ctrl, .events = POLLIN};
         int n = poll(&p, 1, 1000);
-        while (waitpid(-1, NULL, WNOHANG) > 0) /* dead spawners */
-            ;
+        int st = 0;
+        while (waitpid(-1, &st, WNOHANG) > 0) {
+            /* A spawner that was killed could not stop its containers
+             * (native sandboxes die with it): remove what it left. */
+            if (WIFSIGNALED(st)) {
+                skd__containers_reap_leftovers("docker", 0);
+                skd__containers_reap_leftovers("podman", 0);
+            }
+        }
         if (n <= 0)
             continue;
         skd__spawn_msg m;

@@ -245,6 +245,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
         out->oom_killed = rep.outcome[3] != 0;
         if (rep.message)
             skd_strlcpy(out->setup_error, rep.message, sizeof(out->setup_error));
+        out->ws_checked = rep.has_ws;
+        out->ws_error = rep.ws_code;
+        out->ws_bytes = rep.ws_bytes;
+        if (rep.ws_message)
+            skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
     } else if (out && rc != 0 && s->spawned) {
         out->exited = 0;
         out->signal = SIGKILL;

@@ -116,6 +116,10 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     res.oom_killed = run->oc.oom_killed;
     res.killed = run->oc.killed || res.oom_killed;
     res.timed_out = run->timed_out;
+    res.ws_checked = run->oc.ws_checked;
+    res.ws_error = run->oc.ws_error;
+    res.ws_bytes = run->oc.ws_bytes;
+    skd_strlcpy(res.ws_message, run->oc.ws_message, sizeof(res.ws_message));
     res.duration_ms = run->started ? (run->ended ? run->ended : skd_mono_ms()) - run->started : 0;
     pthread_mutex_lock(&r->mu);
     unlink_locked(r, run);

@@ -12,6 +12,7 @@
  */
 #include "server/a2a_int.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -95,7 +96,8 @@ static const char *param_str(const req *r, const char *key, size_t max, int *bad
 static json_t *skill_names(const req *r)
 {
     size_t n = 0;
-    skd_skill **list = skd_registry_list(skd_engine_registry(r->a->e), r->key_id, 1, 0, &n);
+    skd_actor who = {.key_id = r->key_id, .scopes = r->scopes};
+    skd_skill **list = skd_engine_visible_skills(r->a->e, &who, &n);
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)
         json_array_append_new(arr, json_string(skd_skill_name(list[i])));
@@ -194,7 +196,8 @@ static json_t *new_task(const req *r, a2a_task **out)
                           "tasks here are single-turn: send a new message without taskId");
         goto done;
     }
-    skd_skill *s = skd_registry_lookup(skd_engine_registry(r->a->e), skill, r->key_id, &err);
+    skd_actor who = {.key_id = r->key_id, .scopes = r->scopes};
+    skd_skill *s = skd_engine_find_skill(r->a->e, &who, skill, &err);
     if (!s) {
         char why[256];
         snprintf(why, sizeof(why), "unknown skill \"%.64s\"", skill);

@@ -104,11 +104,12 @@ json_t *skd__mcp_listen(skd_mcp *m, const json_t *msg, skd_mcp_send_fn send, voi
  * Thread-safe: a session may handle many messages concurrently. */
 json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io);
 
-/* Handle one 2026-07-28 message (borrowed) for key_id with scopes, with
- * no session at all: nothing of it outlives the call. Returns the reply as
- * skd__mcp_handle does. */
-json_t *skd__mcp_handle_stateless(skd_mcp *m, const char *key_id, unsigned scopes,
-                                  const json_t *msg, skd_mcp_io *io);
+/* A session for one 2026-07-28 request of key_id with scopes: not in the
+ * session table (nothing finds it, nothing of it outlives the request).
+ * The transport hands it to skd__mcp_handle, and to a hang-up that cancels
+ * the request, then drops it with skd__mcp_session_unref. NULL when out of
+ * memory. */
+skd_mcp_session *skd__mcp_session_transient(skd_mcp *m, const char *key_id, unsigned scopes);
 
 /* The checks of a 2026-07-28 request's _meta envelope, made before any
  * dispatch: NULL when it is fine, else the error reply (new reference):

@@ -11,7 +11,8 @@
  *          202. A request gets application/json, or an SSE stream when the
  *          client accepts one and the call will send notifications
  *          (progress token, or logging enabled): the call then runs on a
- *          worker thread that feeds the stream.
+ *          worker thread that feeds the stream. A client that hangs up
+ *          before its reply is out cancels the request.
  *   GET    an SSE stream for the session's own notifications
  *          (notifications/tools/list_changed).
  *   DELETE ends the session (its running calls are cancelled).
@@ -39,7 +40,45 @@
 #define SESSION_HEADER "Mcp-Session-Id"
 #define VERSION_HEADER "MCP-Protocol-Version"
 #define MAX_STREAM_BYTES (64u * 1024 * 1024)
-#define MAX_WORKERS 256
+
+/* A client that hangs up before its reply is out cancels its request, as
+ * notifications/cancelled would: no one could receive the result (this
+ * server keeps no streams to resume). */
+struct hangup {
+    skd_mcp_session *s;
+    json_t *id;
+};
+
+static void hangup_fire(void *arg)
+{
+    struct hangup *h = arg;
+    json_t *n =
+        json_pack("{s:s, s:s, s:{s:O, s:s}}", "jsonrpc", "2.0", "method", "notifications/cancelled",
+                  "params", "requestId", h->id, "reason", "the client disconnected");
+    skd_mcp_io io = {0};
+    if (n)
+        json_decref(skd__mcp_handle(h->s, n, &io));
+    json_decref(n);
+}
+
+static void hangup_free(void *arg)
+{
+    struct hangup *h = arg;
+    skd__mcp_session_unref(h->s);
+    json_decref(h->id);
+    free(h);
+}
+
+static void cancel_on_hangup(skd_http_req *req, skd_mcp_session *s, const json_t *msg)
+{
+    const json_t *id = json_object_get(msg, "id");
+    struct hangup *h = id ? malloc(sizeof(*h)) : NULL;
+    if (!h)
+        return;
+    skd__mcp_session_ref(s);
+    *h = (struct hangup){s, json_deep_copy(id)};
+    skd__http_on_hangup(req, hangup_fire, h, hangup_free);
+}
 
 static void rpc_reply(skd_http_reply *out, unsigned status, json_t *msg)
 {
@@ -105,23 +144,18 @@ static void do_initialize(skd_http_req *req, const json_t *msg, skd_http_reply *
     skd__mcp_session_unref(s);
 }
 
-/* A call answered on an SSE stream: the 2025 session it belongs to, or
- * (2026-07-28, sess NULL) the caller's identity alone. */
+/* A call answered on an SSE stream, with the session it runs on (a 2025
+ * session, or a 2026-07-28 request's transient one). */
 struct sse_job {
     skd_mcp_session *sess;
     json_t *msg;
-    skd_mcp *mcp;
-    char key_id[64];
-    unsigned scopes;
 };
 
 static void sse_job_run(void *arg, skd_sse *sse)
 {
     struct sse_job *job = arg;
     skd_mcp_io io = {skd__sse_send, sse, 0};
-    json_t *reply =
-        job->sess ? skd__mcp_handle(job->sess, job->msg, &io)
-                  : skd__mcp_handle_stateless(job->mcp, job->key_id, job->scopes, job->msg, &io);
+    json_t *reply = skd__mcp_handle(job->sess, job->msg, &io);
     if (reply && !io.cancelled)
         skd__sse_send(sse, reply);
     json_decref(reply);
@@ -130,23 +164,18 @@ static void sse_job_run(void *arg, skd_sse *sse)
     free(job);
 }
 
-/* Answer a request with an SSE stream fed by a worker thread; s NULL for
- * a 2026-07-28 request. */
+/* Answer a request with an SSE stream fed by a worker thread. */
 static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_http_reply *out)
 {
     struct MHD_Response *resp = NULL;
+    skd_sse *sse = NULL;
     struct sse_job *job = calloc(1, sizeof(*job));
     int rc = SKD_ENOMEM;
     if (job) {
-        if (s)
-            skd__mcp_session_ref(s);
-        *job = (struct sse_job){.sess = s,
-                                .msg = json_incref(msg),
-                                .mcp = skd__server_mcp(req->srv),
-                                .scopes = req->key.scopes};
-        skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id));
-        rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES, sse_job_run,
-                            job, &resp);
+        skd__mcp_session_ref(s);
+        *job = (struct sse_job){s, json_incref(msg)};
+        rc = skd__sse_spawn(skd__server_calls(req->srv), SKD__CALLS_MAX_JOBS, MAX_STREAM_BYTES,
+                            sse_job_run, job, &resp, &sse);
         if (rc) {
             skd__mcp_session_unref(s);
             json_decref(msg);
@@ -167,6 +196,7 @@ static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_
     }
     out->status = MHD_HTTP_OK;
     out->resp = resp;
+    out->sse = sse;
 }
 
 /* A request: JSON, or SSE when the client accepts it and will get
@@ -176,6 +206,7 @@ static void do_request(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_h
     int sse_ok = accepts(req, "text/event-stream");
     int json_ok = accepts(req, "application/json") || accepts(req, "*/*") ||
                   !skd__http_header(req, MHD_HTTP_HEADER_ACCEPT);
+    cancel_on_hangup(req, s, msg);
     int streams =
         skd__mcp_wants_progress(msg) ||
         (skd__mcp_session_logging(s) && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
@@ -395,6 +426,7 @@ static void do_listen(skd_http_req *req, const json_t *msg, skd_http_reply *out)
     }
     out->status = MHD_HTTP_OK;
     out->resp = resp;
+    out->sse = sse;
 }
 
 /* One 2026-07-28 message: no session, nothing kept between requests. */
@@ -406,10 +438,9 @@ static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, 
     if (kind == SKD_RPC_REQUEST && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0 &&
         check_param_headers(req, msg, out))
         return;
-    skd_mcp *m = skd__server_mcp(req->srv);
     if (kind != SKD_RPC_REQUEST) {
-        skd_mcp_io io = {0};
-        json_decref(skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io));
+        /* Notifications of this revision change nothing here: a request is
+         * cancelled by hanging up, and there is no session to tell. */
         skd__http_empty(out, MHD_HTTP_ACCEPTED);
         return;
     }
@@ -426,12 +457,23 @@ static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, 
     int streams = skd__mcp_wants_progress(msg) ||
                   (json_object_get(meta, SKD_MCP_META_LOGLEVEL) &&
                    strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
+    skd_mcp_session *conn =
+        skd__mcp_session_transient(skd__server_mcp(req->srv), req->key.id, req->key.scopes);
+    if (!conn) {
+        rpc_reply(
+            out, MHD_HTTP_INTERNAL_SERVER_ERROR,
+            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    cancel_on_hangup(req, conn, msg); /* hanging up is how this revision cancels */
     if (accepts(req, "text/event-stream") && streams) {
-        request_sse(req, NULL, msg, out);
+        request_sse(req, conn, msg, out);
+        skd__mcp_session_unref(conn);
         return;
     }
     skd_mcp_io io = {0};
-    json_t *reply = skd__mcp_handle_stateless(m, req->key.id, req->key.scopes, msg, &io);
+    json_t *reply = skd__mcp_handle(conn, msg, &io);
+    skd__mcp_session_unref(conn);
     /* The revision's statuses: an unknown method is 404, a capability the
      * client did not declare 400; every other answer is in-band. */
     json_int_t code = json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
@@ -533,6 +575,7 @@ void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out)
         skd__mcp_session_set_sink(s, skd__sse_send, sse, release_sse);
         out->status = MHD_HTTP_OK;
         out->resp = resp;
+        out->sse = sse;
     }
     skd__mcp_session_unref(s);
 }

@@ -229,21 +229,19 @@ json_t *skd__mcp_check_envelope(const json_t *msg)
                           json_object_get(json_object_get(msg, "params"), "_meta"));
 }
 
-json_t *skd__mcp_handle_stateless(skd_mcp *m, const char *key_id, unsigned scopes,
-                                  const json_t *msg, skd_mcp_io *io)
+skd_mcp_session *skd__mcp_session_transient(skd_mcp *m, const char *key_id, unsigned scopes)
 {
-    /* The caller's identity, for this call only: not in the session table. */
+    /* The caller's identity, for one request only: not in the session
+     * table, so nothing finds it afterwards and nothing of it is kept. */
     skd_mcp_session *conn = calloc(1, sizeof(*conn));
     if (!conn)
-        return skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory");
+        return NULL;
     atomic_init(&conn->refs, 1);
     atomic_init(&conn->log_level, -1);
     conn->m = m;
     conn->scopes = scopes;
     skd_strlcpy(conn->key_id, key_id, sizeof(conn->key_id));
-    json_t *reply = skd__mcp_handle(conn, msg, io);
-    skd__mcp_session_unref(conn);
-    return reply;
+    return conn;
 }
 
 static json_t *listen_owned(skd_mcp *m, skd_mcp_session *owner, const json_t *msg,

@@ -7,7 +7,9 @@
  * valgrind openat2/clone3 look missing), so that is checked by
  * tests/integration/image_cli.sh on the real binary instead.
  */
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "skilld/doctor.h"
 #include "skilld/json.h"
@@ -37,7 +39,8 @@ TEST(shape)
         "kernel",        "userns",     "cgroup_v2",          "cgroup_v1",
         "cgroup_limits", "seccomp",    "no_new_privs",       "openat2",
         "clone3",        "pidfd_open", "protected_symlinks", "protected_hardlinks",
-        "docker",        "podman",     "native_sandbox"};
+        "docker",        "podman",     "native_sandbox",     "mode_root",
+        "mode_rootless"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         CHECK(find(r, names[i]) != NULL);
     int worst = 0;
@@ -49,7 +52,9 @@ TEST(shape)
         CHECK(*skd_json_str(c, "detail", "") != '\0');
         CHECK((strcmp(st, "ok") == 0) == (json_object_get(c, "fix") == NULL));
         const char *name = skd_json_str(c, "name", "");
-        int optional = strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
+        /* The mode this process does not run in is reported, not required. */
+        int optional = strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0 ||
+                       strcmp(name, "mode_root") == 0 || strcmp(name, "mode_rootless") == 0;
         int rank = status_rank(st);
         if (optional && rank == 1)
             rank = 0;
@@ -64,9 +69,43 @@ TEST(shape)
     json_decref(r);
 }
 
+/* Where the memory, pids and cpu controllers live on cgroup v1 (this
+ * development machine: a hybrid hierarchy), cgroup v2 cannot be delegated
+ * with them, so rootless mode is unavailable and doctor must say why; where
+ * cgroup v2 has them, the rootless check says what it found. Root mode is
+ * the one a root process runs in. */
+TEST(modes)
+{
+    json_t *r = skd_doctor_run(NULL);
+    CHECK(r != NULL);
+    const json_t *rl = find(r, "mode_rootless"), *rt = find(r, "mode_root");
+    CHECK(rl != NULL && rt != NULL);
+    const char *detail = skd_json_str(rl, "detail", "");
+    char ctl[512] = "";
+    FILE *f = fopen("/sys/fs/cgroup/cgroup.controllers", "re");
+    if (f) {
+        if (!fgets(ctl, sizeof(ctl), f))
+            ctl[0] = '\0';
+        fclose(f);
+    }
+    if (access("/sys/fs/cgroup/memory/memory.limit_in_bytes", F_OK) == 0 &&
+        !strstr(ctl, "memory")) {
+        CHECK(strcmp(skd_json_str(rl, "status", ""), "ok") != 0);
+        CHECK(strstr(detail, "rootless mode unavailable") != NULL);
+        CHECK(strstr(detail, "cgroup v1") != NULL);
+        CHECK(strstr(skd_json_str(rl, "fix", ""), "unified_cgroup_hierarchy") != NULL);
+    } else {
+        CHECK(strstr(detail, "rootless mode") != NULL);
+    }
+    if (geteuid() == 0)
+        CHECK(strstr(skd_json_str(rt, "detail", ""), "root mode runs") != NULL);
+    json_decref(r);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_sandbox_doctor");
     RUN(shape);
+    RUN(modes);
     return TAP_END();
 }

@@ -1,0 +1,268 @@
+#!/bin/bash
+# The VM ring's guest driver. ring.sh puts it on the payload disk
+# (/payload); root's login shell on the serial console (autologin, so it
+# runs in a systemd login session scope, session-N.scope) execs it. Every
+# result is a "PASS case: name" / "FAIL case: name: why" line in
+# /payload/results.log, which ring.sh reads back after the VM powers off.
+#
+# Cases (RING_CASES, default "session service"):
+#   session  the server started as scripts/quickstart.sh starts it, from the
+#            login shell; skilld exec, doctor, the native sandbox tests
+#   service  `make install`, then skilld.service (Delegate=yes) started by
+#            systemd; its admin key from the 0600 file; the journal
+#   rootless skilld-user.service as user alice (after service: it uses the
+#            installed files), the tests in her user manager
+# and in each: doctor clean, tests/integration/sandbox_exec.sh and
+# tests/security/escape.sh, an MCP tools/call of execute_command with
+# memory, pids and cpu limits (read back from the run's cgroup), OOM
+# reported, a timeout killing the whole cgroup, kill -9 of the server
+# leaving no process and no cgroup behind, 16 parallel calls, none hanging.
+P=/payload
+SRC=$P/src
+LOG=$P/results.log
+# A hung call must not hang the ring: progress notifications keep an MCP
+# stream alive, so every client gets a hard deadline.
+MCP="timeout 200 python3 $SRC/tests/platform/mcp.py"
+# Results to the payload disk (what ring.sh counts) and, for a person
+# watching, to the serial console.
+exec > >(tee -a "$LOG" >/dev/ttyS0) 2>&1
+. "$P/ring.env"
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin LANG=C.UTF-8
+CASE=boot
+
+pass() { echo "PASS $CASE: $1"; }
+fail() { echo "FAIL $CASE: $1: ${2:-}"; }
+note() { echo "# $CASE: $*"; }
+# ok NAME CONDITION-COMMAND... [-- WHY]: pass when the command succeeds.
+ok() { local n=$1; shift; if "$@" >/dev/null 2>&1; then pass "$n"; else fail "$n" "$*"; fi; }
+# within SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
+within() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done; }
+jf() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$1" "$2" 2>/dev/null; }
+prefixed() { sed -u -E "s/^(PASS|FAIL) /\1 $CASE: /"; }
+skilld_cgroups() { find /sys/fs/cgroup -name 'skilld*' -type d 2>/dev/null; }
+# The cgroups a spawner made: its transient scope and its "skilld/<pid>".
+own_cgroups() { find /sys/fs/cgroup -type d \( -regex '.*/skilld-[0-9]+\.scope' -o -regex '.*/skilld/[0-9]+' \) 2>/dev/null; }
+still_there_list() { local d; for d in "$@"; do [ -d "$d" ] && echo "$d"; done; }
+still_there() { [ -z "$(still_there_list "$@")" ]; }
+# Sandboxed python3 processes carrying a marker as their last argument
+# (not the MCP clients, whose JSON argument merely contains it).
+marked() { pgrep -f "^python3 -c .* $1\$"; }
+no_marker() { ! marked "$1" >/dev/null; }
+
+# run_tests SKILLD [RUNNER...]: the native sandbox test scripts through the
+# given binary, optionally inside a runner (systemd-run for the service).
+run_tests() {
+    local bin=$1; shift
+    for t in tests/integration/sandbox_exec.sh tests/security/escape.sh; do
+        local t0=$SECONDS
+        "$@" env SKILLD="$bin" SKILLD_ROOT="$SRC" bash "$SRC/$t" 2>&1 | prefixed | grep --line-buffered -E '^(PASS|FAIL) '
+        note "$t took $((SECONDS - t0)) s"
+    done
+}
+
+# doctor_clean SKILLD [RUNNER...]: `skilld doctor` reports nothing failing
+# and the mode it will run in.
+doctor_clean() {
+    local bin=$1; shift
+    local out; out=$("$@" "$bin" doctor 2>&1)
+    if echo "$out" | grep -q '^overall: ok'; then pass "skilld doctor clean"; else fail "skilld doctor clean" "$(echo "$out" | grep -E '^(FAIL|WARN)|overall' | tr '\n' ' ' | head -c 600)"; fi
+    echo "$out" | sed 's/^/#   /'
+}
+
+# mcp_checks URL SECRET CGROUP-ROOT: the sandbox through MCP.
+mcp_checks() {
+    local url=$1 key=$2 cgroot=$3 out
+    # Every limit applied: read memory.max, pids.max and cpu.max of the
+    # run's own cgroup while it runs.
+    $MCP "$url" "$key" execute_command '{"command":"sleep","args":["3"]}' 120 >/tmp/lim.json &
+    local cpid=$! f=""
+    within 60 eval 'f=$(find "$cgroot" -path "*/skilld/*/*" -name memory.max 2>/dev/null | head -n1); [ -n "$f" ]'
+    local d=${f%/memory.max}
+    if [ -n "$f" ] && [ "$(cat "$d/memory.max")" = $((RING_MEM_MB << 20)) ] &&
+        [ "$(cat "$d/pids.max")" = "$RING_PIDS" ] && [ "$(cat "$d/cpu.max")" = "$((RING_CPU * 1000)) 100000" ] &&
+        [ "$(cat "$d/memory.swap.max")" = 0 ] && [ -n "$(cat "$d/cgroup.procs")" ]; then
+        pass "execute_command runs in its own cgroup with memory, pids, cpu limits"
+    else
+        fail "execute_command runs in its own cgroup with memory, pids, cpu limits" "cgroup '$d': $(cat "$d"/memory.max "$d"/pids.max "$d"/cpu.max "$d"/cgroup.procs 2>&1 | tr '\n' ' ')"
+    fi
+    wait $cpid
+    out=$(cat /tmp/lim.json)
+    if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "MCP tools/call execute_command succeeds"; else fail "MCP tools/call execute_command succeeds" "$out"; fi
+
+    # OOM and timeout through REST: MCP turns a failed result into isError
+    # text, REST returns the result object with oomKilled and timedOut.
+    local rest=${url%/mcp}/v1/execute
+    out=$(rest "$rest" "$key" '{"command":"python3","args":["-c","b=[]\nwhile True: b.append(bytearray(4<<20))"],"timeoutMs":30000}')
+    if [ "$(jf "$out" 'j["oomKilled"]')" = true ]; then pass "OOM reported (oomKilled)"; else fail "OOM reported (oomKilled)" "${out:0:300}"; fi
+
+    local mark="ring-timeout-$RANDOM$RANDOM"
+    out=$(rest "$rest" "$key" "{\"command\":\"python3\",\"args\":[\"-c\",\"import os,time\\nfor i in range(3):\\n  if os.fork()==0:\\n    os.setsid(); time.sleep(600)\\ntime.sleep(600)\",\"$mark\"],\"timeoutMs\":3000}")
+    if [ "$(jf "$out" 'j["timedOut"]')" = true ] && within 5 no_marker "$mark"; then
+        pass "timeout kills the whole cgroup (forked, setsid children too)"
+    else
+        fail "timeout kills the whole cgroup" "${out:0:300}; left: $(marked "$mark" | head -3 | tr '\n' ' ')"
+    fi
+
+    # 16 at once, none hanging (the caps queue them; each must finish).
+    local t0=$SECONDS i good=0
+    for i in $(seq 1 16); do
+        $MCP "$url" "$key" execute_command '{"command":"sleep","args":["1"]}' 150 >"/tmp/par.$i" &
+    done
+    wait
+    for i in $(seq 1 16); do [ "$(jf "$(cat /tmp/par.$i)" 'j["success"]')" = true ] && good=$((good + 1)); done
+    if [ $good = 16 ]; then pass "16 parallel execute_command sleep 1 all succeed ($((SECONDS - t0)) s)"; else fail "16 parallel execute_command sleep 1 all succeed" "$good of 16; $(cat /tmp/par.1 | head -c 200)"; fi
+}
+
+# rest URL SECRET INPUT: POST /v1/execute of execute_command; the result.
+rest() { curl -sS -m 120 -H "Authorization: Bearer $2" -H 'Content-Type: application/json' -d "{\"skill\":\"execute_command\",\"input\":$3}" "$1"; }
+
+# start_sleepers URL SECRET MARK N: N calls that sleep 60 s, marked.
+start_sleepers() {
+    local mk=$3 count=$4
+    for _ in $(seq 1 "$count"); do
+        $MCP "$1" "$2" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(60)\",\"$mk\"],\"timeoutMs\":60000}" 120 >/dev/null &
+    done
+    within 60 eval '[ "$(marked "$mk" | wc -l)" -ge "$count" ]'
+}
+
+# -- boot ------------------------------------------------------------------------
+note "kernel $(uname -r), $(systemctl --version | head -n1), cgroup $(stat -fc %T /sys/fs/cgroup)"
+if ldd "$SRC/build/skilld" | grep -q 'not found'; then fail "runtime libraries present" "$(ldd "$SRC/build/skilld" | grep 'not found' | tr '\n' ' ')"; else pass "runtime libraries present"; fi
+within 60 eval 'st=$(systemctl is-system-running); [ "$st" = running ] || [ "$st" = degraded ]'
+note "system: $(systemctl is-system-running) $(systemctl --failed --no-legend | tr '\n' ' ')"
+
+for CASE in $RING_CASES; do
+    t0=$SECONDS
+    case $CASE in
+    session)
+        # -- a root login session, as a user of scripts/quickstart.sh -----
+        cg=$(cat /proc/self/cgroup)
+        if [[ $cg =~ ^0::/user.slice/user-0.slice/session-[0-9]+.scope$ ]]; then pass "shell runs in a login session scope"; else fail "shell runs in a login session scope" "$cg"; fi
+        B=$SRC/build/skilld
+        # As scripts/deps.sh does: the system user the server drops to.
+        getent passwd skilld >/dev/null ||
+            useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
+        cd "$SRC" || exit 1
+        out=$("$B" exec --key ring -- echo hi 2>/tmp/exec.err)
+        if [ "$(jf "$out" 'j["stdout"]')" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
+        if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        if [ "$(cat /proc/self/cgroup)" = "$cg" ] && echo $$ >/dev/null; then pass "the session keeps its cgroup"; else fail "the session keeps its cgroup" "$(cat /proc/self/cgroup)"; fi
+        doctor_clean "$B"
+        run_tests "$B"
+        # The server as scripts/quickstart.sh runs it: build/skilld serve in
+        # the repository, DATA_DIR ./var (or /var/lib/skilld when the
+        # checkout is not reachable by the skilld user), 127.0.0.1:8080.
+        unset DATA_DIR
+        runuser -u skilld -- test -x "$PWD" || export DATA_DIR=/var/lib/skilld
+        serve() {
+            SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU \
+                "$B" serve >>/tmp/serve.out 2>>/tmp/serve.err &
+            SRV=$!
+            within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        }
+        serve
+        KEY=$(awk '/^  secret: /{print $2}' /tmp/serve.out)
+        if [ -n "$KEY" ]; then pass "first start prints the admin key in a terminal session"; else fail "first start prints the admin key" "$(tail -n 5 /tmp/serve.err)"; fi
+        mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup
+        mark="ring-kill9-$RANDOM$RANDOM"
+        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
+        note "sandboxes running: $(marked "$mark" | wc -l)"
+        old=$(own_cgroups)
+        note "cgroups of the server before kill -9: $(echo $old)"
+        kill -9 $SRV
+        wait $SRV 2>/dev/null
+        if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
+        serve
+        $MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60 >/dev/null
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the next start removes the dead server's cgroups"; else fail "the next start removes the dead server's cgroups" "before: $(echo $old); left: $(still_there_list $old)"; fi
+        kill -TERM $SRV; wait $SRV
+        if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "a stopped server leaves no cgroup behind"; else fail "a stopped server leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        ;;
+    service)
+        # -- make install; systemctl start skilld --------------------------
+        cd "$SRC" || exit 1
+        if make -o build/skilld install >/tmp/install.log 2>&1; then pass "make install"; else fail "make install" "$(tail -n 5 /tmp/install.log | tr '\n' ' ')"; fi
+        ok "make install created the skilld user" getent passwd skilld
+        ok "skilld.service is installed" systemctl cat skilld.service
+        echo "SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB" >>/etc/skilld/skilld.conf
+        echo "SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS" >>/etc/skilld/skilld.conf
+        echo "SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU" >>/etc/skilld/skilld.conf
+        systemctl start skilld
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        ok "systemctl start skilld: active" systemctl is-active skilld
+        f=/var/lib/skilld/admin-key
+        within 20 test -s $f
+        owner=$(stat -c %U /var/lib/skilld)
+        if [ "$(stat -c '%a %U' $f 2>&1)" = "600 $owner" ]; then pass "admin key in $f, mode 0600, owned by $owner"; else fail "admin key in $f, mode 0600" "$(stat -c '%a %U' $f 2>&1)"; fi
+        KEY=$(cat $f)
+        out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"echo","args":["from the service"]}' 120)
+        if [ "$(jf "$out" 'j["stdout"]')" = "from the service" ]; then pass "MCP answers with the key from the file"; else fail "MCP answers with the key from the file" "${out:0:400}"; fi
+        if journalctl -u skilld --no-pager -o cat >/tmp/j.txt 2>&1 && ! grep -qF "$KEY" /tmp/j.txt && ! grep -q 'skd_[0-9a-f]\{16\}_' /tmp/j.txt && grep -q admin-key /tmp/j.txt; then
+            pass "journalctl -u skilld holds no secret and names the key file"
+        else
+            fail "journalctl -u skilld holds no secret and names the key file" "$(grep -c . /tmp/j.txt) lines; $(head -c 300 /tmp/j.txt)"
+        fi
+        mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup/system.slice/skilld.service
+        # The tests and doctor in a unit like skilld.service (Delegate=yes).
+        unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p ReadWritePaths=/payload)
+        doctor_clean /usr/local/bin/skilld "${unit[@]}"
+        run_tests /usr/local/bin/skilld "${unit[@]}"
+        mark="ring-kill9-$RANDOM$RANDOM"
+        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
+        main=$(systemctl show -p MainPID --value skilld)
+        old=$(own_cgroups)
+        kill -9 "$main"
+        if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
+        within 30 eval '[ "$(systemctl show -p MainPID --value skilld)" != "$main" ] && [ "$(systemctl show -p MainPID --value skilld)" != 0 ]'
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
+        if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted by systemd after kill -9, sandbox works"; else fail "restarted by systemd after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
+        systemctl stop skilld
+        if within 10 eval '[ ! -d /sys/fs/cgroup/system.slice/skilld.service ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl stop skilld removes its cgroups"; else fail "systemctl stop skilld removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        ;;
+    rootless)
+        # -- skilld-user.service for an ordinary user (installed above) ------
+        getent passwd alice >/dev/null || useradd --create-home --uid 1000 alice
+        loginctl enable-linger alice
+        within 30 systemctl --user -M alice@ is-system-running >/dev/null 2>&1
+        U=(systemd-run --user -M alice@ --quiet --wait --pipe --collect -p Delegate=yes)
+        ctl() { systemctl --user -M alice@ "$@"; }
+        ok "alice's user manager runs" ctl is-system-running
+        doctor_clean /usr/local/bin/skilld "${U[@]}"
+        run_tests /usr/local/bin/skilld "${U[@]}"
+        ctl start skilld-user
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        ok "systemctl --user start skilld-user: active" ctl is-active skilld-user
+        f=/home/alice/.local/state/skilld/admin-key
+        within 20 test -s $f
+        if [ "$(stat -c '%a %U' $f 2>&1)" = "600 alice" ]; then pass "admin key in $f, mode 0600, owned by alice"; else fail "admin key in $f, mode 0600, owned by alice" "$(stat -c '%a %U' $f 2>&1)"; fi
+        KEY=$(cat $f)
+        ucg=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/skilld-user.service
+        mcp_checks http://127.0.0.1:8080/mcp "$KEY" $ucg
+        mark="ring-kill9-$RANDOM$RANDOM"
+        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
+        main=$(ctl show -p MainPID --value skilld-user)
+        old=$(own_cgroups)
+        kill -9 "$main"
+        if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
+        within 30 eval '[ "$(ctl show -p MainPID --value skilld-user)" != "$main" ] && [ "$(ctl show -p MainPID --value skilld-user)" != 0 ]'
+        within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
+        if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted after kill -9, sandbox works"; else fail "restarted after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
+        ctl stop skilld-user
+        if within 10 eval '[ ! -d $ucg ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl --user stop skilld-user removes its cgroups"; else fail "systemctl --user stop skilld-user removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        ;;
+    *)
+        fail "unknown case" "$CASE"
+        ;;
+    esac
+    note "case $CASE took $((SECONDS - t0)) s"
+done
+CASE=boot
+echo "RING-DONE"
+exec >&- 2>&-
+sleep 1
+sync
+systemctl poweroff --force --force
