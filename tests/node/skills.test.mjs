@@ -289,6 +289,8 @@ async function changedOnDisk(label, makeTransport, era) {
 }
 
 const srv = await startServer(data);
+// A second server on the same DATA_DIR with the test-only debug_sleep skill.
+const srv2 = await startServer(data, { SKILLD_TEST_SKILLS: 'true' });
 try {
   for (const era of ['modern', 'legacy']) {
     await scenario(`stdio ${era}`, (k) => stdioTransport(k), era);
@@ -351,8 +353,31 @@ try {
     const j = await r.json();
     assert(r.status === 400 && j.error.code === -32022 && j.error.data.supported[0] === '2026-07-28', `${r.status} ${JSON.stringify(j)}`);
   });
+  await check('http 2026-07-28: a client that hangs up cancels its call (no session to cancel it through)', async () => {
+    const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} };
+    const post = (body, signal) => fetch(`${srv2.url}/mcp`, {
+      method: 'POST', signal,
+      headers: { 'Content-Type': 'application/json', Accept: 'application/json', Authorization: `Bearer ${alice.secret}`,
+        'MCP-Protocol-Version': '2026-07-28', 'Mcp-Method': 'tools/call', 'Mcp-Name': body.params.name },
+      body: JSON.stringify(body),
+    });
+    const ac = new AbortController();
+    const t0 = Date.now();
+    const pending = post({ jsonrpc: '2.0', id: 1, method: 'tools/call', params: { name: 'debug_sleep', arguments: { ms: 30000 }, _meta: meta } }, ac.signal);
+    await new Promise((r) => setTimeout(r, 500));
+    ac.abort();
+    await pending.catch(() => {});
+    let row;
+    for (let i = 0; i < 100 && !row; i++) {
+      const r = await (await post({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'skills_executions', arguments: {}, _meta: meta } })).json();
+      row = r.result.structuredContent.executions.find((e) => e.skill === 'debug_sleep');
+      if (!row) await new Promise((res) => setTimeout(res, 100));
+    }
+    assert(row && row.status !== 'success' && row.durationMs < 15000 && Date.now() - t0 < 20000, JSON.stringify(row));
+  });
 } finally {
   await srv.stop();
+  await srv2.stop();
   removeDir(data);
   removeDir(bundles);
   finish();
