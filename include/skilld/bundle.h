@@ -82,7 +82,8 @@ int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data,
 int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name, const char *owner,
                           int public_, skd_err *err);
 
-/* Remove owner's bundle name. */
+/* Remove owner's bundle name; an imported one's folder (under
+ * DATA_DIR/bundles) is deleted with it. */
 int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err);
 
 /* Store rows (src/store/bundles.c); owner NULL is the operator. */

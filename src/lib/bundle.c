@@ -22,11 +22,13 @@
 #include "skilld/json.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
+#include "sandbox/image_internal.h"
 #include "workspace/resolve.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -471,7 +473,43 @@ int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name,
     return skd_store_bundle_set_public(skd_engine_store(e), owner, name, public_, err);
 }
 
+/* The folder of owner's bundle name (malloc'd), or NULL. */
+static char *dir_of(skd_engine *e, const char *owner, const char *name)
+{
+    json_t *rows = skd_store_bundle_list(skd_engine_store(e), NULL, name, NULL);
+    char *dir = NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *o = skd_json_str(r, "owner", NULL);
+        if (!dir && ((!o && !owner) || (o && owner && strcmp(o, owner) == 0)))
+            dir = strdup(skd_json_str(r, "dir", ""));
+    }
+    json_decref(rows);
+    return dir;
+}
+
 int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err)
 {
-    return skd_store_bundle_delete(skd_engine_store(e), owner, name, err);
+    char *dir = dir_of(e, owner, name);
+    int rc = skd_store_bundle_delete(skd_engine_store(e), owner, name, err);
+    /* An imported bundle's folder is skilld's (DATA_DIR/bundles/...): it
+     * goes with the bundle. A folder registered from elsewhere is the
+     * operator's and stays. */
+    char *data = realpath(skd_config_str(skd_engine_config(e), "DATA_DIR"), NULL);
+    char prefix[PATH_MAX];
+    if (rc == 0 && dir && data &&
+        snprintf(prefix, sizeof(prefix), "%s/bundles/", data) < (int)sizeof(prefix) &&
+        strncmp(dir, prefix, strlen(prefix)) == 0 && !strstr(dir + strlen(prefix), "..")) {
+        char *slash = strrchr(dir, '/');
+        *slash = '\0';
+        int pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (pfd >= 0) {
+            (void)skd__rm_tree_at(pfd, slash + 1);
+            close(pfd);
+        }
+    }
+    free(data);
+    free(dir);
+    return rc;
 }

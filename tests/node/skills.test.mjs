@@ -229,6 +229,17 @@ async function imports(url) {
     assert(!(await new SkillsClient(b).list()).skills.some((s) => s.frontmatter.name === 'csv-tools'), 'bob sees it');
     await b.close();
   });
+  await check('DELETE /v1/skills/csv-tools removes the imported bundle and its folder (bob cannot)', async () => {
+    const del = (k) => fetch(`${url}/v1/skills/csv-tools`, { method: 'DELETE', headers: { Authorization: `Bearer ${k.secret}` } });
+    assert((await del(bob)).status === 404, 'bob deleted alice\'s bundle');
+    const folders = () => readdirSync(join(data, 'bundles')).flatMap((t) => readdirSync(join(data, 'bundles', t)));
+    assert(folders().includes('csv-tools'), 'no imported folder');
+    assert((await del(alice)).status === 204, 'alice could not delete');
+    assert(!folders().includes('csv-tools'), 'the folder stayed');
+    const a = await connect(httpTransport(url, alice), 'modern');
+    assert(!(await new SkillsClient(a).list()).skills.some((s) => s.frontmatter.name === 'csv-tools'), 'still listed');
+    await a.close();
+  });
   await check('a tar entry that climbs out (../) is refused and writes nothing outside', async () => {
     const r = await post(alice, tarOf([{ name: 'SKILL.md', body: '---\nname: evil\ndescription: d\n---\n' }, { name: '../../escaped.txt', body: 'x' }]));
     const j = await r.json();
@@ -327,9 +338,9 @@ try {
     const a = await connect(t, 'modern');
     const sk = new SkillsClient(a);
     const all = await sk.list();
-    assert(all.skills.length >= 3 && all.nextCursor === undefined, `walked ${all.skills.length}`);
-    const one = await sk.list({ cursor: '1' });
-    assert(one.skills.length === 1 && one.nextCursor === '2', JSON.stringify(one).slice(0, 200));
+    assert(all.skills.length >= 2 && all.nextCursor === undefined, `walked ${all.skills.length}`);
+    const one = await sk.list({ cursor: '0' });
+    assert(one.skills.length === 1 && one.nextCursor === '1', JSON.stringify(one).slice(0, 200));
     let bad;
     try { await sk.list({ cursor: 'x' }); } catch (e) { bad = e; }
     assert(bad && /cursor/.test(bad.message), 'an invalid cursor was accepted');
