@@ -4,8 +4,8 @@
  * it public, and the record computed at registration (the front matter and
  * every file's path, size, SHA-256 and stat signature) as JSON text. The
  * empty string stands for the operator in the owner column, as in skills.c.
- * The SQL is plain (ON CONFLICT ... DO UPDATE) so that it also runs on
- * PostgreSQL.
+ * Every statement is plain SQL that both SQLite and PostgreSQL run (the
+ * upsert is ON CONFLICT ... DO UPDATE in both).
  */
 #include "skilld/bundle.h"
 #include "skilld/json.h"
@@ -15,119 +15,117 @@
 #include <stdlib.h>
 #include <string.h>
 
+static skd__sql q_put = SKD__SQL(
+    "INSERT INTO skill_bundles(name,owner,dir,public,record,created_ms,updated_ms) "
+    "VALUES(?1,?2,?3,?4,?5,?6,?6) ON CONFLICT (name, owner) DO UPDATE SET dir=excluded.dir, "
+    "public=excluded.public, record=excluded.record, updated_ms=excluded.updated_ms");
+static skd__sql q_del = SKD__SQL("DELETE FROM skill_bundles WHERE name=?1 AND owner=?2");
+static skd__sql q_pub = SKD__SQL("UPDATE skill_bundles SET public=?3 WHERE name=?1 AND owner=?2");
+/* The caller's own rows first, so that one shadows a public row of the
+ * same name. */
+static skd__sql q_list_key =
+    SKD__SQL("SELECT name,owner,dir,public,record,updated_ms FROM skill_bundles "
+             "WHERE (?1 = '' OR name=?1) AND (owner=?2 OR owner='' OR public=1) "
+             "ORDER BY name, CASE WHEN owner=?2 THEN 0 ELSE 1 END, owner");
+static skd__sql q_list_all = SKD__SQL("SELECT name,owner,dir,public,record,updated_ms FROM "
+                                      "skill_bundles WHERE (?1 = '' OR name=?1) "
+                                      "ORDER BY name, owner");
+
 int skd_store_bundle_put(skd_store *st, const char *owner, const char *name, const char *dir,
                          int public_, const json_t *record, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
     char *text = skd_json_dump(record);
     int rc;
     if (!text)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "INSERT INTO skill_bundles(name,owner,dir,public,record,created_ms,"
-                           "updated_ms) VALUES(?,?,?,?,?,?,?) ON CONFLICT (name, owner) DO UPDATE "
-                           "SET dir=excluded.dir, public=excluded.public, record=excluded.record,"
-                           " updated_ms=excluded.updated_ms",
-                           -1, &q, NULL) != SQLITE_OK) {
-        free(text);
-        return skd__store_fail(st, err, "save bundle");
-    }
-    int64_t now = skd_wall_ms();
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, owner ? owner : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, dir, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 4, public_ ? 1 : 0);
-    sqlite3_bind_text(q, 5, text, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(q, 6, now);
-    sqlite3_bind_int64(q, 7, now);
-    rc = skd__store_step_write(st, q, "save bundle", NULL, err);
-    sqlite3_finalize(q);
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_put, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, name);
+    skd__q_text(&q, 2, owner ? owner : "");
+    skd__q_text(&q, 3, dir);
+    skd__q_int(&q, 4, public_ ? 1 : 0);
+    skd__q_text(&q, 5, text);
+    skd__q_int(&q, 6, skd_wall_ms());
+    rc = skd__q_run(&q, NULL, err);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     free(text);
+    return rc;
+}
+
+/* Run q_del or q_pub (with ival as ?3); SKD_ENOENT when no row changed. */
+static int change(skd_store *st, skd__sql *sql, const char *owner, const char *name,
+                  const int64_t *ival, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int64_t changed = 0;
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, sql, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, name);
+    skd__q_text(&q, 2, owner ? owner : "");
+    if (ival)
+        skd__q_int(&q, 3, *ival);
+    if ((rc = skd__q_run(&q, &changed, err)) == 0 && changed == 0)
+        rc = skd_err_set(err, SKD_ENOENT, "no bundle %s", name);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return rc;
 }
 
 int skd_store_bundle_delete(skd_store *st, const char *owner, const char *name, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(skd__store_db(st), "DELETE FROM skill_bundles WHERE name=? AND owner=?",
-                           -1, &q, NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "delete bundle");
-    sqlite3_bind_text(q, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, owner ? owner : "", -1, SQLITE_STATIC);
-    int64_t changed = 0;
-    int rc = skd__store_step_write(st, q, "delete bundle", &changed, err);
-    if (rc == 0 && changed == 0)
-        rc = skd_err_set(err, SKD_ENOENT, "no bundle %s", name);
-    sqlite3_finalize(q);
-    return rc;
+    return change(st, &q_del, owner, name, NULL, err);
 }
 
 int skd_store_bundle_set_public(skd_store *st, const char *owner, const char *name, int public_,
                                 skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "UPDATE skill_bundles SET public=? WHERE name=? AND owner=?", -1, &q,
-                           NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "update bundle");
-    sqlite3_bind_int(q, 1, public_ ? 1 : 0);
-    sqlite3_bind_text(q, 2, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, owner ? owner : "", -1, SQLITE_STATIC);
-    int64_t changed = 0;
-    int rc = skd__store_step_write(st, q, "update bundle", &changed, err);
-    if (rc == 0 && changed == 0)
-        rc = skd_err_set(err, SKD_ENOENT, "no bundle %s", name);
-    sqlite3_finalize(q);
-    return rc;
+    int64_t v = public_ ? 1 : 0;
+    return change(st, &q_pub, owner, name, &v, err);
 }
 
 json_t *skd_store_bundle_list(skd_store *st, const char *key_id, const char *name, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
     json_t *arr = json_array();
-    /* The caller's own rows first, so that one shadows a public row of the
-     * same name. key_id NULL (the operator) sees every row. */
-    const char *sql = key_id ? "SELECT name,owner,dir,public,record,updated_ms FROM skill_bundles "
-                               "WHERE (? IS NULL OR name=?) AND (owner=? OR owner='' OR public=1) "
-                               "ORDER BY name, CASE WHEN owner=? THEN 0 ELSE 1 END, owner"
-                             : "SELECT name,owner,dir,public,record,updated_ms FROM skill_bundles "
-                               "WHERE (? IS NULL OR name=?) ORDER BY name, owner";
-    if (!arr || sqlite3_prepare_v2(skd__store_db(st), sql, -1, &q, NULL) != SQLITE_OK) {
-        skd__store_fail(st, err, "list bundles");
-        json_decref(arr);
+    int rc;
+    if (!arr) {
+        skd_err_set(err, SKD_ENOMEM, "out of memory");
         return NULL;
     }
-    for (int i = 1; i <= 2; i++) {
-        if (name)
-            sqlite3_bind_text(q, i, name, -1, SQLITE_STATIC);
-        else
-            sqlite3_bind_null(q, i);
-    }
-    if (key_id) {
-        sqlite3_bind_text(q, 3, key_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(q, 4, key_id, -1, SQLITE_STATIC);
-    }
-    int step;
-    while ((step = sqlite3_step(q)) == SQLITE_ROW) {
-        const char *owner = (const char *)sqlite3_column_text(q, 1);
-        const char *text = (const char *)sqlite3_column_text(q, 4);
+    if ((rc = skd__conn_get(st, &c, err)) ||
+        (rc = skd__q_start(c, key_id ? &q_list_key : &q_list_all, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, name ? name : "");
+    if (key_id)
+        skd__q_text(&q, 2, key_id);
+    while ((rc = skd__q_step(&q, err)) == 1) {
+        const char *owner = skd__q_col(&q, 1);
+        const char *text = skd__q_col(&q, 4);
         skd_err perr = {0};
         json_t *rec = text ? skd_json_parse(text, strlen(text), &perr) : NULL;
         if (!rec)
             continue; /* a row edited behind our back is not served */
-        json_t *row = json_pack(
-            "{s:s, s:o, s:s, s:b, s:o, s:I}", "name", (const char *)sqlite3_column_text(q, 0),
-            "owner", owner && *owner ? json_string(owner) : json_null(), "dir",
-            (const char *)sqlite3_column_text(q, 2), "public", sqlite3_column_int(q, 3), "record",
-            rec, "updatedMs", (json_int_t)sqlite3_column_int64(q, 5));
+        json_t *row = json_pack("{s:s, s:o, s:s, s:b, s:o, s:I}", "name", skd__q_col(&q, 0),
+                                "owner", owner && *owner ? json_string(owner) : json_null(), "dir",
+                                skd__q_col(&q, 2), "public", (int)skd__q_col_int(&q, 3), "record",
+                                rec, "updatedMs", (json_int_t)skd__q_col_int(&q, 5));
         if (row)
             json_array_append_new(arr, row);
     }
-    if (step != SQLITE_DONE) {
-        skd__store_fail(st, err, "list bundles");
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    if (rc) {
         json_decref(arr);
-        arr = NULL;
+        return NULL;
     }
-    sqlite3_finalize(q);
     return arr;
 }
