@@ -79,7 +79,7 @@ try {
     });
   }
   const client = new Client({ name: 'fm-test', version: '1.0.0' });
-  await client.connect(new StdioClientTransport({ command: SKILLD, args: ['--data-dir', data, 'mcp', '--key', key.id], stderr: 'ignore' }));
+  await client.connect(new StdioClientTransport({ command: SKILLD, args: ['--data-dir', data, 'mcp', '--key', key.id], stderr: 'ignore', env: { ...process.env } }));
   const skills = new SkillsClient(client);
   const listed = (await skills.list()).skills;
   await check('exactly the valid samples are served', async () => {

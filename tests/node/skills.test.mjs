@@ -73,7 +73,7 @@ function filesOf(dir) {
 const sha = (b) => 'sha256:' + createHash('sha256').update(b).digest('hex');
 
 function stdioTransport(key) {
-  return new StdioClientTransport({ command: SKILLD, args: ['--data-dir', data, 'mcp', '--key', key.id], stderr: 'ignore' });
+  return new StdioClientTransport({ command: SKILLD, args: ['--data-dir', data, 'mcp', '--key', key.id], stderr: 'ignore', env: { ...process.env } });
 }
 function httpTransport(url, key) {
   return new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
