@@ -82,6 +82,7 @@ typedef struct skd_audit {
     int64_t duration_ms;
     int64_t created_ms;
     const char *input_digest; /* hex SHA-256 of the compact input JSON */
+    const char *egress;       /* networkEnabled runs: the egress record (JSON text), else NULL */
 } skd_audit;
 
 int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err);

@@ -241,6 +241,9 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
     char digest[SKD_SHA256_HEX_LEN + 1];
     input_digest(input, digest);
     int ok = skd_result_success(result);
+    /* networkEnabled runs: the destinations go into the row too. */
+    const json_t *eg = json_is_object(result) ? json_object_get(result, "egress") : NULL;
+    char *egress = json_is_array(eg) ? json_dumps(eg, JSON_COMPACT) : NULL;
     skd_audit a = {
         .id = exec_id,
         .key_id = c->key_id,
@@ -251,10 +254,12 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
         .duration_ms = skd_mono_ms() - started,
         .created_ms = skd_wall_ms(),
         .input_digest = digest,
+        .egress = egress,
     };
     skd_err err = {0};
     if (skd_store_audit_add(e->store, &a, &err))
         skd_warn("audit row for %s not written: %s", exec_id, skd_err_msg(&err));
+    free(egress);
 }
 
 /* A sandbox run is a row in the store's run table for its length (its

@@ -60,7 +60,10 @@ static const char *const sqlite_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
-    /* 7: SKILL.md bundles served over MCP (src/store/bundles.c); owner '' is the
+    /* 7: what a sandboxed run reached through the egress proxy (a JSON array,
+     * src/net/egress.h), NULL for a call without network */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8: SKILL.md bundles served over MCP (src/store/bundles.c); owner '' is the
      * operator's; record holds the front matter and every file's size and digest */
     "CREATE TABLE skill_bundles ("
     "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
@@ -110,6 +113,8 @@ static const char *const pg_migrations[] = {
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
     /* 7 */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8 */
     "CREATE TABLE skill_bundles ("
     "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
     "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
