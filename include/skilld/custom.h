@@ -109,6 +109,11 @@ int skd__custom_load(skd_engine *e, skd_err *err);
  * (another replica changed them; src/lib/custom_sync.c). arg is the
  * engine. */
 void skd__custom_sync(void *arg);
+/* Library-internal: remember the stored skills just loaded (engine open),
+ * so that a later sync also removes the ones deleted elsewhere. */
+void skd__custom_sync_init(skd_engine *e);
+/* Library-internal: the engine's slot for that memory (engine.c). */
+json_t **skd__engine_synced(skd_engine *e);
 
 /* Library-internal: parse SKILL.md text (len bytes, need not be
  * NUL-terminated) into {name, description, version, entry, image, tags[]}

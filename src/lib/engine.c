@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 struct skd_engine {
+    json_t *synced; /* custom_sync.c: the stored skills this process last loaded */
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
@@ -101,6 +102,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
         goto out;
     /* Skills registered through another replica (src/lib/custom_sync.c). */
+    skd__custom_sync_init(e);
     skd_store_watch_skills(e->store, skd__custom_sync, e);
     /* Temporary files of writes a crash interrupted (a minute old: a
      * replica sharing DATA_DIR may be writing younger ones). */
@@ -125,6 +127,7 @@ void skd_engine_close(skd_engine *e)
     pthread_mutex_destroy(&e->runner_mu);
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
+    json_decref(e->synced);
     free(e);
 }
 
@@ -136,6 +139,11 @@ const skd_config *skd_engine_config(skd_engine *e)
 skd_registry *skd_engine_registry(skd_engine *e)
 {
     return e->reg;
+}
+
+json_t **skd__engine_synced(skd_engine *e)
+{
+    return &e->synced;
 }
 
 skd_store *skd_engine_store(skd_engine *e)

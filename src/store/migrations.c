@@ -69,6 +69,9 @@ static const char *const sqlite_migrations[] = {
     "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
     "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
     "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY (name, owner));",
+    /* 9: per-key request rate buckets shared by every replica (ratelimit.c) */
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
+     "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 static const char *const pg_migrations[] = {
@@ -119,6 +122,9 @@ static const char *const pg_migrations[] = {
     "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
     "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
     "  created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, PRIMARY KEY (name, owner));",
+    /* 9 */
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
+     "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

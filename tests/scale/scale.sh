@@ -62,15 +62,25 @@ rreq 1 POST /v1/skills "${ADM[@]}" -d "$MAN"
 reg=$STATUS
 t0=$(now_ms); ok=0
 while [ $(($(now_ms) - t0)) -lt 1000 ]; do
-    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"
-    [ "$STATUS" = 200 ] && { ok=1; break; }
+    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"; g3=$STATUS
+    rreq 2 GET /v1/skills/s2echo "${ADM[@]}"; g2=$STATUS
+    [ "$g3" = 200 ] && [ "$g2" = 200 ] && { ok=1; break; }
 done
 dt=$(($(now_ms) - t0))
 rreq 3 POST /v1/execute "${ADM[@]}" -d '{"skill":"s2echo","input":{"text":"from r3"}}'
 if [ "$reg" = 201 ] && [ "$ok" = 1 ] && [ "$(json_get "$BODY" 'j.get("echo")')" = "from r3" ]; then
     pass "S2_skill_registered_on_r1_runs_on_r3"
 else fail "S2_skill_registered_on_r1_runs_on_r3" "register $reg, visible $ok after ${dt} ms, run: ${BODY:0:200}"; fi
-echo "# S2: registration visible on r3 after ${dt} ms"
+echo "# S2: registration visible on r2 and r3 after ${dt} ms"
+rreq 2 DELETE /v1/skills/s2echo "${ADM[@]}"
+del=$STATUS
+t0=$(now_ms); ok=0
+while [ $(($(now_ms) - t0)) -lt 1000 ]; do
+    rreq 1 GET /v1/skills/s2echo "${ADM[@]}"; g1=$STATUS
+    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"; g3=$STATUS
+    [ "$g1" = 404 ] && [ "$g3" = 404 ] && { ok=1; break; }
+done
+if [ "$del" = 204 ] || [ "$del" = 200 ] && [ "$ok" = 1 ]; then pass "S2_skill_deleted_on_r2_gone_from_r1_r3_within_1s"; else fail "S2_skill_deleted_on_r2_gone_from_r1_r3_within_1s" "delete $del, r1 $g1 r3 $g3"; fi
 
 # ---------------- S3 ----------------
 rreq 1 POST /v1/keys "${ADM[@]}" -d '{"name":"s3","scopes":["skills:read","skills:execute"]}'
