@@ -42,6 +42,15 @@ print(sum(r["ok"] for r in rows), sum(len([x for x in r["replicas"] if x]) >= 2 
 if [ "$s1ok" = 300 ]; then pass "S1_300_mcp_sessions_all_succeed"; else fail "S1_300_mcp_sessions_all_succeed" "$s1ok ok: $(grep -m2 '"ok": false' "$TMP/s1.jsonl")"; fi
 if [ "$s1multi" -ge 270 ]; then pass "S1_90pct_sessions_served_by_2_or_more_replicas"; else fail "S1_90pct_sessions_served_by_2_or_more_replicas" "$s1multi of 300"; fi
 echo "# S1: $s1ok sessions ok, $s1multi served by two or more replicas"
+# S1, second half: 300 stateless 2026-07-28 calls (a write, then the read of
+# it as a separate request), nothing kept between them in any replica.
+python3 "$LOAD" stateless "$LB" "$ADMIN" 300 20 >"$TMP/s1x.jsonl"
+read -r s1xok s1xreps <<<"$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(sum(r["ok"] for r in rows), len({r["replica"] for r in rows if r["replica"]}))' "$TMP/s1x.jsonl")"
+if [ "$s1xok" = 300 ]; then pass "S1_300_stateless_2026_calls_all_succeed"; else fail "S1_300_stateless_2026_calls_all_succeed" "$s1xok ok: $(grep -m2 '"ok": false' "$TMP/s1x.jsonl")"; fi
+if [ "$s1xreps" = 3 ]; then pass "S1_stateless_calls_spread_over_every_replica"; else fail "S1_stateless_calls_spread_over_every_replica" "$s1xreps replicas"; fi
 
 # ---------------- S2 ----------------
 rreq 1 POST /v1/keys "${ADM[@]}" -d '{"name":"s2","scopes":["skills:read","skills:execute"]}'
@@ -205,7 +214,7 @@ echo "# S5: replicas back $(($(now_ms) - t0)) ms after the restart"
 wait_lb_up 3 10 || fail "S5_haproxy_sees_all_up_again" "$(lb_up_count) up"
 
 # ---------------- S4 ----------------
-S4_SECONDS=${SKILLD_SCALE_S4_SECONDS:-30}
+S4_SECONDS=${SKILLD_SCALE_S4_SECONDS:-60} # kill at 1/3, restart at 2/3 (the issue's 60/20/40)
 rm -f "$TMP/stop4"
 python3 "$LOAD" loop "$LB" "$ADMIN" "$TMP/stop4" 4 "$TMP/s4.jsonl" &
 LOADPID=$!
