@@ -11,7 +11,7 @@
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libcrypto libxml-2.0 libarchive libsystemd
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libcrypto libxml-2.0 libarchive libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \

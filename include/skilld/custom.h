@@ -105,6 +105,10 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
  * the stored skills and scan DATA_DIR/skills. A broken stored skill is
  * logged and skipped, never fatal. */
 int skd__custom_load(skd_engine *e, skd_err *err);
+/* Library-internal: bring the stored custom skills into the registry again
+ * (another replica changed them; src/lib/custom_sync.c). arg is the
+ * engine. */
+void skd__custom_sync(void *arg);
 
 /* Library-internal: parse SKILL.md text (len bytes, need not be
  * NUL-terminated) into {name, description, version, entry, image, tags[]}

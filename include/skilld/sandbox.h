@@ -36,7 +36,8 @@ typedef struct skd_sandbox_config {
     int64_t cpu_limit;       /* cpuLimit: percent of one CPU (200 = two CPUs) */
     int64_t memory_limit;    /* memoryLimit: MiB, swap off */
     int64_t timeout_ms;      /* timeout: wall-clock milliseconds */
-    int network_enabled;     /* networkEnabled: needs SKILLS_SANDBOX_NETWORK_ENABLED */
+    int network_enabled;     /* networkEnabled: needs SKILLS_SANDBOX_NETWORK_ENABLED; the
+                                egress proxy is the only way out (docs/egress.md) */
     int read_only;           /* readOnly: root filesystem (native: always) */
     int workspace_read_only; /* workspaceReadOnly: /workspace mounted ro */
     int64_t pids_limit;      /* pidsLimit: processes and threads */
@@ -139,6 +140,8 @@ typedef struct skd_sandbox_result {
     int killed; /* killed by the runner: timeout, kill(), cancel, OOM */
     int timed_out;
     int oom_killed;
+    json_t *egress; /* networkEnabled: what the run reached through the egress
+                       proxy (an array, see src/net/egress.h), else NULL */
     /* The workspace quota overlay (a writable workspace with a quota):
      * ws_checked 1 when there was one; ws_error 0 when the run's changes
      * were kept (ws_bytes: what the workspace holds now), else SKD_EQUOTA
@@ -154,9 +157,9 @@ void skd_sandbox_result_free(skd_sandbox_result *r);
 
 /* {id, runtime, exitCode (null when signalled or not run), signal (name or
  * null), stdout, stderr, truncated, duration, killed, timedOut, oomKilled}
- * plus error {code, message} when the command did not run, and workspace
+ * plus error {code, message} when the command did not run, workspace
  * {kept, bytes} or {kept: false, error: {code, message}} when the run had
- * the quota overlay. Output bytes that
+ * the quota overlay, and egress [...] with networkEnabled. Output bytes that
  * are not UTF-8 are replaced with U+FFFD. New reference. */
 json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r);
 
@@ -182,6 +185,11 @@ typedef struct skd_sandbox_spec {
     void *tick_arg;
     const char *skill_dir; /* host directory mounted read-only at /skill; NULL: none
                               (Agent Skills folders, src/lib/command_skill.c) */
+    /* networkEnabled: host patterns that narrow the operator's egress lists
+     * for this run (a key's or a custom skill's); NULL: no narrowing. A host
+     * must match the operator's SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS and this. */
+    const char *egress_allow;
+    const char *egress_deny;
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it

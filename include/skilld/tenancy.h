@@ -60,6 +60,18 @@ int skd_engine_create_key(skd_engine *e, const skd_actor *who, const char *name,
                           char **secret, skd_key_info *info, skd_err *err);
 int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, skd_err *err);
 
+/* Sandbox runs and A2A tasks in the store's run table, over every replica
+ * (docs/store.md): the caller's own, or every key's with skills:admin;
+ * state NULL for all. New ref. */
+json_t *skd_engine_list_runs(skd_engine *e, const skd_actor *who, const char *state, skd_err *err);
+/* Ask the replica that runs the caller's run id to cancel it (needs
+ * skills:execute). SKD_ENOENT when the caller has no such running run. */
+int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, skd_err *err);
+/* 0 when the store answers and this replica is not draining; SKD_EBUSY
+ * while draining, SKD_ESTORE when the store fails. *backend: "sqlite" or
+ * "postgresql" (static). */
+int skd_engine_health(skd_engine *e, const char **backend, skd_err *err);
+
 /* The audit row of a sandbox run that did not go through a skill (skilld
  * exec): skill "exec", version "cli", a digest of input (borrowed: the
  * command and its limits), the outcome. exec_id receives the row's id. */

@@ -138,6 +138,8 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
     json_object_set(out, "signal", json_object_get(j, "signal"));
     json_object_set(out, "sandboxId", json_object_get(j, "id"));
     json_object_set(out, "runtime", json_object_get(j, "runtime"));
+    if (json_object_get(j, "egress")) /* networkEnabled: what the proxy let by */
+        json_object_set(out, "egress", json_object_get(j, "egress"));
     json_t *err = NULL;
     if (r->error)
         err = json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message", r->message);

@@ -28,6 +28,23 @@ struct key {
 static const struct key keys[] = {
     /* core */
     {"DATA_DIR", K_STR, "./var", 0, 0, 0, "state directory: skilld.db, workspaces/, images/"},
+    /* the store (src/store, docs/store.md) */
+    {"SKILLD_STORE", K_STR, "", 0, 0, 1,
+     "postgresql://... to keep the store in PostgreSQL (empty: SQLite $DATA_DIR/skilld.db)"},
+    {"SKILLD_STORE_POOL", K_INT, "8", 1, 256, 0, "store connections at most"},
+    {"SKILLD_STORE_TIMEOUT_MS", K_INT, "5000", 100, 600000, 0,
+     "longest wait for the store (busy database, statement, free connection)"},
+    {"SKILLD_REPLICA_ID", K_STR, "", 0, 0, 0,
+     "this replica's name in the run table and the Skilld-Replica header (empty: host name)"},
+    {"SKILLD_RUN_LEASE_MS", K_INT, "10000", 300, 600000, 0,
+     "a run's lease; a replica renews it every third; an expired one is marked lost"},
+    {"SKILLD_RUN_QUEUE_MS", K_INT, "30000", 0, 600000, 0,
+     "how long a sandbox run waits for a place under the caps over every replica"},
+    {"SKILLD_CLUSTER_MAX_RUNS", K_INT, "0", 0, 1000000, 0,
+     "sandbox runs at once over every replica sharing the store (0: no cluster cap)"},
+    {"SKILLD_DRAIN_MS", K_INT, "0", 0, 600000, 0,
+     "on SIGTERM, /healthz says 503 for this long while calls go on; then calls in flight "
+     "finish (up to SKILLD_SHUTDOWN_GRACE_MS) before the stop"},
     {"SKILLD_LISTEN", K_STR, "127.0.0.1:8080", 0, 0, 0, "address:port the server listens on"},
     {"SKILLD_LOG_FORMAT", K_STR, "text", 0, 0, 0, "log format: text or json"},
     {"SKILLD_LOG_LEVEL", K_STR, "info", 0, 0, 0, "log level: debug, info, warn, error, off"},
@@ -97,6 +114,24 @@ static const struct key keys[] = {
      "bytes of file data an imported image may hold"},
     {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,
      "archive entries an image import may read"},
+    /* sandbox egress proxy (src/net/egress.c, docs/egress.md) */
+    {"SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS", K_STR, "*", 0, 0, 0,
+     "host patterns sandboxed code may reach through the proxy (*, *.pypi.org, host; "
+     "empty: none)"},
+    {"SKILLS_SANDBOX_EGRESS_DENY_HOSTS", K_STR, "", 0, 0, 0,
+     "host patterns sandboxed code may never reach through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS", K_STR, "", 0, 0, 0,
+     "per-key narrowing of the allow list: key=pattern,pattern;key2=pattern"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_CONNECTIONS", K_INT, "16", 1, 4096, 0,
+     "proxy connections one run may hold at once"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_BYTES_UP", K_INT, "67108864", 0, I64MAX, 0,
+     "bytes one run may send through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN", K_INT, "1073741824", 0, I64MAX, 0,
+     "bytes one run may receive through the proxy"},
+    {"SKILLS_SANDBOX_EGRESS_IDLE_MS", K_INT, "30000", 100, 3600000, 0,
+     "a proxy connection with no byte either way is closed after this"},
+    {"SKILLS_SANDBOX_EGRESS_CONN_MS", K_INT, "600000", 100, 86400000, 0,
+     "the longest a proxy connection may live"},
     /* server */
     {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
      "Host header values accepted (port ignored)"},

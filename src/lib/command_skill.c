@@ -159,6 +159,8 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         .tick = tick,
         .tick_arg = (void *)ctx,
         .skill_dir = c->skill_dir,
+        .egress_allow = skd_json_str(run, "egressAllowHosts", NULL),
+        .egress_deny = skd_json_str(run, "egressDenyHosts", NULL),
     };
     if (skd_sandbox_run(runner, &spec, &res, &err)) {
         out = skd_result_from_err(&err);
@@ -168,6 +170,8 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         out = skd_result_error(res.error, "%s", res.message);
     else
         out = outcome(c->manifest, &res, skd_cancel_is_set(ctx->cancel) && res.killed);
+    if (out && res.egress) /* networkEnabled: what the proxy let by */
+        json_object_set(out, "egress", res.egress);
     skd_sandbox_result_free(&res);
 done:
     free(in);

@@ -78,7 +78,19 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         *out = e;
         return 0;
     }
-    if ((rc = skd_store_open(dbpath, &e->store, err)) != 0)
+    const char *where = skd_config_str(cfg, "SKILLD_STORE");
+    if (*where && !skd_store_is_url(where)) {
+        rc = skd_err_set(err, SKD_ECONFIG,
+                         "SKILLD_STORE must be a postgresql:// URL (or empty for SQLite in "
+                         "DATA_DIR)");
+        goto out;
+    }
+    skd_store_opts so = {
+        .pool_size = (int)skd_config_int(cfg, "SKILLD_STORE_POOL"),
+        .busy_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+        .statement_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+    };
+    if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
     if (flags & SKD_ENGINE_NO_SKILLS) { /* skilld exec: the store for its audit row */
         *out = e;
@@ -88,6 +100,8 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         goto out;
     if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
         goto out;
+    /* Skills registered through another replica (src/lib/custom_sync.c). */
+    skd_store_watch_skills(e->store, skd__custom_sync, e);
     /* Temporary files of writes a crash interrupted (a minute old: a
      * replica sharing DATA_DIR may be writing younger ones). */
     skd_err serr = {0};
@@ -109,8 +123,8 @@ void skd_engine_close(skd_engine *e)
         return;
     skd_runner_free(e->runner);
     pthread_mutex_destroy(&e->runner_mu);
+    skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
-    skd_store_close(e->store);
     free(e);
 }
 
@@ -227,6 +241,9 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
     char digest[SKD_SHA256_HEX_LEN + 1];
     input_digest(input, digest);
     int ok = skd_result_success(result);
+    /* networkEnabled runs: the destinations go into the row too. */
+    const json_t *eg = json_is_object(result) ? json_object_get(result, "egress") : NULL;
+    char *egress = json_is_array(eg) ? json_dumps(eg, JSON_COMPACT) : NULL;
     skd_audit a = {
         .id = exec_id,
         .key_id = c->key_id,
@@ -237,10 +254,46 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
         .duration_ms = skd_mono_ms() - started,
         .created_ms = skd_wall_ms(),
         .input_digest = digest,
+        .egress = egress,
     };
     skd_err err = {0};
     if (skd_store_audit_add(e->store, &a, &err))
         skd_warn("audit row for %s not written: %s", exec_id, skd_err_msg(&err));
+    free(egress);
+}
+
+/* A sandbox run is a row in the store's run table for its length (its
+ * replica, its lease; src/store/runs.c): the per-key and cluster caps hold
+ * over every replica, and a cancel through another replica reaches it. */
+static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
+                            const char *exec_id)
+{
+    skd_call cc = *c;
+    skd_cancel *own = NULL;
+    if (!cc.cancel && !(cc.cancel = own = skd_cancel_new()))
+        return skd_result_error(SKD_ENOMEM, "out of memory");
+    skd_run_req rq = {
+        .id = exec_id,
+        .key_id = c->key_id,
+        .skill = skd_skill_name(s),
+        .cancel = cc.cancel,
+        .per_key = (int)skd_config_int(e->cfg, "SKILLS_SANDBOX_MAX_PER_KEY"),
+        .total = (int)skd_config_int(e->cfg, "SKILLD_CLUSTER_MAX_RUNS"),
+        .wait_ms = (int)skd_config_int(e->cfg, "SKILLD_RUN_QUEUE_MS"),
+    };
+    skd_err err = {0};
+    json_t *result = NULL;
+    if (skd_store_run_begin(e->store, &rq, &err) != 0) {
+        result = skd_result_from_err(&err);
+    } else {
+        result = run_handler(e, &cc, s, input, exec_id);
+        const char *state = skd_result_success(result)     ? "done"
+                            : skd_cancel_is_set(cc.cancel) ? "cancelled"
+                                                           : "error";
+        skd_store_run_end(e->store, exec_id, state);
+    }
+    skd_cancel_free(own);
+    return result;
 }
 
 json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
@@ -263,7 +316,9 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
     }
     json_t *result = prepare(e, c, input, &s);
-    if (!result && s)
+    if (!result && s && skd_skill_mode(s) == SKD_MODE_SANDBOX)
+        result = run_recorded(e, c, s, input, id);
+    else if (!result && s)
         result = run_handler(e, c, s, input, id);
     else if (!result) /* prepare could not even build its refusal */
         result = skd_result_error(SKD_ENOMEM, "out of memory");
@@ -389,6 +444,33 @@ int skd_engine_metric_label_visible(skd_engine *e, const skd_actor *who, const c
     int ok = s != NULL;
     skd_skill_unref(s);
     return ok;
+}
+
+json_t *skd_engine_list_runs(skd_engine *e, const skd_actor *who, const char *state, skd_err *err)
+{
+    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
+        return NULL;
+    return skd_store_run_list(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, state,
+                              500, err);
+}
+
+int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, skd_err *err)
+{
+    int rc = need_scope(who, SKD_SCOPE_EXECUTE, err);
+    if (rc || (rc = need_store(e, err)))
+        return rc;
+    return skd_store_run_cancel(e->store, who->key_id, id, err);
+}
+
+int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
+{
+    int rc = need_store(e, err);
+    *backend = skd_store_backend(e->store);
+    if (rc)
+        return rc;
+    if (skd_store_draining(e->store))
+        return skd_err_set(err, SKD_EBUSY, "this replica is stopping; calls in flight finish");
+    return skd_store_ping(e->store, err);
 }
 
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err)

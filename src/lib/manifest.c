@@ -163,9 +163,19 @@ static int check_command(const json_t *cmd, skd_err *err)
 
 static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
 {
-    static const char *const keys[] = {"image",       "command",        "stdin",     "timeoutMs",
-                                       "memoryLimit", "cpuLimit",       "pidsLimit", "outputLimit",
-                                       "tmpSize",     "networkEnabled", NULL};
+    static const char *const keys[] = {"image",
+                                       "command",
+                                       "stdin",
+                                       "timeoutMs",
+                                       "memoryLimit",
+                                       "cpuLimit",
+                                       "pidsLimit",
+                                       "outputLimit",
+                                       "tmpSize",
+                                       "networkEnabled",
+                                       "egressAllowHosts",
+                                       "egressDenyHosts",
+                                       NULL};
     int rc;
     if (!run)
         return bad(err, "run", "is required");
@@ -194,6 +204,10 @@ static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
     json_t *net = json_object_get(run, "networkEnabled");
     if (net && !json_is_boolean(net))
         return bad(err, "run.networkEnabled", "must be true or false");
+    /* Host patterns that narrow the operator's egress lists (docs/egress.md). */
+    if ((rc = check_string(run, "egressAllowHosts", "run.egressAllowHosts", 0, 4096, err)) ||
+        (rc = check_string(run, "egressDenyHosts", "run.egressDenyHosts", 0, 4096, err)))
+        return rc;
     return 0;
 }
 

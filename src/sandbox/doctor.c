@@ -11,6 +11,7 @@
  * they do not decide: the native provider checks again when it runs and
  * fails closed on its own.
  */
+#include "net/egress.h"
 #include "skilld/doctor.h"
 #include "sandbox/ws_quota.h"
 
@@ -552,27 +553,24 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
-/* networkEnabled allowed by the operator: native refuses it until the
- * egress proxy exists; docker and podman give the container a bridge with
- * no guard (cloud metadata and private networks are reachable). */
-static void check_network(json_t *checks, const skd_config *cfg)
+/* The egress proxy (src/net/egress_doctor.c). */
+static void check_egress(json_t *checks, const skd_config *cfg)
 {
-    if (!cfg || !skd_config_bool(cfg, "SKILLS_SANDBOX_NETWORK_ENABLED")) {
-        add(checks, "sandbox_network", OK, NULL,
-            "networkEnabled:true is refused (SKILLS_SANDBOX_NETWORK_ENABLED=false)");
+    skd_config *own = NULL;
+    if (!cfg && !(cfg = own = skd_config_new()))
         return;
-    }
-    const char *rt = skd_config_str(cfg, "SKILLS_SANDBOX_RUNTIME");
-    int ctr = strcmp(rt, "native") != 0; /* docker, podman, or auto that may pick them */
-    add(checks, "sandbox_network", ctr ? WARN : OK,
-        ctr ? "set SKILLS_SANDBOX_NETWORK_ENABLED=false until the egress proxy guards sandboxes"
-            : NULL,
-        ctr ? "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: a container with "
-              "networkEnabled gets --network=bridge with NO outbound guard (metadata and private "
-              "addresses reachable)"
-            : "SKILLS_SANDBOX_NETWORK_ENABLED=true with runtime %s: native still refuses "
-              "networkEnabled (no egress proxy yet)",
-        rt);
+    char detail[400];
+    skd_err err = {0};
+    int rc = skd__egress_doctor(cfg, detail, sizeof(detail), &err);
+    if (rc < 0)
+        add(checks, "egress_proxy", FAIL,
+            "networkEnabled runs would have no working proxy: check the log, or set "
+            "SKILLS_SANDBOX_NETWORK_ENABLED=false",
+            "the egress proxy probe failed: %s", skd_err_msg(&err));
+    else
+        add(checks, "egress_proxy", rc ? WARN : OK, "start skilld as root (the spawner places it)",
+            "%s", detail);
+    skd_config_free(own);
 }
 
 /* Which mechanism holds sandboxed code to the workspace quota
@@ -631,9 +629,9 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
-    check_network(checks, cfg);
     check_workspace_quota(checks, cfg);
     check_native(checks, cfg);
+    check_egress(checks, cfg);
     int worst = OK;
     size_t i;
     json_t *c;

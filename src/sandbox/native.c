@@ -10,6 +10,7 @@
  * refuses the run with SKD_ESANDBOX naming the step.
  */
 #include "sandbox/native.h"
+#include "net/egress.h"
 #include "sandbox/ws_quota.h"
 
 #include <dirent.h>
@@ -491,10 +492,6 @@ static int fill_child(struct nstate *s, skd_err *err)
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
 {
     *state = NULL;
-    if (req->cfg->network_enabled)
-        return skd_err_set(err, SKD_ESANDBOX,
-                           "networkEnabled is not available in the native sandbox (no egress "
-                           "proxy yet): run without network, or use the docker or podman runtime");
     int rc = native_detect(err);
     if (rc)
         return rc;
@@ -578,7 +575,7 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
 {
     struct nstate *s = state;
     int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, sy[2] = {-1, -1};
-    int pidfd = -1, rc = 0;
+    int pidfd = -1, rc = 0, egress_fd = -1;
     if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
         pipe2(st, O_CLOEXEC) || pipe2(sy, O_CLOEXEC)) {
         rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pipes: %s", strerror(errno));
@@ -616,7 +613,13 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
     in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
     close_join_fds(&s->child);
-    if ((rc = release_child(pid, sy[1], err)) != 0) {
+    /* networkEnabled: the egress proxy's socket goes on the sandbox's
+     * loopback before the child is released, so it is there when the
+     * command starts (src/net/egress_place.c). */
+    if ((s->req->cfg->network_enabled && (rc = skd__egress_place(pidfd, &egress_fd, err)) != 0) ||
+        (rc = release_child(pid, sy[1], err)) != 0) {
+        if (egress_fd >= 0)
+            close(egress_fd);
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;
         waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
@@ -633,7 +636,8 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
                           .stdin_fd = in[1],
                           .stdout_fd = o[0],
                           .stderr_fd = e[0],
-                          .status_fd = st[0]};
+                          .status_fd = st[0],
+                          .egress_fd = egress_fd};
     return 0;
 fail:
     close_join_fds(&s->child);

@@ -62,6 +62,8 @@ typedef struct skd__spawned {
     int status_fd; /* -1, or a read end that yields EOF once the command is
                       exec'd, or a message (failing step) before EOF when
                       setting up the sandbox failed and nothing ran */
+    int egress_fd; /* networkEnabled: the socket listening on the sandbox's
+                      loopback for the egress proxy (src/net/egress.h), else -1 */
 } skd__spawned;
 
 /* Filled by the runner from waitid() before cleanup; cleanup may change it

@@ -68,6 +68,8 @@ void skd__run_free(struct run *run)
     free(run->rootfs);
     free(run->workspace);
     free(run->skill_dir);
+    free(run->egress_allow);
+    free(run->egress_deny);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -96,6 +98,43 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
+/* The name of a NAME=value entry is one the egress proxy sets. */
+static int is_proxy_var(const char *entry)
+{
+    for (const char *const *p = skd__egress_env; *p; p++) {
+        size_t n = (size_t)(strchr(*p, '=') - *p) + 1;
+        if (strncmp(entry, *p, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* networkEnabled: the proxy variables replace any the caller set, so every
+ * tool inside goes through the egress proxy and nothing bypasses it. */
+static int add_proxy_env(struct run *run, skd_err *err)
+{
+    size_t n = 0, k = 0, extra = 0;
+    while (run->envp[n])
+        n++;
+    while (skd__egress_env[extra])
+        extra++;
+    char **v = calloc(n + extra + 1, sizeof(*v));
+    if (!v)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (is_proxy_var(run->envp[i]))
+            free(run->envp[i]);
+        else
+            v[k++] = run->envp[i];
+    }
+    free(run->envp);
+    run->envp = v;
+    for (size_t i = 0; i < extra; i++)
+        if (!(v[k++] = strdup(skd__egress_env[i])))
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    return 0;
+}
+
 /* Build a run from spec for runtime rt: copies, validation, the
  * ceilings, image resolution. */
 static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, struct run **out,
@@ -122,6 +161,10 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->cfg.data_reserve = r->defaults.data_reserve;
     if ((rc = skd_sandbox_config_check(&run->cfg, &r->ceilings, err)) != 0)
         goto fail;
+    /* networkEnabled (allowed by the ceilings above): the only way out is
+     * the egress proxy, and every tool inside is told so. */
+    if (run->cfg.network_enabled && (rc = add_proxy_env(run, err)))
+        goto fail;
     if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {
         rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
         goto fail;
@@ -137,6 +180,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->image = dup_or_null(spec->image && *spec->image ? spec->image : "host", &bad);
     run->workspace = dup_or_null(spec->workspace, &bad);
     run->skill_dir = dup_or_null(spec->skill_dir, &bad);
+    run->egress_allow = dup_or_null(spec->egress_allow, &bad);
+    run->egress_deny = dup_or_null(spec->egress_deny, &bad);
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -409,6 +454,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->spawner_cv, NULL);
     r->epfd = r->evfd = -1;
+    r->cfg = cfg;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
@@ -463,12 +509,26 @@ void skd_runner_free(skd_runner *r)
         close(r->epfd);
     if (r->evfd >= 0)
         close(r->evfd);
+    skd__egress_free(r->egress); /* after the supervisor: every run is detached */
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->spawner_cv);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);
     free(r);
+}
+
+skd_egress *skd__runner_egress(skd_runner *r, skd_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    if (!r->egress && !r->cfg)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the egress proxy needs a configuration");
+    else if (!r->egress)
+        rc = skd__egress_new(r->cfg, &r->egress, err);
+    skd_egress *e = rc ? NULL : r->egress;
+    pthread_mutex_unlock(&r->mu);
+    return e;
 }
 
 void skd__runner_wake(skd_runner *r)

@@ -335,7 +335,8 @@ fail:
 
 static void close_spawned(skd__spawned *sp)
 {
-    int *fds[] = {&sp->pidfd, &sp->stdin_fd, &sp->stdout_fd, &sp->stderr_fd, &sp->status_fd};
+    int *fds[] = {&sp->pidfd,     &sp->stdin_fd,  &sp->stdout_fd,
+                  &sp->stderr_fd, &sp->status_fd, &sp->egress_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (*fds[i] >= 0) {
             close(*fds[i]);
@@ -351,8 +352,12 @@ static void on_spawn(skd__spawn_msg *m)
         reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to spawn");
         return;
     }
-    skd__spawned sp = {
-        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
+    skd__spawned sp = {.pidfd = -1,
+                       .stdin_fd = -1,
+                       .stdout_fd = -1,
+                       .stderr_fd = -1,
+                       .status_fd = -1,
+                       .egress_fd = -1};
     r->spawned = 1;
     if (r->prov->spawn(r->pstate, &sp, &err) != 0) {
         r->reaped = 1; /* nothing to wait for */
@@ -376,6 +381,9 @@ static void on_spawn(skd__spawn_msg *m)
         skd__spawn_out_fd(&o, sp.stdin_fd, SKD__FD_STDIN);
     if (sp.status_fd >= 0)
         skd__spawn_out_fd(&o, sp.status_fd, SKD__FD_STATUS);
+    /* The egress socket is only placed here; the server serves it. */
+    if (sp.egress_fd >= 0)
+        skd__spawn_out_fd(&o, sp.egress_fd, SKD__FD_EGRESS);
     if (skd__spawn_send(S.sock, &o, &err) != 0)
         r->prov->kill(r->pstate); /* the server is gone or broken: the run is too */
     skd__spawn_out_free(&o);

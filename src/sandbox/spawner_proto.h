@@ -74,6 +74,7 @@ enum skd__fd_role {
     SKD__FD_STDERR,
     SKD__FD_STATUS,
     SKD__FD_SOCKET, /* REP_OK to REQ_NEW_SPAWNER */
+    SKD__FD_EGRESS, /* REP_SPAWNED: networkEnabled: the egress proxy's listening socket */
     SKD__FD_ROLE_MAX
 };
 

@@ -55,7 +55,12 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     while (*secret == ' ')
         secret++;
     skd_err err = {0};
-    if (skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err) != 0) {
+    int rc = skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err);
+    if (rc == SKD_ESTORE) { /* the store failed: say so, the key may be fine */
+        skd__http_from_err(out, &err);
+        return rc;
+    }
+    if (rc != 0) {
         unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
                      "the API key is not valid or has been revoked");
         return SKD_EUNAUTH;

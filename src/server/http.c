@@ -196,6 +196,7 @@ unsigned skd__http_status_for(int code)
         return MHD_HTTP_BAD_GATEWAY;
     case SKD_ESANDBOX:
     case SKD_ECANCELLED:
+    case SKD_ESTORE:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -371,6 +372,9 @@ static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn, 
             return MHD_NO;
     }
     skd__metrics_request(route_label(cr->route), out->status);
+    const char *replica = skd_store_replica_id(skd_engine_store(skd__server_engine(srv)));
+    if (*replica) /* which replica answered, behind a load balancer (docs/store.md) */
+        MHD_add_response_header(out->resp, "Skilld-Replica", replica);
     if (atomic_load(&srv->stopping))
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CONNECTION, "close");
     if (out->sse && cr->sc) {
@@ -690,6 +694,11 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
 out:
     skd_server_free(s);
     return rc;
+}
+
+size_t skd_server_in_flight(skd_server *s)
+{
+    return s && s->calls ? skd__calls_count(s->calls) : 0;
 }
 
 void skd_server_stop(skd_server *s, int grace_ms)

@@ -5,6 +5,7 @@
  * to a caller only when the engine says the caller may see that name. Gauges owned by other parts
  * (running sandboxes, rejected outbound connections) are read through getters those parts install.
  */
+#include "net/egress.h"
 #include "server/metrics.h"
 
 #include <pthread.h>
@@ -166,5 +167,17 @@ int skd__metrics_render(skd_buf *b, size_t in_flight, int (*visible)(void *arg, 
                          "# TYPE skilld_calls_in_flight gauge\n"
                          "skilld_calls_in_flight %zu\n",
                          running, rejected, in_flight);
+    /* The sandbox egress proxy (src/net/egress.h). */
+    rc |= skd_buf_printf(b,
+                         "# HELP skilld_egress_refused_total Sandbox egress requests refused by "
+                         "the proxy.\n"
+                         "# TYPE skilld_egress_refused_total counter\n"
+                         "skilld_egress_refused_total %llu\n"
+                         "# HELP skilld_egress_cut_total Sandbox egress connections cut at a "
+                         "limit.\n"
+                         "# TYPE skilld_egress_cut_total counter\n"
+                         "skilld_egress_cut_total %llu\n",
+                         (unsigned long long)skd_egress_refused_total(),
+                         (unsigned long long)skd_egress_cut_total());
     return rc ? SKD_ETOOBIG : 0;
 }

@@ -16,9 +16,17 @@
 
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out)
 {
-    (void)req;
-    skd__http_json(out, MHD_HTTP_OK,
-                   json_pack("{s:s, s:s}", "status", "ok", "version", SKD_VERSION));
+    skd_err err = {0};
+    const char *backend = "";
+    int rc = skd_engine_health(skd__server_engine(req->srv), &backend, &err);
+    if (rc) { /* a load balancer takes this replica out (deploy/README.md) */
+        skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        rc == SKD_EBUSY ? "draining" : skd_errcode(rc), "%s", skd_err_msg(&err));
+        return;
+    }
+    skd__http_json(
+        out, MHD_HTTP_OK,
+        json_pack("{s:s, s:s, s:s}", "status", "ok", "version", SKD_VERSION, "store", backend));
 }
 
 static skd_actor actor(const skd_http_req *req)
@@ -242,4 +250,33 @@ void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd__http_empty(out, MHD_HTTP_NO_CONTENT);
+}
+
+/* GET /v1/runs: the caller's sandbox runs and A2A tasks over every replica
+ * (admin: every key's), newest first; ?state=running filters. */
+void skd__rest_runs(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    json_t *runs = skd_engine_list_runs(skd__server_engine(req->srv), &who,
+                                        skd__http_query(req, "state"), &err);
+    if (!runs) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "runs", runs));
+}
+
+/* DELETE /v1/runs/{id}: cancel the caller's running run, on whichever
+ * replica runs it. 202: the request is recorded; the run ends cancelled. */
+void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    if (skd_engine_cancel_run(skd__server_engine(req->srv), &who, req->param, &err) != 0) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_ACCEPTED,
+                   json_pack("{s:s, s:s}", "id", req->param, "state", "cancel_requested"));
 }

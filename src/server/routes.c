@@ -2,7 +2,9 @@
  * The route table: every HTTP endpoint of skilld in one place. Rows are
  * matched in order; a path that matches with another method gets 405 with
  * an Allow header. Scopes: skills:read to look, skills:execute to run
- * (checked again by the engine), skills:admin for keys.
+ * (checked again by the engine), skills:admin for keys. Flags: handlers run
+ * on a worker unless SKD_ROUTE_INLINE (they must then never block); refusals
+ * made before a SKD_ROUTE_JSONRPC handler are JSON-RPC errors.
  */
 #include "server/custom_http.h"
 #include "server/http.h"
@@ -21,6 +23,8 @@ const skd_route skd__routes[] = {
     {"POST", "/v1/execute", 1, 0, skd__rest_execute, 0},
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
+    {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},

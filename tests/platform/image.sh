@@ -107,7 +107,10 @@ fi
 log "configure the root"
 echo skilld-vm >"$R/etc/hostname"
 : >"$R/etc/machine-id"
-printf '/dev/vda / ext4 rw 0 1\n/dev/vdb /payload ext4 rw,x-systemd.device-timeout=30s 0 2\n' >"$R/etc/fstab"
+# The payload disk must never send the boot to emergency mode on a slow,
+# loaded host: nofail, a long device timeout, no fsck; the login shell waits
+# for it instead.
+printf '/dev/vda / ext4 rw 0 1\n/dev/vdb /payload ext4 rw,nofail,x-systemd.device-timeout=900s 0 0\n' >"$R/etc/fstab"
 mkdir -p "$R/payload"
 chroot "$R" passwd -d root >/dev/null
 # Serial-console autologin: root's login shell runs in session-N.scope,
@@ -120,6 +123,9 @@ ExecStart=-/sbin/agetty --autologin root --noclear --keep-baud 115200 %I linux
 EOF
 # The login shell hands over to the ring's guest driver on the payload disk.
 cat >"$R/root/.bash_profile" <<'EOF'
+if [ "$(tty)" = /dev/ttyS0 ] && [ ! -e /run/skilld-ring-started ]; then
+    for _ in $(seq 1 900); do [ -x /payload/guest.sh ] && break; sleep 1; done
+fi
 if [ "$(tty)" = /dev/ttyS0 ] && [ -x /payload/guest.sh ] && [ ! -e /run/skilld-ring-started ]; then
     touch /run/skilld-ring-started
     exec /payload/guest.sh

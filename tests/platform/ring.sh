@@ -7,6 +7,8 @@
 #
 #   tests/platform/ring.sh               (scripts/test.sh runs it)
 #   RING_CASES="session" tests/platform/ring.sh   one case
+#   RING_TESTS=0 ...   without the two test scripts in each case (a quick
+#                      look while developing; the suite always runs them)
 #
 # The VM image is built once and cached (tests/platform/image.sh, under
 # /var/tmp/skilld-vm); each run boots it with a throw-away overlay
@@ -42,6 +44,7 @@ cp -a tests/platform "$PL/src/tests/"
 cp -a tests/platform/guest.sh "$PL/guest.sh"
 cat >"$PL/ring.env" <<EOF
 RING_CASES="${RING_CASES:-session service rootless}"
+RING_TESTS=${RING_TESTS:-1}
 RING_MEM_MB=64
 RING_PIDS=48
 RING_CPU=150

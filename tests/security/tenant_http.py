@@ -244,6 +244,29 @@ def slow_body(port, secret, every_s, limit_s):
     return {'closed_after_s': closed_after}
 
 
+def sse_keepalive(port, secret, sid, wait_s):
+    """Hold an idle MCP GET stream open for wait_s seconds: what came?"""
+    s = socket.create_connection(('127.0.0.1', port))
+    s.sendall(('GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n'
+               'Accept: text/event-stream\r\nMcp-Session-Id: %s\r\n\r\n'
+               % (secret, sid)).encode())
+    data = b''
+    t0 = time.monotonic()
+    s.settimeout(0.5)
+    while time.monotonic() - t0 < wait_s:
+        try:
+            d = s.recv(4096)
+        except socket.timeout:
+            continue
+        if not d:
+            break
+        data += d
+    s.close()
+    head, _, body = data.partition(b'\r\n\r\n')
+    return {'status': head.split(b'\r\n')[0].decode(errors='replace'),
+            'keepalive': b':\n\n' in body, 'body_bytes': len(body)}
+
+
 def main():
     cmd, port = sys.argv[1], int(sys.argv[2])
     a = sys.argv[3:]
@@ -259,6 +282,8 @@ def main():
         r = hangup_rest(port, a[0], a[1])
     elif cmd == 'hangup_mcp':
         r = hangup_mcp(port, a[0], a[1], a[2])
+    elif cmd == 'sse_keepalive':
+        r = sse_keepalive(port, a[0], a[1], float(a[2]))
     elif cmd == 'slow_body':
         r = slow_body(port, a[0], float(a[1]), float(a[2]))
     else:

@@ -8,7 +8,8 @@
 #   - headers and bodies that trickle in are cut off by their timeouts;
 #   - a key over its rate limit gets 429 with Retry-After (REST, MCP, A2A),
 #     other keys are untouched;
-#   - a client that hangs up kills its running sandbox (REST and MCP);
+#   - a client that hangs up kills its running sandbox (REST and MCP); an
+#     idle SSE stream still gets its keep-alive;
 #   - another key's private skill name is absent from /metrics and from the
 #     executions a key can list; skilld exec leaves an audit row.
 # The socket work is in tenant_http.py.
@@ -119,6 +120,11 @@ out=$(client hangup_mcp "$PORT" "$ADMIN" "$SID" "$M")
 python3 -c "import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r['started'] and r['gone_after_s'] is not None and r['gone_after_s'] < 2 else 1)" "$out" &&
     pass "an MCP client that hangs up has its sleep 30 killed within 2 s" ||
     fail "an MCP client that hangs up has its sleep 30 killed within 2 s" "$out"
+# An idle SSE stream parks its connection; the watcher wakes it for the
+# keep-alive comment (every 15 s), so proxies and clients keep it open.
+out=$(client sse_keepalive "$PORT" "$ADMIN" "$SID" 17)
+[ "$(j "$out" '[j["status"], j["keepalive"]]')" = '["HTTP/1.1 200 OK", true]' ] &&
+    pass "an idle SSE stream gets its keep-alive comment" || fail "an idle SSE stream gets its keep-alive comment" "$out"
 wait_in_flight "$ADMIN" 0 && pass "no call is left in flight after the hang-ups" || fail "no call is left in flight after the hang-ups" "calls still in flight"
 req POST /v1/execute -H "Authorization: Bearer $ADMIN" -d '{"skill":"execute_command","input":{"command":"true"}}'
 expect_status "the server runs sandboxes as before" 200

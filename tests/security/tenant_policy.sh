@@ -112,11 +112,12 @@ if "$ROOT/scripts/setup-containers.sh" >"$TMP/setup.log" 2>&1; then
         req POST /v1/execute "${A[@]}" -d '{"skill":"execute_command","input":{"command":"sh","args":["-c","echo ran"],"image":"skilld-test:1"}}'
         expect_json "$R: the same call without network runs" 'j["success"] is True and j["stdout"]=="ran\n"'
     done
-    # Allowed by the operator: doctor warns that docker's network is unguarded.
+    # Allowed by the operator: doctor reports the guarded egress proxy (the
+    # only network a container gets; tests/security/egress.sh drives it).
     out=$(SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=docker "$SKILLD" --data-dir "$DATA" doctor --json 2>/dev/null)
-    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=[x for x in j["checks"] if x["name"]=="sandbox_network"]; sys.exit(0 if c and c[0]["status"]=="warn" and "NO outbound guard" in c[0]["detail"] else 1)' "$out"; then
-        pass "doctor warns that an allowed container network is unguarded"
-    else fail "doctor warns that an allowed container network is unguarded" "$(echo "$out" | head -c 600)"; fi
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=[x for x in j["checks"] if x["name"]=="egress_proxy"]; sys.exit(0 if c and c[0]["status"]=="ok" and "169.254.169.254 was refused" in c[0]["detail"] else 1)' "$out"; then
+        pass "doctor reports that an allowed network goes through the guarded egress proxy"
+    else fail "doctor reports that an allowed network goes through the guarded egress proxy" "$(echo "$out" | head -c 600)"; fi
 else
     fail "containers set up" "$(tail -5 "$TMP/setup.log")"
 fi
