@@ -7,14 +7,15 @@
 source "$(dirname "$0")/../lib.sh"
 export DATA_DIR="$TMP/data"
 
-# The hierarchy skilld uses: v1 when a freezer hierarchy is mounted next to
-# memory/pids/cpu (as on this machine), else v2.
+# The hierarchy skilld uses: v2 when the unified hierarchy has the pids
+# controller, else v1 (as on this machine: memory, pids, cpu and freezer
+# hierarchies). The "skilld" parents may come and go (any skilld that exits
+# removes them when empty): mkdir -p makes them as needed.
 self() { sed -n "s/^[0-9]*:$1:\(.*\)/\1/p" /proc/self/cgroup | sed 's|^/$||'; }
-"$SKILLD" exec -- true >/dev/null 2>&1 # creates the skilld parents
 V1_FREEZER=/sys/fs/cgroup/freezer$(self freezer)/skilld
 V1_PIDS=/sys/fs/cgroup/pids$(self pids)/skilld
 V2=/sys/fs/cgroup$(self '')/skilld
-if [ -d "$V1_FREEZER" ] && [ -d "$V1_PIDS" ]; then mode=v1; else mode=v2; fi
+if grep -qw pids /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then mode=v2; else mode=v1; fi
 
 # A pid that is gone: the dead "spawner" whose directory is left.
 sh -c 'exit 0' &
