@@ -116,6 +116,25 @@ void skd__custom_sync(void *arg);
  * and for skd_skill_folder_read. */
 int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err);
 
+/* Library-internal: read dir's SKILL.md as a bundle: *frontmatter (new
+ * reference) is the front matter verbatim, checked against the Agent
+ * Skills rules; *manifest (new reference, or NULL when the folder has no
+ * entry script) is the command skill it also is. */
+int skd__skill_folder_load(const char *dir, json_t **frontmatter, json_t **manifest, skd_err *err);
+
+/* Library-internal: register the folder dir as a bundle of the actor (a
+ * key with skills:execute, an admin, or the operator; no operator-only
+ * check: imports extract into DATA_DIR first) and, when it has an entry
+ * script, as a command skill. */
+int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+                                int replace, skd_skill **out, skd_err *err);
+
+/* Library-internal: the Agent Skills rules on a front matter (borrowed). */
+int skd__skill_bundle_check(const json_t *frontmatter, skd_err *err);
+
+/* Library-internal: add the skill_run skill (src/lib/skill_run.c). */
+int skd__skill_run_add(skd_registry *reg, skd_err *err);
+
 /* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
 int skd__skills_register_add(skd_registry *reg, skd_err *err);
 

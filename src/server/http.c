@@ -641,7 +641,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     int v6 = 0, rc = parse_listen(listen, &addr, &alen, &v6, err);
     if (rc)
         return rc;
-    if ((rc = skd__test_skills_register(e, err)) != 0)
+    if ((rc = skd__test_skills_register(e, (const struct sockaddr *)&addr, err)) != 0)
         return rc;
     skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     skd_server *s = calloc(1, sizeof(*s));

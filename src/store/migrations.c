@@ -63,6 +63,12 @@ static const char *const sqlite_migrations[] = {
     /* 7: what a sandboxed run reached through the egress proxy (a JSON array,
      * src/net/egress.h), NULL for a call without network */
     "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8: SKILL.md bundles served over MCP (src/store/bundles.c); owner '' is the
+     * operator's; record holds the front matter and every file's size and digest */
+    "CREATE TABLE skill_bundles ("
+    "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
+    "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
+    "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY (name, owner));",
 };
 
 static const char *const pg_migrations[] = {
@@ -108,6 +114,11 @@ static const char *const pg_migrations[] = {
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
     /* 7 */
     "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8 */
+    "CREATE TABLE skill_bundles ("
+    "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
+    "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
+    "  created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, PRIMARY KEY (name, owner));",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
