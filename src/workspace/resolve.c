@@ -116,9 +116,12 @@ static int splice_link(struct walk *w, const char *target, size_t tlen, const ch
         return -1;
     }
     memcpy(tmp, target, tlen);
+    /* A link at the end of the path is replaced by its target alone: a
+     * slash after it would ask for a directory. */
+    size_t sep = rlen ? 1 : 0;
     tmp[tlen] = '/';
-    memcpy(tmp + tlen + 1, rest, rlen + 1);
-    memcpy(w->buf, tmp, tlen + 1 + rlen + 1);
+    memcpy(tmp + tlen + sep, rest, rlen + 1);
+    memcpy(w->buf, tmp, tlen + sep + rlen + 1);
     return 0;
 }
 
