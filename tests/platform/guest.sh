@@ -127,7 +127,7 @@ start_sleepers() {
     for _ in $(seq 1 "$count"); do
         $MCP "$1" "$2" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(60)\",\"$mk\"],\"timeoutMs\":60000}" 120 >/dev/null &
     done
-    within 60 eval '[ "$(marked "$mk" | wc -l)" -ge "$count" ]'
+    if within 60 eval '[ "$(marked "$mk" | wc -l)" -ge "$count" ]'; then pass "$count sandboxes running before kill -9"; else fail "$count sandboxes running before kill -9" "$(marked "$mk" | wc -l) running"; fi
 }
 
 # -- boot ------------------------------------------------------------------------
@@ -230,10 +230,13 @@ for CASE in $RING_CASES; do
         # -- skilld-user.service for an ordinary user (installed above) ------
         getent passwd alice >/dev/null || useradd --create-home --uid 1000 alice
         loginctl enable-linger alice
-        within 30 systemctl --user -M alice@ is-system-running >/dev/null 2>&1
-        U=(systemd-run --user -M alice@ --quiet --wait --pipe --collect -p Delegate=yes)
-        ctl() { systemctl --user -M alice@ "$@"; }
-        ok "alice's user manager runs" ctl is-system-running
+        # Talk to alice's manager as alice (its private socket; no user bus
+        # daemon in this image).
+        AS=(runuser -u alice -- env XDG_RUNTIME_DIR=/run/user/1000)
+        ctl() { "${AS[@]}" systemctl --user "$@"; }
+        within 60 ctl show-environment >/dev/null 2>&1
+        U=("${AS[@]}" systemd-run --user --quiet --wait --pipe --collect -p Delegate=yes)
+        ok "alice's user manager runs" ctl show-environment
         doctor_clean /usr/local/bin/skilld "${U[@]}"
         run_tests /usr/local/bin/skilld "${U[@]}"
         ctl start skilld-user
