@@ -5,7 +5,7 @@
 # result is a "PASS case: name" / "FAIL case: name: why" line in
 # /payload/results.log, which ring.sh reads back after the VM powers off.
 #
-# Cases (RING_CASES, default "session service"):
+# Cases (RING_CASES, default "session service"; rootless on request):
 #   session  the server started as scripts/quickstart.sh starts it, from the
 #            login shell; skilld exec, doctor, the native sandbox tests
 #   service  `make install`, then skilld.service (Delegate=yes) started by
@@ -67,7 +67,8 @@ run_tests() {
 # and the mode it will run in.
 doctor_clean() {
     local bin=$1; shift
-    local out; out=$("$@" "$bin" doctor 2>&1)
+    local out rc=0; out=$("$@" "$bin" doctor 2>&1) || rc=$?
+    note "doctor exit status $rc"
     if echo "$out" | grep -q '^overall: ok'; then pass "skilld doctor clean"; else fail "skilld doctor clean" "$(echo "$out" | grep -E '^(FAIL|WARN)|overall' | tr '\n' ' ' | head -c 600)"; fi
     echo "$out" | sed 's/^/#   /'
 }
@@ -235,12 +236,13 @@ for CASE in $RING_CASES; do
         AS=(runuser -u alice -- env XDG_RUNTIME_DIR=/run/user/1000)
         ctl() { "${AS[@]}" systemctl --user "$@"; }
         within 60 ctl show-environment >/dev/null 2>&1
-        U=("${AS[@]}" systemd-run --user --quiet --wait --pipe --collect -p Delegate=yes)
+        U=("${AS[@]}" systemd-run --user --wait --pipe --collect -p Delegate=yes)
         ok "alice's user manager runs" ctl show-environment
         doctor_clean /usr/local/bin/skilld "${U[@]}"
         run_tests /usr/local/bin/skilld "${U[@]}"
         ctl start skilld-user
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        note "skilld-user's log: $(journalctl _UID=1000 --no-pager -n 15 -o cat 2>&1 | tr '\n' '|')"
         ok "systemctl --user start skilld-user: active" ctl is-active skilld-user
         f=/home/alice/.local/state/skilld/admin-key
         within 20 test -s $f
