@@ -11,7 +11,7 @@
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libcrypto libxml-2.0 libarchive libsystemd
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libcrypto libxml-2.0 libarchive libsystemd
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -20,6 +20,18 @@ CFLAGS   ?= -O2 -g
 ALL_CFLAGS := -std=c11 -D_GNU_SOURCE -fno-strict-aliasing -pthread $(WARN) -Iinclude -Isrc \
               $(PKG_CFLAGS) $(CFLAGS) $(EXTRA_CFLAGS)
 LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
+# build/skilld loads these on first use (src/cli/lazylib.c, scripts/lazy-stubs.sh):
+# a command that needs none of them does not pay the loader for them and
+# their dependencies. x86-64 only (the trampolines are assembly); elsewhere,
+# or with LAZY_PKGS=, they are linked as usual. Tests link everything.
+LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libcrypto libpq libsystemd
+ifneq ($(shell uname -m),x86_64)
+LAZY_PKGS :=
+endif
+LAZY_PKGS := $(filter $(PKGS),$(LAZY_PKGS))
+LAZY_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS) 2>/dev/null)))
+SKILLD_LDLIBS := $(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null) \
+                 -lpthread -ldl $(EXTRA_LDLIBS)
 
 LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
 CLI_SRCS := $(wildcard src/cli/*.c)
@@ -50,9 +62,18 @@ $(BUILD)/libskilld.a: $(LIB_OBJS)
 	@echo "  AR    $@"
 	@rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/skilld: $(CLI_OBJS) $(BUILD)/libskilld.a
+$(BUILD)/lazy/stubs.S: $(CLI_OBJS) $(BUILD)/libskilld.a scripts/lazy-stubs.sh Makefile
+	@mkdir -p $(dir $@)
+	@echo "  GEN   $@"
+	@scripts/lazy-stubs.sh $@ "$(CC)" "$(LAZY_LIBS)" $(CLI_OBJS) $(BUILD)/libskilld.a
+
+$(BUILD)/lazy/stubs.o: $(BUILD)/lazy/stubs.S
+	@$(CC) -c $< -o $@
+
+$(BUILD)/skilld: $(CLI_OBJS) $(BUILD)/libskilld.a $(BUILD)/lazy/stubs.o
 	@echo "  LINK  $@"
-	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/lazy/stubs.o $(BUILD)/libskilld.a \
+	    $(SKILLD_LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)

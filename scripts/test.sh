@@ -13,6 +13,8 @@
 #   5. platform: tests/platform/ring.sh boots Debian 12 (kernel 6.1, cgroup
 #      v2, systemd 252) under qemu and runs the sandbox there from a login
 #      session, as skilld.service and as a user service (tests/platform/README.md)
+#   6. store: the integration and node tests once more with the store in
+#      PostgreSQL 15, and tests/store/, tests/scale/ (block at the end)
 # A test file a ring skips (not executable, and not a helper another test
 # sources) is counted and named at the end ("N skipped", before the last line).
 # SKILLD_TEST_FILTER=regex runs only matching programs (for development).
@@ -136,6 +138,49 @@ for t in tests/platform/ring*.sh; do
     # A cold run builds the VM image first (debootstrap, a few minutes).
     SHOW_PASS=1 TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
 done
+
+# ---- store ring: the functional suite against PostgreSQL (src/store, docs/store.md) ----
+# One PostgreSQL 15 cluster started here (tests/store/pg_lib.sh); every test
+# program sees SKILLD=tests/store/skilld-pg, which gives each data directory
+# a database of its own in that cluster. tests/store/*.sh start their own
+# clusters (outages, several replicas). store_errors.sh is SQLite's own.
+echo "== store: PostgreSQL"
+pg_labels=(pg/unit/test_store_concurrency)
+for t in tests/integration/*.sh; do
+    case $(basename "$t") in
+    store_errors.sh) continue ;; # SQLite's own failure cases
+    echo_example.sh) continue ;; # the C API example finds itself beside build/skilld
+    server_spawner_stress.sh) continue ;; # the spawner's own stress, nothing of the store (95 s)
+    esac
+    [ -x "$t" ] && pg_labels+=("pg/${t#tests/}")
+done
+for t in tests/node/*.test.mjs; do [ -f "$t" ] && pg_labels+=("pg/${t#tests/}"); done
+for t in tests/store/*.sh tests/scale/*.sh; do runnable "$t" && pg_labels+=("${t#tests/}"); done
+if printf '%s\n' "${pg_labels[@]}" | grep -Eq "$filter"; then
+    . tests/store/pg_lib.sh
+    if pg_start; then
+        PG_STATE=$(mktemp -d /tmp/skilld-pgstate.XXXXXX)
+        export SKILLD_REAL="$ROOT/build/skilld" SKILLD_TEST_PG_STATE="$PG_STATE" \
+            SKILLD_TEST_PG_HOST="$PG_DIR" SKILLD_TEST_PG_PORT="$PG_PORT"
+        SKILLD_TEST_STORE="$PG_URL" run_prog pg/unit/test_store_concurrency \
+            build/tests/test_store_concurrency
+        for label in "${pg_labels[@]}"; do
+            case $label in
+            pg/integration/*) SKILLD="$ROOT/tests/store/skilld-pg" run_prog "$label" "tests/${label#pg/}" ;;
+            pg/node/*) SKILLD="$ROOT/tests/store/skilld-pg" run_prog "$label" node "tests/${label#pg/}" ;;
+            esac
+        done
+        pg_stop
+        rm -rf "$PG_STATE"
+        unset SKILLD_REAL SKILLD_TEST_PG_STATE SKILLD_TEST_PG_HOST SKILLD_TEST_PG_PORT
+    else
+        echo "FAIL [store] PostgreSQL did not start"; failed=$((failed + 1))
+    fi
+    for label in "${pg_labels[@]}"; do
+        case $label in store/* | scale/*) run_prog "$label" "tests/$label" ;; esac
+    done
+fi
+# ---- end of the store ring ----
 
 echo
 echo "logs: $LOG"

@@ -4,7 +4,7 @@
  * A *command skill* is described by a manifest
  *   {name, version, description, inputSchema, outputSchema?, tags[],
  *    run: {image, command[], stdin: "input"|"none", timeoutMs?, memoryLimit?,
- *          cpuLimit?, networkEnabled?}}
+ *          cpuLimit?, pidsLimit?, outputLimit?, tmpSize?, networkEnabled?}}
  * and runs run.command in the sandbox: the validated input arrives as JSON
  * on stdin (stdin "input"), the caller's workspace is at /workspace; stdout
  * that is a JSON object is the result ("success": true added when absent),
@@ -27,6 +27,7 @@
 #include "skilld/config.h"
 #include "skilld/error.h"
 #include "skilld/registry.h"
+#include "skilld/sandbox.h"
 
 /* Largest manifest accepted, serialised. */
 #define SKD_MANIFEST_MAX_BYTES (256u * 1024u)
@@ -39,6 +40,21 @@
  * SKD_EFORBIDDEN for an image that is not allowed. Unknown fields are
  * refused. */
 int skd_manifest_check(const json_t *manifest, const skd_config *cfg, skd_err *err);
+
+/* The operator's ceilings for a manifest (borrowed, already checked with
+ * skd_manifest_check): 0, SKD_EINVAL when a run limit is above its
+ * SKILLS_SANDBOX_MAX_* ("manifest.run: memoryLimit 2048 is above the
+ * operator's ceiling SKILLS_SANDBOX_MAX_MEMORY_MB=1024"), SKD_EFORBIDDEN
+ * for networkEnabled true without SKILLS_SANDBOX_NETWORK_ENABLED. Applied
+ * when a client registers; a stored skill is loaded without it and runs
+ * clamped (skd__manifest_limits). */
+int skd_manifest_check_ceilings(const json_t *manifest, const skd_config *cfg, skd_err *err);
+
+/* Library-internal: the sandbox limits of a manifest's run object
+ * (borrowed): cfg's defaults, overridden by the run fields. Returns 0 or
+ * SKD_EINVAL (a field out of its hard range). */
+int skd__manifest_limits(const json_t *run, const skd_config *cfg, skd_sandbox_config *out,
+                         skd_err *err);
 
 /* Read an Agent Skills folder: DIR/SKILL.md's YAML front matter gives name,
  * description and optionally version (default 1.0.0), entry, tags
@@ -89,6 +105,10 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
  * the stored skills and scan DATA_DIR/skills. A broken stored skill is
  * logged and skipped, never fatal. */
 int skd__custom_load(skd_engine *e, skd_err *err);
+/* Library-internal: bring the stored custom skills into the registry again
+ * (another replica changed them; src/lib/custom_sync.c). arg is the
+ * engine. */
+void skd__custom_sync(void *arg);
 
 /* Library-internal: parse SKILL.md text (len bytes, need not be
  * NUL-terminated) into {name, description, version, entry, image, tags[]}

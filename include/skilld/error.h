@@ -39,7 +39,8 @@
     X(CONFIG, "invalid_config", "the configuration is not valid")                                  \
     X(NETWORK, "network_error", "the network request failed")                                      \
     X(UNSUPPORTED_MEDIA, "unsupported_content", "the content type is not supported")               \
-    X(COMMAND, "command_failed", "the command exited with an error")
+    X(COMMAND, "command_failed", "the command exited with an error")                               \
+    X(STORE, "store_unavailable", "the store cannot be reached or failed")
 
 enum skd_errno {
     SKD_OK = 0,

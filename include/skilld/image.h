@@ -26,20 +26,36 @@
 #include "skilld/error.h"
 
 #define SKD_IMAGE_HOST "host"
-#define SKD_IMAGE_NAME_MAX 64
+#define SKD_IMAGE_NAME_MAX 255 /* the engines' bound on a repository name */
 #define SKD_IMAGE_TAG_MAX 128
+#define SKD_IMAGE_DIGEST_MAX 71 /* "sha256:" and 64 hex digits */
 #define SKD_IMAGE_DEFAULT_TAG "latest"
 
-/* A parsed local image reference "name[:tag]". */
+/* A parsed image reference in the engines' grammar (docker's
+ * distribution/reference, which podman shares):
+ *   [domain[:port]/]path[/path...][:tag][@sha256:hex]
+ * e.g. "busybox", "ns/name:tag", "registry.example:5000/ns/name:tag",
+ * "name@sha256:<64 hex>". The domain is the first component when it holds
+ * '.' or ':' or is "localhost" and more components follow. */
 typedef struct skd_image_ref {
-    char name[SKD_IMAGE_NAME_MAX + 1];
-    char tag[SKD_IMAGE_TAG_MAX + 1];
+    char name[SKD_IMAGE_NAME_MAX + 1];     /* repository, with domain and path */
+    char tag[SKD_IMAGE_TAG_MAX + 1];       /* "latest" when neither tag nor digest */
+    char digest[SKD_IMAGE_DIGEST_MAX + 1]; /* "sha256:..." or "" */
+    int has_tag;                           /* a tag was written */
+    int has_domain;                        /* name starts with a registry domain */
+    /* Where the native store keeps it: images/<dir>/<version>/. dir is name
+     * with '/' as '+' (a character no name holds); version is the digest
+     * when there is one (':' cannot be in a tag), else the tag. */
+    char dir[SKD_IMAGE_NAME_MAX + 1];
+    char version[SKD_IMAGE_TAG_MAX + 1];
 } skd_image_ref;
 
-/* Parse "name[:tag]" (tag defaults to "latest"). A name is 1..64 of
- * [a-z0-9._-] starting with a letter or digit; a tag is 1..128 of
- * [A-Za-z0-9._-] starting with a letter, digit or '_'. Names of local
- * images have no '/'. Returns 0 or SKD_EINVAL (err says why). */
+/* Parse ref into out. Path components are [a-z0-9]+ joined by '.', '_',
+ * "__" or runs of '-'; domain components [A-Za-z0-9-] not starting or
+ * ending with '-', the port decimal; a tag is 1..128 of [A-Za-z0-9._-]
+ * not starting with '.' or '-'; a digest is sha256 with 64 lowercase hex
+ * digits. "host" is the built-in image and is refused. Returns 0 or
+ * SKD_EINVAL (err says which part is wrong). */
 int skd_image_parse_ref(const char *ref, skd_image_ref *out, skd_err *err);
 
 /* Caps on one import. Zero fields take the defaults below. */
@@ -71,10 +87,14 @@ int skd_image_list(const char *data_dir, json_t **out, skd_err *err);
  * disappears atomically (renamed away, then deleted). */
 int skd_image_remove(const char *data_dir, const char *ref, skd_err *err);
 
-/* 1 when image ref "name[:tag]" is allowed by allow_list (a comma-separated
- * list of "name" = any tag, "name:tag", or "*" = every image; blanks around
- * entries ignored), else 0. "host" is always allowed. A ref without a tag means ":latest".
- * Works for any reference text, including registry names with '/'. */
+/* 1 when image reference ref is allowed by allow_list, else 0. The list
+ * is comma-separated (blanks around entries ignored) in the same grammar:
+ * "name" allows every tag and digest of name, "name:tag" that tag (a
+ * reference without tag or digest means ":latest"), "name@sha256:..." that
+ * digest, and "*" every image. Names match exactly as written (the engines'
+ * short-name expansion is not applied: "busybox" does not allow
+ * "docker.io/library/busybox"). "host" is always allowed; a reference that
+ * does not parse never is. */
 int skd_image_allowed(const char *allow_list, const char *ref);
 
 /* Resolve the image a sandbox run asked for. image NULL, "" or "host" gives

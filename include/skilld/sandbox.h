@@ -36,13 +36,17 @@ typedef struct skd_sandbox_config {
     int64_t cpu_limit;       /* cpuLimit: percent of one CPU (200 = two CPUs) */
     int64_t memory_limit;    /* memoryLimit: MiB, swap off */
     int64_t timeout_ms;      /* timeout: wall-clock milliseconds */
-    int network_enabled;     /* networkEnabled: native refuses true */
+    int network_enabled;     /* networkEnabled: needs SKILLS_SANDBOX_NETWORK_ENABLED; the
+                                egress proxy is the only way out (docs/egress.md) */
     int read_only;           /* readOnly: root filesystem (native: always) */
     int workspace_read_only; /* workspaceReadOnly: /workspace mounted ro */
     int64_t pids_limit;      /* pidsLimit: processes and threads */
     int64_t output_limit;    /* outputLimit: bytes kept per stream */
     int64_t file_size_limit; /* fileSizeLimit: bytes per file written (RLIMIT_FSIZE) */
     int64_t tmp_size;        /* tmpSize: bytes of the /tmp tmpfs */
+    /* Not on the wire: set by the runner from the operator's settings. */
+    int64_t workspace_quota; /* SKILLS_WORKSPACE_QUOTA_BYTES for the overlay; 0: none */
+    int64_t data_reserve;    /* SKILLS_DATA_RESERVE_BYTES kept free when committing */
 } skd_sandbox_config;
 
 /* Hard bounds accepted from a caller. */
@@ -52,8 +56,59 @@ typedef struct skd_sandbox_config {
 #define SKD_SANDBOX_MAX_ARGS 4096
 #define SKD_SANDBOX_MAX_STDIN (64u << 20)
 
+/* The operator's ceilings (SKILLS_SANDBOX_MAX_*, SKILLS_SANDBOX_NETWORK_ENABLED):
+ * no call input, no manifest and no default may go above them. The runner
+ * checks every run against them at submission and the spawner checks again
+ * (the last line), so this is a plain value that can be sent and copied. */
+typedef struct skd_sandbox_ceilings {
+    int64_t max_timeout_ms;   /* SKILLS_SANDBOX_MAX_TIMEOUT_MS */
+    int64_t max_memory_mb;    /* SKILLS_SANDBOX_MAX_MEMORY_MB */
+    int64_t max_cpu;          /* SKILLS_SANDBOX_MAX_CPU: percent (0 in the setting: cores x 100) */
+    int64_t max_pids;         /* SKILLS_SANDBOX_MAX_PIDS */
+    int64_t max_output_bytes; /* SKILLS_SANDBOX_MAX_OUTPUT_BYTES: per stream */
+    int64_t max_tmp_bytes;    /* SKILLS_SANDBOX_MAX_TMP_MB, in bytes */
+    int network_allowed;      /* SKILLS_SANDBOX_NETWORK_ENABLED: networkEnabled may be true */
+} skd_sandbox_ceilings;
+
+/* Fields of skd_sandbox_config a ceiling bounds, as bits (for clamp). */
+enum {
+    SKD_CEIL_TIMEOUT = 1 << 0,
+    SKD_CEIL_MEMORY = 1 << 1,
+    SKD_CEIL_CPU = 1 << 2,
+    SKD_CEIL_PIDS = 1 << 3,
+    SKD_CEIL_OUTPUT = 1 << 4,
+    SKD_CEIL_TMP = 1 << 5,
+};
+
+/* Fill c from cfg; cfg NULL gives the built-in defaults (60000 ms,
+ * 1024 MiB, cores x 100 %, 256 pids, 1 MiB, 256 MiB, no network). */
+void skd_sandbox_ceilings_from_config(skd_sandbox_ceilings *c, const skd_config *cfg);
+
+/* Check every field of sc against ceil. Returns 0; SKD_EINVAL when a limit
+ * is above its ceiling, the message naming the field and the setting
+ * ("memoryLimit 2048 is above the operator's ceiling
+ * SKILLS_SANDBOX_MAX_MEMORY_MB=1024"); SKD_EFORBIDDEN for networkEnabled
+ * true when the operator did not allow it. */
+int skd_sandbox_config_check(const skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil,
+                             skd_err *err);
+
+/* Lower every field of sc that is above its ceiling to the ceiling.
+ * Returns the SKD_CEIL_* bits of the fields lowered (0: none).
+ * networkEnabled is not clamped: skd_sandbox_config_check refuses it. */
+unsigned skd_sandbox_config_clamp(skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil);
+
+/* The wire names of the fields in bits ("timeout", "memoryLimit", ...) as
+ * a new JSON array (NULL when out of memory). */
+json_t *skd_sandbox_clamped_json(unsigned bits);
+
+/* Log a warning for every default (SKILLS_SANDBOX_TIMEOUT_MS, ...) above
+ * its ceiling: such a default is clamped to the ceiling. Returns the
+ * number of warnings. */
+int skd_sandbox_ceilings_warn(const skd_config *cfg);
+
 /* Fill c with the defaults from cfg (SKILLS_SANDBOX_TIMEOUT_MS,
- * SKILLS_SANDBOX_MEMORY_MB, ...); cfg NULL gives the built-in defaults. */
+ * SKILLS_SANDBOX_MEMORY_MB, ...), each clamped to its ceiling;
+ * networkEnabled is false. cfg NULL gives the built-in defaults. */
 void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg);
 
 /* Override the fields present in obj (borrowed; a JSON object with
@@ -85,6 +140,16 @@ typedef struct skd_sandbox_result {
     int killed; /* killed by the runner: timeout, kill(), cancel, OOM */
     int timed_out;
     int oom_killed;
+    json_t *egress; /* networkEnabled: what the run reached through the egress
+                       proxy (an array, see src/net/egress.h), else NULL */
+    /* The workspace quota overlay (a writable workspace with a quota):
+     * ws_checked 1 when there was one; ws_error 0 when the run's changes
+     * were kept (ws_bytes: what the workspace holds now), else SKD_EQUOTA
+     * or SKD_ECANCELLED (killed: nothing kept) with ws_message. */
+    int ws_checked;
+    int ws_error;
+    uint64_t ws_bytes;
+    char ws_message[SKD_ERR_MSG_MAX];
 } skd_sandbox_result;
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
@@ -92,7 +157,9 @@ void skd_sandbox_result_free(skd_sandbox_result *r);
 
 /* {id, runtime, exitCode (null when signalled or not run), signal (name or
  * null), stdout, stderr, truncated, duration, killed, timedOut, oomKilled}
- * plus error {code, message} when the command did not run. Output bytes that
+ * plus error {code, message} when the command did not run, workspace
+ * {kept, bytes} or {kept: false, error: {code, message}} when the run had
+ * the quota overlay, and egress [...] with networkEnabled. Output bytes that
  * are not UTF-8 are replaced with U+FFFD. New reference. */
 json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r);
 
@@ -118,6 +185,11 @@ typedef struct skd_sandbox_spec {
     void *tick_arg;
     const char *skill_dir; /* host directory mounted read-only at /skill; NULL: none
                               (Agent Skills folders, src/lib/command_skill.c) */
+    /* networkEnabled: host patterns that narrow the operator's egress lists
+     * for this run (a key's or a custom skill's); NULL: no narrowing. A host
+     * must match the operator's SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS and this. */
+    const char *egress_allow;
+    const char *egress_deny;
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it
@@ -190,6 +262,11 @@ int skd_runner_queued_count(skd_runner *r);
  * *rootfs is malloc'd (caller frees). */
 int skd_sandbox_image_rootfs(const char *data_dir, const char *allowed, const char *image,
                              char **rootfs, skd_err *err);
+
+/* The provider runtime ("native", "docker", "podman" or "auto") stands
+ * for: itself, or for auto the first that works here (native, podman,
+ * docker). Returns its name (static) or NULL with err set. */
+const char *skd_sandbox_runtime_pick(const char *runtime, skd_err *err);
 
 /* Is the named provider usable here? 0 or SKD_ESANDBOX with why. */
 int skd_sandbox_provider_detect(const char *runtime, skd_err *err);

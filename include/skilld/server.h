@@ -25,6 +25,8 @@ unsigned skd_server_port(const skd_server *s);
  * call (their sandboxes are killed through the cancel hooks), wait up to
  * grace_ms for them to finish, then close every connection. Idempotent. */
 void skd_server_stop(skd_server *s, int grace_ms);
+/* Skill calls running now (a drain waits for 0 before the stop). */
+size_t skd_server_in_flight(skd_server *s);
 void skd_server_free(skd_server *s); /* stops first when still running; NULL ok */
 
 /* Serve MCP over stdio: one JSON-RPC message per line read from in_fd,

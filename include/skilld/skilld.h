@@ -28,6 +28,9 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err);
  * skills, only DATA_DIR and the runner (skilld exec); skd_engine_store() is
  * NULL, the registry empty, and skd_engine_execute refuses. */
 #define SKD_ENGINE_SANDBOX_ONLY 1u
+/* SKD_ENGINE_NO_SKILLS: the store and the runner, no skills (skilld exec,
+ * which writes its audit row through skd_engine_audit_run). */
+#define SKD_ENGINE_NO_SKILLS 2u
 /* skd_engine_open with flags (0: the same as skd_engine_open). */
 int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **out, skd_err *err);
 /* Give e a runner started earlier (steals r), e.g. before the process

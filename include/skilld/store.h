@@ -1,21 +1,50 @@
 /*
- * The store: SQLite in WAL mode at $DATA_DIR/skilld.db holding API keys
- * (only a SHA-256 of each secret), the execution audit, and the state other
- * parts keep (custom skills, search cache, A2A tasks). Migrations are
- * versioned (PRAGMA user_version). Safe to use from many threads.
+ * The store: API keys (only a SHA-256 of each secret), the execution audit,
+ * and the state other parts keep (custom skills, search cache, A2A tasks).
+ * Two backends behind one interface: SQLite in WAL mode at
+ * $DATA_DIR/skilld.db (the embedded default) and PostgreSQL (SKILLD_STORE=
+ * postgresql://...), with the same versioned migrations in both dialects.
+ * Safe to use from many threads: a pool of connections, each with its own
+ * prepared statements (docs/store.md).
+ *
+ * Every function that touches the database fails with SKD_ESTORE
+ * (store_unavailable) when the database cannot answer: busy past the
+ * timeout, unreachable, corrupt. A read never reports "not found" or
+ * "no rows" for a database that failed.
  */
 #ifndef SKILLD_STORE_H
 #define SKILLD_STORE_H
 
 #include <jansson.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "skilld/error.h"
 
 typedef struct skd_store skd_store;
 
-int skd_store_open(const char *path, skd_store **out, skd_err *err);
+typedef struct skd_store_opts {
+    int pool_size;            /* connections at most (default 8) */
+    int busy_timeout_ms;      /* SQLite busy wait; wait for a free connection (5000) */
+    int connect_timeout_s;    /* PostgreSQL connect_timeout (2) */
+    int statement_timeout_ms; /* PostgreSQL statement_timeout (5000) */
+} skd_store_opts;
+
+/* Open the store at where: a file path (SQLite) or a postgresql:// or
+ * postgres:// URL (PostgreSQL), and bring its schema up to date. opts may
+ * be NULL (defaults); zero fields take their default. */
+int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store **out,
+                        skd_err *err);
+/* skd_store_open_opts(where, NULL, ...). */
+int skd_store_open(const char *where, skd_store **out, skd_err *err);
 void skd_store_close(skd_store *st); /* NULL ok */
+/* 1 when where names a PostgreSQL database (postgresql:// or postgres://). */
+int skd_store_is_url(const char *where);
+/* "sqlite" or "postgresql". Static storage. */
+const char *skd_store_backend(const skd_store *st);
+/* Round trip to the database: 0 when it answers, SKD_ESTORE when not
+ * (/healthz). */
+int skd_store_ping(skd_store *st, skd_err *err);
 
 typedef struct skd_key_info {
     char id[64];
@@ -35,6 +64,8 @@ int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err
 int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err);
 /* Array of key objects {id, name, scopes[], created, revoked}. New ref. */
 json_t *skd_store_key_list(skd_store *st, skd_err *err);
+/* Number of keys, revoked ones included. SKD_ESTORE when the database
+ * cannot be read: never 0 for a read that failed. */
 int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err);
 
 /* Scope names <-> bits ("skills:read,skills:execute"). */
@@ -100,4 +131,80 @@ json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *conte
 /* Delete tasks last updated before before_ms; *removed may be NULL. */
 int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err);
 
+/*
+ * MCP (2025 revisions) sessions (src/store/sessions.c): what a replica needs
+ * to continue a session another one began. Read through the key only.
+ */
+typedef struct skd_session_row {
+    char id[64];
+    char key_id[64];
+    unsigned scopes;
+    char version[16];
+    int initialized;
+    int log_level;
+} skd_session_row;
+/* Insert or update row (borrowed); rows idle longer than idle_ms go. */
+int skd_store_session_put(skd_store *st, const skd_session_row *row, int64_t idle_ms, skd_err *err);
+/* The key's session id into *row; SKD_ENOENT when absent, another key's,
+ * or idle longer than idle_ms. */
+int skd_store_session_get(skd_store *st, const char *key_id, const char *id, int64_t idle_ms,
+                          skd_session_row *row, skd_err *err);
+int skd_store_session_delete(skd_store *st, const char *id, skd_err *err);
+
+/*
+ * Runs and replicas (src/store/runs.c, docs/store.md). Every sandbox run is
+ * a row with the replica that runs it and a lease that replica renews; a
+ * run whose lease ended (its replica died) is marked "lost" by any replica.
+ * Caps on concurrent runs are checked against the rows of every replica, so
+ * they hold across replicas; a cancel request is a flag on the row that the
+ * owning replica acts on (within 1 s: told at once on PostgreSQL by
+ * LISTEN/NOTIFY, else by polling every 200 ms).
+ */
+typedef struct skd_cancel skd_cancel;
+
+/* Start this process's replica duties under id (borrowed; "" for the host
+ * name): runs already in the store as this replica's are marked lost (they
+ * died with its previous life), then a thread renews leases every lease/3,
+ * marks expired leases lost, acts on cancel requests and on change
+ * notifications. Idempotent. */
+int skd_store_replica_start(skd_store *st, const char *id, int lease_ms, skd_err *err);
+/* This process's replica id ("" before skd_store_replica_start or the
+ * first run). Static for the store's life. */
+const char *skd_store_replica_id(skd_store *st);
+/* Draining: /healthz answers 503 so a load balancer stops sending. */
+void skd_store_set_draining(skd_store *st, int on);
+int skd_store_draining(skd_store *st);
+
+typedef struct skd_run_req {
+    const char *id; /* execution id */
+    const char *key_id;
+    const char *skill;
+    skd_cancel *cancel; /* borrowed until skd_store_run_end; fired on a cancel request */
+    int per_key;        /* runs at once for this key over every replica (0: no cap) */
+    int total;          /* runs at once over every replica (0: no cap) */
+    int wait_ms;        /* how long to wait for a free place */
+    const char *kind;   /* NULL or "sandbox": counted by the caps; "task": an A2A task,
+                           recorded for its lease and cancel only */
+} skd_run_req;
+/* Record a run as started on this replica once the caps allow it, waiting
+ * up to wait_ms (or until cancel fires) for a place. SKD_EBUSY when none
+ * came, SKD_ECANCELLED when cancelled, SKD_ESTORE when the store failed. */
+int skd_store_run_begin(skd_store *st, const skd_run_req *r, skd_err *err);
+/* The run ended in state ("done", "error", "cancelled"). */
+void skd_store_run_end(skd_store *st, const char *id, const char *state);
+/* Ask the replica that runs the key's run id to cancel it. SKD_ENOENT when
+ * the key has no such running run. */
+int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* The state of the key's run id ("running", "done", "lost", ...) into
+ * state (cap bytes). SKD_ENOENT when there is none. */
+int skd_store_run_state(skd_store *st, const char *key_id, const char *id, char *state, size_t cap,
+                        skd_err *err);
+/* Runs of key_id (NULL: every key), newest first, at most limit; state NULL
+ * for every state. [{id, keyId, skill, replica, state, startedAt, endedAt,
+ * leaseUntil, cancelRequested}]. New ref. */
+json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state, int limit,
+                           skd_err *err);
+/* fn(arg) is called from the replica thread when another process changed
+ * the stored custom skills. One watcher. */
+void skd_store_watch_skills(skd_store *st, void (*fn)(void *arg), void *arg);
 #endif

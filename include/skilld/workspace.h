@@ -39,6 +39,10 @@ int skd_workspace_check_path(const char *path, int allow_root, skd_err *err);
  * control characters (0x01-0x1f, 0x7f), which no sensible name holds. */
 int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_err *err);
 
+/* The same for a path a client gives, which also may not use the reserved
+ * SKD_WORKSPACE_TMP_PREFIX in any component (SKD_EPATH). */
+int skd_workspace_check_client_pathn(const char *path, size_t len, int allow_root, skd_err *err);
+
 /* 1 when path names the workspace itself ("", ".", "./", "./." ...). */
 int skd_workspace_path_is_root(const char *path);
 
@@ -73,6 +77,27 @@ int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int 
 
 /* Bytes currently used by the workspace (sum of regular file sizes). */
 int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);
+
+/* The same for the directory dirfd (borrowed): sizes of the regular files
+ * below it, symlinks not followed. Names starting SKD_WORKSPACE_TMP_PREFIX
+ * (temporary files of writes in progress or interrupted) never count. */
+int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err);
+
+/* Temporary files of atomic writes are named SKD_WORKSPACE_TMP_PREFIX and
+ * random hex; clients may not use the prefix for their own names. */
+#define SKD_WORKSPACE_TMP_PREFIX ".skd-tmp-"
+
+/* Remove the temporary files (SKD_WORKSPACE_TMP_PREFIX*) that writes
+ * interrupted by a crash left in every workspace under data_dir, when
+ * older than min_age_s seconds (a live replica sharing DATA_DIR may be
+ * writing the younger ones). Returns the number removed, or a negative
+ * SKD_E* when data_dir/workspaces cannot be read (missing is 0). */
+int skd_workspace_sweep_tmp(const char *data_dir, int min_age_s, skd_err *err);
+
+/* SKD_EQUOTA when writing more bytes into ws would leave its filesystem
+ * fewer than reserve bytes free (the store's reserve,
+ * SKILLS_DATA_RESERVE_BYTES); else 0. */
+int skd_workspace_reserve_check(skd_workspace *ws, uint64_t more, uint64_t reserve, skd_err *err);
 
 /* Serialise writers of one workspace (flock on the directory fd). */
 int skd_workspace_lock(skd_workspace *ws, skd_err *err);

@@ -3,7 +3,8 @@
  * Python (python3) or shell (sh) in the caller's sandbox. The code is fed
  * on the interpreter's standard input, never through a shell command line,
  * so its size is bounded only by the schema. Input: {code, language, image?,
- * timeoutMs?}. Result: as execute_command.
+ * timeoutMs?, networkEnabled?}. Result: as execute_command (networkEnabled
+ * needs the operator's SKILLS_SANDBOX_NETWORK_ENABLED; docs/egress.md).
  */
 #include "builtins/builtins.h"
 #include "builtins/sandbox_skill.h"
@@ -17,7 +18,8 @@ static const char schema[] =
     "  \"code\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"language\": {\"type\": \"string\", \"enum\": [\"javascript\", \"python\", \"sh\"]},"
     "  \"image\": {\"type\": \"string\", \"maxLength\": 256},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 60000}"
+    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000},"
+    "  \"networkEnabled\": {\"type\": \"boolean\"}"
     "}}";
 
 static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -34,13 +36,14 @@ static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
     if (!argv)
         return skd_result_error(SKD_EINVAL, "language must be javascript, python or sh");
     const json_t *code = json_object_get(input, "code");
+    const json_t *net = json_object_get(input, "networkEnabled");
     skd__sbx_call call = {
         .argv = argv,
         .image = skd_json_str(input, "image", NULL),
         .stdin_data = json_string_value(code),
         .stdin_len = json_string_length(code),
         .timeout_ms = skd_json_int(input, "timeoutMs", 0),
-        .network_enabled = -1,
+        .network_enabled = json_is_boolean(net) ? json_is_true(net) : -1,
     };
     return skd__sandbox_skill_run(ctx, &call);
 }

@@ -6,8 +6,9 @@
  * a shell. Input: {command, args[], image?, stdin?, env?, timeoutMs?,
  * networkEnabled?}. Result: OmniRoute's fields (success, exitCode, stdout,
  * stderr, output, truncated, durationMs, killed) plus timedOut, oomKilled,
- * signal. timeoutMs defaults to SKILLS_SANDBOX_TIMEOUT_MS and is capped at
- * 60000.
+ * signal. timeoutMs defaults to SKILLS_SANDBOX_TIMEOUT_MS; one above the
+ * operator's SKILLS_SANDBOX_MAX_TIMEOUT_MS is refused (invalid_input), and
+ * networkEnabled true needs SKILLS_SANDBOX_NETWORK_ENABLED (else forbidden).
  */
 #include "builtins/builtins.h"
 #include "builtins/sandbox_skill.h"
@@ -29,7 +30,7 @@ static const char schema[] =
     "             \"description\": \"sandbox image (default host)\"},"
     "  \"stdin\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 60000},"
+    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000},"
     "  \"networkEnabled\": {\"type\": \"boolean\"}"
     "}}";
 

@@ -187,6 +187,13 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, skd_err *err)
                            "writing %zu bytes would bring the workspace to %llu bytes; "
                            "the quota is %llu",
                            j->len, (unsigned long long)after, (unsigned long long)quota);
+    /* Every tenant within its quota can still fill the disk together: the
+     * store's reserve is never given out. */
+    if ((rc = skd_workspace_reserve_check(
+             ctx->ws, j->len,
+             (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_DATA_RESERVE_BYTES"),
+             err)) != 0)
+        return rc;
     return j->mode == W_APPEND ? append(ctx->ws, j, err) : publish(ctx->ws, j, err);
 }
 

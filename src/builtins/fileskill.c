@@ -25,8 +25,8 @@ int skd__file_path(const json_t *input, int allow_root, const char **path, skd_e
     }
     if (!json_is_string(p))
         return skd_err_set(err, SKD_EPATH, "the path must be a string");
-    int rc =
-        skd_workspace_check_pathn(json_string_value(p), json_string_length(p), allow_root, err);
+    int rc = skd_workspace_check_client_pathn(json_string_value(p), json_string_length(p),
+                                              allow_root, err);
     if (rc)
         return rc;
     *path = json_string_value(p);

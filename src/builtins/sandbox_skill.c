@@ -123,7 +123,8 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
     if (!j)
         return NULL;
     json_t *out = json_object();
-    int ok = !r->error && r->exited && r->exit_code == 0;
+    /* A run whose workspace changes were not kept did not do its work. */
+    int ok = !r->error && r->exited && r->exit_code == 0 && !(r->ws_checked && r->ws_error);
     json_object_set_new(out, "success", json_boolean(ok));
     json_object_set(out, "exitCode", json_object_get(j, "exitCode"));
     json_object_set(out, "stdout", json_object_get(j, "stdout"));
@@ -137,6 +138,8 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
     json_object_set(out, "signal", json_object_get(j, "signal"));
     json_object_set(out, "sandboxId", json_object_get(j, "id"));
     json_object_set(out, "runtime", json_object_get(j, "runtime"));
+    if (json_object_get(j, "egress")) /* networkEnabled: what the proxy let by */
+        json_object_set(out, "egress", json_object_get(j, "egress"));
     json_t *err = NULL;
     if (r->error)
         err = json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message", r->message);
@@ -145,6 +148,10 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
                         "the command did not finish before the timeout and was killed");
     else if (cancelled)
         err = json_pack("{s:s, s:s}", "code", "cancelled", "message", "the call was cancelled");
+    else if (r->ws_checked && r->ws_error)
+        err = json_pack("{s:s, s:s}", "code", skd_errcode(r->ws_error), "message", r->ws_message);
+    if (json_object_get(j, "workspace"))
+        json_object_set(out, "workspace", json_object_get(j, "workspace"));
     if (err)
         json_object_set_new(out, "error", err);
     json_decref(j);
@@ -165,12 +172,17 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         return skd_result_from_err(&err);
     }
     skd_sandbox_config sc;
+    skd_sandbox_ceilings ceil;
     skd_sandbox_config_defaults(&sc, cfg);
+    skd_sandbox_ceilings_from_config(&ceil, cfg);
     sc.timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : sc.timeout_ms;
-    if (sc.timeout_ms > SKD__SKILL_MAX_TIMEOUT_MS)
-        sc.timeout_ms = SKD__SKILL_MAX_TIMEOUT_MS;
     if (call->network_enabled >= 0)
         sc.network_enabled = call->network_enabled;
+    /* The caller narrows the operator's limits, never widens them. */
+    if (skd_sandbox_config_check(&sc, &ceil, &err)) {
+        free_env(env);
+        return skd_result_from_err(&err);
+    }
     struct progress pr = {ctx, sc.timeout_ms};
     skd_sandbox_spec spec = {
         .image = call->image,

@@ -9,20 +9,20 @@
 
 #include "skilld/skilld.h"
 
-/* Hard cap on timeoutMs for the sandbox skills (OmniRoute's). */
-#define SKD__SKILL_MAX_TIMEOUT_MS 60000
-
 typedef struct skd__sbx_call {
     const char *const *argv; /* NULL-terminated */
     const json_t *env;       /* object of strings or NULL; added to the defaults */
     const char *image;       /* NULL: host */
     const char *stdin_data;  /* may be NULL */
     size_t stdin_len;
-    long long timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS */
-    int network_enabled;  /* -1: SKILLS_SANDBOX_NETWORK_ENABLED */
+    long long
+        timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS; above SKILLS_SANDBOX_MAX_TIMEOUT_MS: refused */
+    int network_enabled; /* -1: not asked (false); 1 needs SKILLS_SANDBOX_NETWORK_ENABLED */
 } skd__sbx_call;
 
-/* Run and return the skill result (new reference): success when the command
+/* Run and return the skill result (new reference). A timeout above the
+ * operator's ceiling is invalid_input naming it; networkEnabled true without
+ * SKILLS_SANDBOX_NETWORK_ENABLED is forbidden. Success when the command
  * exited 0; exitCode, stdout, stderr, output, truncated, durationMs,
  * killed, timedOut, oomKilled, signal, sandboxId, runtime; an error object
  * when it timed out, was cancelled, or could not run. */

@@ -5,8 +5,9 @@
  * time_range?, include_domains[]?, exclude_domains[]?}; result {success,
  * provider, query, results, cached}. Providers live in src/net/search.c;
  * the default is SKILLS_SEARCH_PROVIDER. Answers are cached in the store for
- * SKILLS_SEARCH_CACHE_TTL_S seconds under a digest of every input that
- * shapes the answer; a hit says cached:true. A cache that cannot be read or
+ * SKILLS_SEARCH_CACHE_TTL_S seconds under a digest of the caller's key id
+ * and every input that shapes the answer, so each key has its own cache; a
+ * hit says cached:true. A cache that cannot be read or
  * written never fails the search.
  *
  * What it trusts: nothing from the caller (domains are checked as host
@@ -125,12 +126,15 @@ static const char *safe_level(const json_t *v)
     return NULL;
 }
 
-static void cache_key(const char *provider, const char *query, const skd_search_query *q,
-                      const json_t *inc, const json_t *exc, char out[SKD_SHA256_HEX_LEN + 1])
+/* The cache is per API key: a hit never tells one tenant what another
+ * searched for (cached:true would). */
+static void cache_key(const char *key_id, const char *provider, const char *query,
+                      const skd_search_query *q, const json_t *inc, const json_t *exc,
+                      char out[SKD_SHA256_HEX_LEN + 1])
 {
-    json_t *k =
-        json_pack("{s:s, s:s, s:i, s:i, s:s, s:s?, s:O?, s:O?}", "p", provider, "q", query, "l",
-                  q->limit, "o", q->offset, "s", q->safe, "t", q->time_range, "i", inc, "e", exc);
+    json_t *k = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:s?, s:O?, s:O?}", "k",
+                          key_id ? key_id : "", "p", provider, "q", query, "l", q->limit, "o",
+                          q->offset, "s", q->safe, "t", q->time_range, "i", inc, "e", exc);
     char *text = k ? json_dumps(k, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
     skd_sha256_hex(text ? text : "", text ? strlen(text) : 0, out);
     free(text);
@@ -179,7 +183,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
                 return skd_result_error(SKD_EINVAL, "'%s' is not a domain name",
                                         json_string_value(d));
     }
-    cache_key(provider, query, &q, inc, exc, key);
+    cache_key(ctx->key_id, provider, query, &q, inc, exc, key);
     int64_t now = skd_wall_ms();
     if (ttl > 0 && st && skd_store_cache_get(st, key, now, &cached, &err) == 0) {
         results = skd_json_parse(cached, strlen(cached), NULL);

@@ -4,10 +4,13 @@
  *             [--output-limit BYTES] -- CMD ARGS...
  * Runs one command in a sandbox with the key's workspace (default key
  * "local") at /workspace and prints the sandbox result JSON. Exit 0 when the
- * command exited 0, 1 otherwise, 2 on usage. A thin client of the runner.
+ * command exited 0, 1 otherwise, 2 on usage. A thin client of the runner;
+ * like every call, the run leaves an audit row (skill "exec", a digest of
+ * the command and its limits) through the engine.
  */
 #include "cli/cli.h"
 #include "skilld/sandbox.h"
+#include "skilld/tenancy.h"
 #include "skilld/workspace.h"
 
 #include <string.h>
@@ -77,6 +80,31 @@ static int parse(int argc, char **argv, struct exec_opts *o)
     return skd__cli_usage("exec", "name the command to run after --");
 }
 
+/* What the audit row's digest covers: the command and how it was run. */
+static json_t *audit_input(const struct exec_opts *o, char **argv)
+{
+    json_t *args = json_array();
+    for (int i = o->cmd_at; args && argv[i]; i++)
+        json_array_append_new(args, json_string(argv[i]));
+    return json_pack("{s:o?, s:s?, s:s?, s:I, s:I, s:I, s:I, s:I, s:b}", "argv", args, "runtime",
+                     o->runtime, "image", o->image, "timeout", (json_int_t)o->cfg.timeout_ms,
+                     "memory", (json_int_t)o->cfg.memory_limit, "cpu", (json_int_t)o->cfg.cpu_limit,
+                     "pids", (json_int_t)o->cfg.pids_limit, "outputLimit",
+                     (json_int_t)o->cfg.output_limit, "workspaceReadOnly",
+                     o->cfg.workspace_read_only);
+}
+
+static void write_audit(skd_cli *cli, const struct exec_opts *o, char **argv, int ok,
+                        const char *code, int64_t started)
+{
+    skd_err err = {0};
+    json_t *in = audit_input(o, argv);
+    if (skd_engine_audit_run(cli->engine, o->key, in, ok, code, skd_mono_ms() - started, NULL,
+                             &err))
+        fprintf(stderr, "skilld exec: audit row not written: %s\n", skd_err_msg(&err));
+    json_decref(in);
+}
+
 int skd__cli_exec(skd_cli *cli, int argc, char **argv)
 {
     struct exec_opts o = {.key = "local"};
@@ -87,8 +115,8 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
     if (!*o.key)
         return skd__cli_usage("exec", "--key must not be empty");
     skd_err err = {0};
-    /* Only DATA_DIR and the runner are needed: no store, no skills. */
-    if (!skd__cli_engine_flags(cli, SKD_ENGINE_SANDBOX_ONLY))
+    /* The runner and the store (for the audit row); no skills. */
+    if (!skd__cli_engine_flags(cli, SKD_ENGINE_NO_SKILLS))
         return CLI_FAIL;
     skd_workspace *ws = NULL;
     skd_runner *r = skd_engine_runner(cli->engine, &err);
@@ -105,9 +133,11 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
         .key_id = o.key,
     };
     skd_sandbox_result res;
+    int64_t started = skd_mono_ms();
     rc = skd_sandbox_run(r, &spec, &res, &err);
     skd_workspace_close(ws);
     if (rc) {
+        write_audit(cli, &o, argv, 0, skd_errcode(rc), started);
         fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
         json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", skd_errcode(rc), "message",
                               skd_err_msg(&err));
@@ -119,6 +149,12 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
     skd__cli_print_json(j);
     json_decref(j);
     int ok = !res.error && res.exited && res.exit_code == 0;
+    write_audit(cli, &o, argv, ok,
+                ok              ? NULL
+                : res.error     ? skd_errcode(res.error)
+                : res.timed_out ? skd_errcode(SKD_ETIMEOUT)
+                                : skd_errcode(SKD_ECOMMAND),
+                started);
     skd_sandbox_result_free(&res);
     return ok ? CLI_OK : CLI_FAIL;
 }

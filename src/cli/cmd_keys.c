@@ -1,14 +1,16 @@
 /*
  * skilld keys create NAME [--scopes skills:read,skills:execute] | list |
- * revoke ID. A new secret is printed once; only its digest is stored.
+ * revoke ID. A new secret is printed once; only its digest is stored. The
+ * command line acts as the local operator, through the engine.
  */
 #include "cli/cli.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int create(skd_store *st, int argc, char **argv)
+static int create(skd_engine *e, const skd_actor *op, int argc, char **argv)
 {
     const char *name = NULL, *scopes_csv = "skills:read,skills:execute";
     int as_json = 0;
@@ -30,7 +32,7 @@ static int create(skd_store *st, int argc, char **argv)
         return skd__cli_usage("keys create", "%s", skd_err_msg(&err));
     char *secret = NULL;
     skd_key_info info;
-    if (skd_store_key_create(st, name, scopes, &secret, &info, &err)) {
+    if (skd_engine_create_key(e, op, name, scopes, &secret, &info, &err)) {
         fprintf(stderr, "skilld keys create: %s\n", skd_err_msg(&err));
         return CLI_FAIL;
     }
@@ -60,19 +62,19 @@ int skd__cli_keys(skd_cli *cli, int argc, char **argv)
     skd_engine *e = skd__cli_engine(cli);
     if (!e)
         return CLI_FAIL;
-    skd_store *st = skd_engine_store(e);
+    skd_actor op = {.key_id = NULL}; /* the local operator */
     skd_err err = {0};
     if (strcmp(sub, "create") == 0)
-        return create(st, argc, argv);
+        return create(e, &op, argc, argv);
     if (strcmp(sub, "revoke") == 0) {
-        if (skd_store_key_revoke(st, argv[2], &err)) {
+        if (skd_engine_revoke_key(e, &op, argv[2], &err)) {
             fprintf(stderr, "skilld keys revoke: %s\n", skd_err_msg(&err));
             return CLI_FAIL;
         }
         printf("revoked %s\n", argv[2]);
         return CLI_OK;
     }
-    json_t *list = skd_store_key_list(st, &err);
+    json_t *list = skd_engine_list_keys(e, &op, &err);
     if (!list) {
         fprintf(stderr, "skilld keys list: %s\n", skd_err_msg(&err));
         return CLI_FAIL;

@@ -10,6 +10,7 @@
 #include "cli/cli.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -21,11 +22,10 @@
 static int identity(skd_engine *e, const char *key_id, skd_key_info *info)
 {
     skd_err err = {0};
-    skd_store *st = skd_engine_store(e);
     const char *secret = getenv("SKILLD_API_KEY");
     memset(info, 0, sizeof(*info));
     if (key_id) {
-        if (skd_store_key_get(st, key_id, info, &err) != 0) {
+        if (skd_engine_key_get(e, key_id, info, &err) != 0) {
             fprintf(stderr, "skilld mcp: %s\n", skd_err_msg(&err));
             return -1;
         }
@@ -36,7 +36,7 @@ static int identity(skd_engine *e, const char *key_id, skd_key_info *info)
         return 0;
     }
     if (secret && *secret) {
-        if (skd_store_key_auth(st, secret, info, &err) != 0) {
+        if (skd_engine_authenticate(e, secret, info, &err) != 0) {
             fprintf(stderr, "skilld mcp: SKILLD_API_KEY: %s\n", skd_err_msg(&err));
             return -1;
         }

@@ -173,14 +173,33 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
     char host[256];
     client_host(listen, host, sizeof(host));
     int code = CLI_OK;
+    skd_store *st = skd_engine_store(e);
     if (first_key(e, host, skd_server_port(srv)) != 0) {
         code = CLI_FAIL;
+    } else if (skd_store_replica_start(st, skd_config_str(cli->cfg, "SKILLD_REPLICA_ID"),
+                                       (int)skd_config_int(cli->cfg, "SKILLD_RUN_LEASE_MS"),
+                                       &err) != 0) {
+        fprintf(stderr, "skilld serve: %s\n", skd_err_msg(&err));
+        code = CLI_FAIL;
     } else {
-        skd_info("listening on http://%s:%u (MCP at /mcp, REST at /v1)", host,
-                 skd_server_port(srv));
+        skd_info("listening on http://%s:%u (MCP at /mcp, REST at /v1) as replica %s", host,
+                 skd_server_port(srv), skd_store_replica_id(st));
         int sig = 0;
         sigwait(&set, &sig);
         skd_info("signal %d: stopping", sig);
+        /* Drain: /healthz says 503 so the load balancer stops sending,
+         * while calls in flight (and any that still arrive) go on. */
+        int drain = (int)skd_config_int(cli->cfg, "SKILLD_DRAIN_MS");
+        if (drain > 0) {
+            skd_store_set_draining(st, 1);
+            skd_info("draining for %d ms", drain);
+            usleep((useconds_t)drain * 1000);
+            /* then calls in flight finish, up to the grace period, before
+             * the stop cancels what is left */
+            int64_t until = skd_mono_ms() + skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS");
+            while (skd_server_in_flight(srv) > 0 && skd_mono_ms() < until)
+                usleep(50 * 1000);
+        }
     }
     skd_server_stop(srv, (int)skd_config_int(cli->cfg, "SKILLD_SHUTDOWN_GRACE_MS"));
     skd_server_free(srv);

@@ -38,25 +38,31 @@ static void command_skill_free(void *p)
     free(c);
 }
 
-/* Limits: server defaults, overridden by the manifest's run fields. */
-static int limits(const skd_ctx *ctx, const json_t *run, skd_sandbox_config *cfg, skd_err *err)
+/* Limits: server defaults, overridden by the manifest's run fields, then
+ * lowered to the operator's ceilings. A manifest above a ceiling was
+ * refused when it was registered; one stored before the ceiling was
+ * lowered runs clamped, and *clamped receives the SKD_CEIL_* bits of the
+ * fields lowered (the result says so). networkEnabled is never clamped: it
+ * is refused (forbidden) unless the operator allows network access. */
+static int limits(const skd_ctx *ctx, const json_t *run, skd_sandbox_config *sc, unsigned *clamped,
+                  skd_err *err)
 {
-    skd_sandbox_config_defaults(cfg, skd_engine_config(ctx->engine));
-    json_t *o = json_object();
-    if (!o)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    static const char *const map[][2] = {{"timeoutMs", "timeout"},
-                                         {"memoryLimit", "memoryLimit"},
-                                         {"cpuLimit", "cpuLimit"},
-                                         {"networkEnabled", "networkEnabled"}};
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        json_t *v = json_object_get(run, map[i][0]);
-        if (v)
-            json_object_set(o, map[i][1], v);
-    }
-    int rc = skd_sandbox_config_from_json(cfg, o, err);
-    json_decref(o);
-    return rc;
+    const skd_config *cfg = skd_engine_config(ctx->engine);
+    skd_sandbox_ceilings ceil;
+    int rc = skd__manifest_limits(run, cfg, sc, err);
+    if (rc)
+        return rc;
+    skd_sandbox_ceilings_from_config(&ceil, cfg);
+    *clamped = skd_sandbox_config_clamp(sc, &ceil);
+    return skd_sandbox_config_check(sc, &ceil, err);
+}
+
+/* Add "clamped": [names] to res (borrowed) when bits is not 0. */
+static json_t *with_clamped(json_t *res, unsigned bits)
+{
+    if (res && bits)
+        json_object_set_new(res, "clamped", skd_sandbox_clamped_json(bits));
+    return res;
 }
 
 static void tick(void *arg, int64_t elapsed_ms)
@@ -75,6 +81,8 @@ static json_t *outcome(const json_t *manifest, const skd_sandbox_result *r, int 
         return skd_result_error(SKD_ECANCELLED, "the call was cancelled");
     if (r->oom_killed)
         return skd_result_error(SKD_ETOOBIG, "the command exceeded its memory limit");
+    if (r->ws_checked && r->ws_error) /* its workspace changes were not kept */
+        return skd_result_error(r->ws_error, "%s", r->ws_message);
     if (!r->exited || r->exit_code != 0) {
         json_t *res =
             r->exited
@@ -123,10 +131,11 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
     json_t *out = NULL;
     memset(&res, 0, sizeof(res));
 
+    unsigned clamped = 0;
+    if (limits(ctx, run, &cfg, &clamped, &err))
+        return skd_result_from_err(&err);
     skd_runner *runner = skd_engine_runner(ctx->engine, &err);
     if (!runner)
-        return skd_result_from_err(&err);
-    if (limits(ctx, run, &cfg, &err))
         return skd_result_from_err(&err);
     json_t *cmd = json_object_get(run, "command");
     size_t n = json_array_size(cmd);
@@ -150,6 +159,8 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         .tick = tick,
         .tick_arg = (void *)ctx,
         .skill_dir = c->skill_dir,
+        .egress_allow = skd_json_str(run, "egressAllowHosts", NULL),
+        .egress_deny = skd_json_str(run, "egressDenyHosts", NULL),
     };
     if (skd_sandbox_run(runner, &spec, &res, &err)) {
         out = skd_result_from_err(&err);
@@ -159,11 +170,13 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         out = skd_result_error(res.error, "%s", res.message);
     else
         out = outcome(c->manifest, &res, skd_cancel_is_set(ctx->cancel) && res.killed);
+    if (out && res.egress) /* networkEnabled: what the proxy let by */
+        json_object_set(out, "egress", res.egress);
     skd_sandbox_result_free(&res);
 done:
     free(in);
     free(argv);
-    return out;
+    return with_clamped(out, clamped);
 }
 
 int skd__command_skill_def(const json_t *m, const char *skill_dir, const char *owner,

@@ -78,12 +78,22 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
     if (!is_operator(who) && !(who->scopes & (SKD_SCOPE_EXECUTE | SKD_SCOPE_ADMIN)))
         return skd_err_set(err, SKD_EFORBIDDEN,
                            "registering a skill needs the skills:execute or skills:admin scope");
-    if ((rc = skd_manifest_check(m, skd_engine_config(e), err)) != 0)
+    if ((rc = skd_manifest_check(m, skd_engine_config(e), err)) != 0 ||
+        (rc = skd_manifest_check_ceilings(m, skd_engine_config(e), err)) != 0)
         return rc;
     char *rootfs = NULL; /* the image must be imported before a skill uses it */
     const char *image = skd_json_str(json_object_get(m, "run"), "image", SKD_IMAGE_HOST);
     skd_err ierr = {0};
-    if (skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr))
+    rc = skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr);
+    if (rc == SKD_ENOENT) {
+        /* docker and podman run images from their own store: not imported
+         * under DATA_DIR is fine for them (for auto: the one it picks). */
+        const char *rt = skd_sandbox_runtime_pick(
+            skd_config_str(skd_engine_config(e), "SKILLS_SANDBOX_RUNTIME"), NULL);
+        if (rt && strcmp(rt, "native") != 0)
+            rc = 0;
+    }
+    if (rc)
         return skd_err_set(err, ierr.code, "manifest.run.image: %s", skd_err_msg(&ierr));
     free(rootfs);
     const char *owner = new_owner(who);
@@ -241,6 +251,11 @@ static void load_row(skd_engine *e, const json_t *row)
     }
     if (!skd_json_bool(row, "enabled", 1))
         skd_registry_set_enabled(skd_engine_registry(e), name, version, owner, 0, NULL);
+    /* Registered under higher ceilings: it stays, and runs clamped. */
+    if (skd_manifest_check_ceilings(m, skd_engine_config(e), &err))
+        skd_warn("stored skill %s@%s is above a ceiling (its runs are clamped, or refused for "
+                 "network): %s",
+                 name, version, skd_err_msg(&err));
 }
 
 /* Register every DATA_DIR/skills/<dir>/SKILL.md for this run only. */
@@ -277,6 +292,7 @@ int skd__custom_load(skd_engine *e, skd_err *err)
     int rc = skd__skills_register_add(skd_engine_registry(e), err);
     if (rc)
         return rc;
+    (void)skd_sandbox_ceilings_warn(skd_engine_config(e)); /* defaults above a ceiling */
     json_t *rows = skd_store_skill_list(skd_engine_store(e), err);
     if (!rows)
         return err && err->code ? err->code : SKD_EIO;

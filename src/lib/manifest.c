@@ -163,8 +163,19 @@ static int check_command(const json_t *cmd, skd_err *err)
 
 static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
 {
-    static const char *const keys[] = {"image",       "command",  "stdin",          "timeoutMs",
-                                       "memoryLimit", "cpuLimit", "networkEnabled", NULL};
+    static const char *const keys[] = {"image",
+                                       "command",
+                                       "stdin",
+                                       "timeoutMs",
+                                       "memoryLimit",
+                                       "cpuLimit",
+                                       "pidsLimit",
+                                       "outputLimit",
+                                       "tmpSize",
+                                       "networkEnabled",
+                                       "egressAllowHosts",
+                                       "egressDenyHosts",
+                                       NULL};
     int rc;
     if (!run)
         return bad(err, "run", "is required");
@@ -185,11 +196,18 @@ static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
     if ((rc = check_int(run, "timeoutMs", "run.timeoutMs", 1, SKD_SANDBOX_MAX_TIMEOUT_MS, err)) ||
         (rc = check_int(run, "memoryLimit", "run.memoryLimit", SKD_SANDBOX_MIN_MEMORY_MB, 1048576,
                         err)) ||
-        (rc = check_int(run, "cpuLimit", "run.cpuLimit", 1, 102400, err)))
+        (rc = check_int(run, "cpuLimit", "run.cpuLimit", 1, 102400, err)) ||
+        (rc = check_int(run, "pidsLimit", "run.pidsLimit", 1, SKD_SANDBOX_MAX_PIDS, err)) ||
+        (rc = check_int(run, "outputLimit", "run.outputLimit", 0, 1LL << 30, err)) ||
+        (rc = check_int(run, "tmpSize", "run.tmpSize", 1LL << 20, 1LL << 36, err)))
         return rc;
     json_t *net = json_object_get(run, "networkEnabled");
     if (net && !json_is_boolean(net))
         return bad(err, "run.networkEnabled", "must be true or false");
+    /* Host patterns that narrow the operator's egress lists (docs/egress.md). */
+    if ((rc = check_string(run, "egressAllowHosts", "run.egressAllowHosts", 0, 4096, err)) ||
+        (rc = check_string(run, "egressDenyHosts", "run.egressDenyHosts", 0, 4096, err)))
+        return rc;
     return 0;
 }
 
@@ -224,4 +242,44 @@ int skd_manifest_check(const json_t *m, const skd_config *cfg, skd_err *err)
     if ((rc = check_tags(json_object_get(m, "tags"), err)) != 0)
         return rc;
     return check_run(json_object_get(m, "run"), cfg, err);
+}
+
+int skd__manifest_limits(const json_t *run, const skd_config *cfg, skd_sandbox_config *out,
+                         skd_err *err)
+{
+    /* manifest name -> sandbox config name (skd_sandbox_config_from_json) */
+    static const char *const map[][2] = {{"timeoutMs", "timeout"},
+                                         {"memoryLimit", "memoryLimit"},
+                                         {"cpuLimit", "cpuLimit"},
+                                         {"pidsLimit", "pidsLimit"},
+                                         {"outputLimit", "outputLimit"},
+                                         {"tmpSize", "tmpSize"},
+                                         {"networkEnabled", "networkEnabled"}};
+    skd_sandbox_config_defaults(out, cfg);
+    json_t *o = json_object();
+    if (!o)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
+        json_t *v = json_object_get(run, map[i][0]);
+        if (v && json_object_set(o, map[i][1], v)) {
+            json_decref(o);
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+        }
+    }
+    int rc = skd_sandbox_config_from_json(out, o, err);
+    json_decref(o);
+    return rc;
+}
+
+int skd_manifest_check_ceilings(const json_t *m, const skd_config *cfg, skd_err *err)
+{
+    skd_sandbox_config sc;
+    skd_sandbox_ceilings ceil;
+    skd_err inner = {0};
+    int rc = skd__manifest_limits(json_object_get(m, "run"), cfg, &sc, &inner);
+    if (rc == 0) {
+        skd_sandbox_ceilings_from_config(&ceil, cfg);
+        rc = skd_sandbox_config_check(&sc, &ceil, &inner);
+    }
+    return rc ? skd_err_set(err, rc, "manifest.run: %s", skd_err_msg(&inner)) : 0;
 }

@@ -64,12 +64,15 @@ pid_t skd__ctr_fork_exec(char *const *argv, int in_fd, int out_fd, int err_fd, c
  * waitpid) or -1. */
 pid_t skd__ctr_kill_helper(char *const *argv, int watch_pidfd, int grace_ms);
 
-/* Owner label of this process: "<pid>-<start time in clock ticks>", so
- * that leftover containers of a dead skilld can be told from those of a
- * live one. Static storage. */
+/* Owner label of this process: "<pid>-<start time in clock ticks>-<pid
+ * namespace inode>", so that leftover containers of a dead skilld can be
+ * told from those of a live one. Static storage. */
 const char *skd__ctr_owner(void);
 
-/* 1 when the owner label names a live process (this one or another). */
+/* 1 when the owner label names a live process (this one or another), or
+ * a process of another pid namespace (which cannot be judged from here:
+ * its containers are left alone). Labels without the namespace part (older
+ * skilld) are judged by pid and start time. */
 int skd__ctr_owner_alive(const char *owner);
 
 /* cgroup v1 OOM evidence for podman (src/sandbox/container_cgroup.c).

@@ -7,6 +7,8 @@
  * choice (the allow-list still decides which image a run may use). Only
  * containers labelled skilld=1 are ever touched.
  */
+#include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +173,12 @@ int skd__containers_image_load(const char *engine, const char *tar_path, const c
         return skd_err_set(err, SKD_EINVAL, "bad image name or path");
     if ((rc = skd__engine_resolve(engine, &e, err)) != 0)
         return rc;
+    /* The engine's client runs in "/" (skd__ctr_fork_exec): a relative
+     * path would name another file there. */
+    char abs[PATH_MAX];
+    if (!realpath(tar_path, abs))
+        return skd_err_set(err, SKD_ENOENT, "%s: %s", tar_path, strerror(errno));
+    tar_path = abs;
     skd__ctr_cmd *r = calloc(1, sizeof(*r));
     if (!r)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -303,13 +304,16 @@ static int proc_start_time(long pid, unsigned long long *out)
     if (n <= 0)
         return -1;
     buf[n] = '\0';
-    char *p = strrchr(buf, ')'); /* comm may hold spaces and parentheses */
+    char *p = strrchr(buf, ')'); /* comm (field 2) may hold spaces and parentheses */
     if (!p)
         return -1;
-    p++;
-    for (int field = 2; field < 22 && p; field++) {
+    p++; /* the blank before field 3 */
+    /* Step to the blank before field 22. (Stepping one further read field
+     * 23, vsize, which changes as the process allocates: a live skilld
+     * then looked dead to another one, whose leftover sweep removed its
+     * running container — the container exited 137, not timed out.) */
+    for (int field = 3; field < 22 && p; field++)
         p = strchr(p + 1, ' ');
-    }
     if (!p)
         return -1;
     char *end;
@@ -318,15 +322,22 @@ static int proc_start_time(long pid, unsigned long long *out)
     return (errno || end == p + 1) ? -1 : 0;
 }
 
+/* The inode of this process's pid namespace (0 when unknown). */
+static unsigned long long pid_ns_ino(void)
+{
+    struct stat st;
+    return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+}
+
 const char *skd__ctr_owner(void)
 {
-    static char owner[64];
+    static char owner[96];
     pthread_mutex_lock(&bin_lock);
     if (!owner[0]) {
         unsigned long long st = 0;
         long pid = (long)getpid();
         proc_start_time(pid, &st);
-        snprintf(owner, sizeof(owner), "%ld-%llu", pid, st);
+        snprintf(owner, sizeof(owner), "%ld-%llu-%llu", pid, st, pid_ns_ino());
     }
     pthread_mutex_unlock(&bin_lock);
     return owner;
@@ -334,19 +345,17 @@ const char *skd__ctr_owner(void)
 
 int skd__ctr_owner_alive(const char *owner)
 {
-    int64_t pid = 0;
-    char pidtxt[32];
-    const char *dash = owner ? strchr(owner, '-') : NULL;
-    if (!dash || (size_t)(dash - owner) >= sizeof(pidtxt))
+    long long pid = 0;
+    unsigned long long start = 0, ns = 0, st = 0;
+    int used = 0;
+    if (!owner)
         return 0;
-    memcpy(pidtxt, owner, (size_t)(dash - owner));
-    pidtxt[dash - owner] = '\0';
-    if (skd_parse_i64(pidtxt, 1, 4194304, &pid) != 0)
+    int n = sscanf(owner, "%lld-%llu%n-%llu%n", &pid, &start, &used, &ns, &used);
+    if (n < 2 || owner[used] != '\0' || pid < 1 || pid > 4194304)
         return 0;
-    unsigned long long st = 0;
-    if (proc_start_time((long)pid, &st) != 0)
-        return 0;
-    char now[64];
-    snprintf(now, sizeof(now), "%lld-%llu", (long long)pid, st);
-    return strcmp(now, owner) == 0;
+    /* Another pid namespace (a replica in its own container sharing the
+     * engine): its pids mean nothing here, so it counts as alive. */
+    if (n == 3 && ns != pid_ns_ino())
+        return 1;
+    return proc_start_time((long)pid, &st) == 0 && st == start;
 }

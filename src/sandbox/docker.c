@@ -40,6 +40,7 @@
 #include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -51,8 +52,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "net/egress.h"
 #include "sandbox/container.h"
 #include "sandbox/provider.h"
+#include "sandbox/ws_quota.h"
+#include "skilld/image.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -74,9 +78,12 @@ typedef struct ctr_state {
     int client_pidfd;        /* our copy for the kill helper, or -1 */
     pid_t killer;            /* kill helper, or -1 */
     char *ws;                /* workspace lent to the sandbox uid, or NULL */
+    skd__wsq *wsq;           /* the workspace quota overlay, or NULL */
     char id[SKD_UUID_LEN + 1];
     int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
+    int64_t reserve; /* SKILLS_DATA_RESERVE_BYTES for the commit */
     char rundir[96]; /* podman: the client's working directory, or "" */
+    int network;     /* networkEnabled: the egress proxy goes into the container */
 } ctr_state;
 
 /* Podman's conmon (4.3 / 2.1) writes its OOM marker as a file "oom" in
@@ -352,18 +359,6 @@ static void ws_release(const char *ws)
     pthread_mutex_unlock(&ws_mu);
 }
 
-/* An image reference the engine may be given: no option-like or odd text. */
-static int image_ok(const char *image)
-{
-    if (!image || !*image || image[0] == '-' || strlen(image) > 255)
-        return 0;
-    for (const char *p = image; *p; p++)
-        if (!(*p >= 'a' && *p <= 'z') && !(*p >= 'A' && *p <= 'Z') && !(*p >= '0' && *p <= '9') &&
-            !strchr("._-:/@", *p))
-            return 0;
-    return 1;
-}
-
 /* A growable argv with strings owned by it (freed by argv_free). */
 typedef struct argv_b {
     char **v;
@@ -416,6 +411,16 @@ static void argv_free(argv_b *a)
     a->n = a->cap = 0;
 }
 
+/* networkEnabled: the container's command first waits (at most ~10 s) until
+ * the egress proxy listens on its loopback (127.0.0.1:3128 in LISTEN state
+ * in /proc/net/tcp), because the socket can only be placed once the
+ * container, and so its network namespace, exists. Needs sh in the image. */
+static const char wait_for_proxy[] =
+    "w() { while read -r _ a _ st _; do [ \"$a\" = 0100007F:0C38 ] && [ \"$st\" = 0A ] && "
+    "return 0; done </proc/net/tcp; return 1; }; n=0; until w; do n=$((n+1)); "
+    "if [ $n -gt 500 ]; then echo 'skilld: the egress proxy did not come up' >&2; exit 125; fi; "
+    "sleep 0.02 2>/dev/null || :; done; exec \"$@\"";
+
 /* The `create` arguments for req: every limit, then image and command. */
 static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, skd_err *err)
 {
@@ -449,7 +454,9 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
         argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);
     }
     argv_addf(a, "--pids-limit=%lld", (long long)c->pids_limit);
-    argv_addf(a, "--network=%s", c->network_enabled ? "bridge" : "none");
+    /* Always no network of the engine's: with networkEnabled the egress
+     * proxy's socket is placed on the container's loopback at spawn. */
+    argv_add(a, "--network=none");
     argv_add(a, "--cap-drop=ALL");
     argv_add(a, "--security-opt=no-new-privileges");
     if (c->read_only)
@@ -464,8 +471,8 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
     argv_add(a, "--init");
     argv_add(a, "--pull=never");
     argv_add(a, "--log-driver=none"); /* output goes to the attached client only */
-    if (req->workspace)
-        argv_addf(a, "--volume=%s:/workspace:%s", req->workspace,
+    if (req->workspace)               /* the quota overlay's merged view when there is one */
+        argv_addf(a, "--volume=%s:/workspace:%s", s->wsq ? skd__wsq_merged(s->wsq) : req->workspace,
                   c->workspace_read_only ? "ro" : "rw");
     argv_addf(a, "--workdir=%s", req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
     for (size_t i = 0; req->envp && req->envp[i]; i++) {
@@ -473,12 +480,24 @@ static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, sk
             return skd_err_set(err, SKD_EINVAL, "bad environment entry");
         argv_addf(a, "--env=%s", req->envp[i]);
     }
-    /* Podman stores imported images as localhost/<name>; say so, so that
-     * no registry search is ever attempted. */
-    if (podman && !strchr(req->image, '/'))
+    /* Podman stores imported images as localhost/<name>; a reference with
+     * no registry domain gets that prefix, so that no short-name search of
+     * registries is ever attempted. Docker's store keys the same reference
+     * as docker.io/<name>, which is what it resolves "name" and "ns/name"
+     * to, so docker gets it as written. */
+    skd_image_ref ref;
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
+    if (podman && !ref.has_domain)
         argv_addf(a, "localhost/%s", req->image);
     else
         argv_add(a, req->image);
+    if (c->network_enabled) { /* wait for the proxy, then exec the command */
+        argv_add(a, "sh");
+        argv_add(a, "-c");
+        argv_add(a, wait_for_proxy);
+        argv_add(a, "sh");
+    }
     for (size_t i = 0; req->argv[i]; i++)
         argv_add(a, req->argv[i]);
     return a->oom ? skd_err_set(err, SKD_ENOMEM, "out of memory") : 0;
@@ -494,6 +513,7 @@ static void state_free(ctr_state *s)
         free(s->kill_argv[i]);
     if (s->client_pidfd >= 0)
         close(s->client_pidfd);
+    skd__wsq_free(s->wsq); /* before the workspace is handed back */
     if (s->ws) {
         ws_release(s->ws);
         free(s->ws);
@@ -525,8 +545,9 @@ static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *e
     if (!req->image || !*req->image || strcmp(req->image, "host") == 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "the %s runtime needs an image (the host image is native only)", engine);
-    if (!image_ok(req->image))
-        return skd_err_set(err, SKD_EINVAL, "bad image name");
+    skd_image_ref ref; /* the engines' grammar; nothing option-like reaches them */
+    if (skd_image_parse_ref(req->image, &ref, err) != 0)
+        return SKD_EINVAL;
     return 0;
 }
 
@@ -556,6 +577,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     s->client = s->killer = -1;
     s->client_pidfd = -1;
+    s->network = req->cfg->network_enabled;
     if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0 ||
         (rc = detect_cached(engine, err)) != 0)
         goto out;
@@ -563,6 +585,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         goto out;
     skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
+    s->reserve = req->cfg->data_reserve;
     skd_strlcpy(s->id, req->id, sizeof(s->id));
     s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
     if (strcmp(engine, "podman") == 0 && (rc = rundir_make(s, err)) != 0)
@@ -581,6 +604,12 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
             s->ws = NULL;
             goto out;
         }
+        /* Over the lent workspace, so that the overlay shows the sandbox
+         * uid's files; writes go to a tmpfs capped near the quota. */
+        if (req->cfg->workspace_quota > 0 && !req->cfg->workspace_read_only &&
+            (rc = skd__wsq_prepare(s->ws, req->workspace_fd, req->id, req->cfg->workspace_quota,
+                                   &s->wsq, err)) != 0)
+            goto out;
     }
     if ((rc = build_create(s, req, &a, err)) != 0)
         goto out;
@@ -616,11 +645,68 @@ static int podman_prepare(const skd__sandbox_req *req, void **state, skd_err *er
 
 /* ---- spawn / kill -------------------------------------------------------- */
 
+/* The pid of the container's first process from inspect, 0 while it has
+ * none, -1 when inspect fails. */
+static long long container_pid(ctr_state *s)
+{
+    skd__ctr_cmd r;
+    skd_err e = {0};
+    const char *args[] = {"inspect", "--type=container", "--format", "{{.State.Pid}}", s->name,
+                          NULL};
+    if (skd__ctr_run(&s->eng, args, 5000, &r, &e) != 0 || r.status != 0)
+        return -1;
+    r.out[strcspn(r.out, "\r\n")] = '\0';
+    int64_t pid;
+    return skd_parse_i64(r.out, 0, INT32_MAX, &pid) ? -1 : (long long)pid;
+}
+
+/* networkEnabled: wait (bounded) until the started container has a process,
+ * then place the egress proxy's socket in its network namespace
+ * (src/net/egress_place.c). The command inside waits for it. */
+#define PLACE_WAIT_MS 10000
+static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
+{
+    int64_t deadline = skd_mono_ms() + PLACE_WAIT_MS;
+    struct stat self;
+    if (stat("/proc/self/ns/net", &self) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s sandbox: /proc/self/ns/net: %s", s->eng.name,
+                           strerror(errno));
+    for (int tries = 0;; tries++) {
+        long long pid = container_pid(s);
+        char path[64];
+        struct stat ns;
+        snprintf(path, sizeof(path), "/proc/%lld/ns/net", pid);
+        /* The engine may first report a process that is not in the
+         * container's namespace yet, or is gone a moment later (the
+         * runtime's own set-up): only a process in a namespace other than
+         * ours, still the container's after its pidfd is held, will do. */
+        if (pid > 0 && stat(path, &ns) == 0 && ns.st_ino != self.st_ino) {
+            int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+            int rc = -1;
+            if (pfd >= 0 && container_pid(s) == pid)
+                rc = skd__egress_place(pfd, egress_fd, err);
+            if (pfd >= 0)
+                close(pfd);
+            if (rc == 0 || (rc < 0 && rc != -1 && tries >= 5))
+                return rc;
+            skd_err_clear(err);
+        }
+        struct pollfd p = {.fd = s->client_pidfd, .events = POLLIN};
+        if (poll(&p, 1, 0) > 0 || skd_mono_ms() > deadline)
+            return skd_err_set(err, SKD_ESANDBOX,
+                               "%s sandbox: the container did not start, so no egress proxy "
+                               "could be placed",
+                               s->eng.name);
+        usleep(20000);
+    }
+}
+
 static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
 {
     ctr_state *s = state;
     int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, rc = 0;
     out->pidfd = out->stdin_fd = out->stdout_fd = out->stderr_fd = out->status_fd = -1;
+    out->egress_fd = -1;
     if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 || pipe2(perr, O_CLOEXEC) != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "pipe: %s", strerror(errno));
         goto out;
@@ -648,6 +734,14 @@ static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
     fcntl(pin[1], F_SETFL, O_NONBLOCK);
     fcntl(pout[0], F_SETFL, O_NONBLOCK);
     fcntl(perr[0], F_SETFL, O_NONBLOCK);
+    if (s->network && (rc = place_egress(s, &out->egress_fd, err)) != 0) {
+        syscall(SYS_pidfd_send_signal, s->client_pidfd, SIGKILL, NULL, 0);
+        while (waitpid(s->client, NULL, 0) < 0 && errno == EINTR)
+            ;
+        s->client = -1;
+        close(pidfd);
+        goto out;
+    }
     out->pidfd = pidfd;
     out->stdin_fd = pin[1];
     out->stdout_fd = pout[0];
@@ -759,6 +853,10 @@ static void ctr_cleanup(void *state, skd__outcome *o)
         remove_container(s, r);
     }
     free(r);
+    if (s->wsq) /* the container is gone: commit its workspace changes, or not */
+        skd__wsq_commit_outcome(s->wsq,
+                                s->client > 0 && !o->killed && !o->oom_killed && !o->setup_error[0],
+                                s->reserve, o);
     state_free(s);
 }
 

@@ -11,7 +11,9 @@
  * they do not decide: the native provider checks again when it runs and
  * fails closed on its own.
  */
+#include "net/egress.h"
 #include "skilld/doctor.h"
+#include "sandbox/ws_quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/utsname.h>
@@ -550,6 +553,59 @@ static void check_native(json_t *checks, const skd_config *cfg)
     skd_config_free(own);
 }
 
+/* The egress proxy (src/net/egress_doctor.c). */
+static void check_egress(json_t *checks, const skd_config *cfg)
+{
+    skd_config *own = NULL;
+    if (!cfg && !(cfg = own = skd_config_new()))
+        return;
+    char detail[400];
+    skd_err err = {0};
+    int rc = skd__egress_doctor(cfg, detail, sizeof(detail), &err);
+    if (rc < 0)
+        add(checks, "egress_proxy", FAIL,
+            "networkEnabled runs would have no working proxy: check the log, or set "
+            "SKILLS_SANDBOX_NETWORK_ENABLED=false",
+            "the egress proxy probe failed: %s", skd_err_msg(&err));
+    else
+        add(checks, "egress_proxy", rc ? WARN : OK, "start skilld as root (the spawner places it)",
+            "%s", detail);
+    skd_config_free(own);
+}
+
+/* Which mechanism holds sandboxed code to the workspace quota
+ * (src/sandbox/ws_quota.c), and whether DATA_DIR keeps its reserve. */
+static void check_workspace_quota(json_t *checks, const skd_config *cfg)
+{
+    skd_err err = {0};
+    const char *mode = cfg ? skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA") : "overlay";
+    if (strcmp(mode, "off") == 0)
+        add(checks, "workspace_quota", WARN,
+            "set SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay (needs root) so sandboxes keep the quota",
+            "mechanism off: sandboxed code can write past SKILLS_WORKSPACE_QUOTA_BYTES");
+    else if (skd__wsq_probe(&err) != 0)
+        add(checks, "workspace_quota", FAIL,
+            "run as root (the spawner mounts the overlay), or set "
+            "SKILLS_SANDBOX_WORKSPACE_QUOTA=off",
+            "mechanism overlay unavailable: %s; runs with a writable workspace are refused",
+            skd_err_msg(&err));
+    else
+        add(checks, "workspace_quota", OK, NULL,
+            "mechanism overlay: sandbox writes go to a tmpfs of the quota's size and are "
+            "committed after the run only within SKILLS_WORKSPACE_QUOTA_BYTES=%lld",
+            cfg ? (long long)skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES") : 104857600LL);
+    struct statvfs v;
+    const char *dir = cfg ? skd_config_str(cfg, "DATA_DIR") : "./var";
+    long long reserve = cfg ? (long long)skd_config_int(cfg, "SKILLS_DATA_RESERVE_BYTES") : 0;
+    if (statvfs(dir, &v) == 0) {
+        long long avail = (long long)v.f_bavail * (long long)v.f_frsize;
+        add(checks, "data_reserve", avail > reserve ? OK : WARN,
+            avail > reserve ? NULL : "free space on DATA_DIR's filesystem",
+            "DATA_DIR %s: %lld bytes free, %lld kept for the store (SKILLS_DATA_RESERVE_BYTES)",
+            dir, avail, reserve);
+    }
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -573,7 +629,9 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "symlinks");
     check_protected(checks, "hardlinks");
     check_engines(checks);
+    check_workspace_quota(checks, cfg);
     check_native(checks, cfg);
+    check_egress(checks, cfg);
     int worst = OK;
     size_t i;
     json_t *c;

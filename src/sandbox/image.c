@@ -41,13 +41,84 @@ static int is_lower_alnum(char ch)
     return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9');
 }
 
-static int valid_name(const char *s, size_t n)
+static int is_alnum(char ch)
 {
-    if (n == 0 || n > SKD_IMAGE_NAME_MAX || !is_lower_alnum(s[0]))
+    return is_lower_alnum(ch) || (ch >= 'A' && ch <= 'Z');
+}
+
+/* path-component: [a-z0-9]+ ((\.|_|__|-+)[a-z0-9]+)* */
+static int valid_path_component(const char *s, size_t n)
+{
+    size_t i = 0;
+    if (n == 0 || !is_lower_alnum(s[0]) || !is_lower_alnum(s[n - 1]))
         return 0;
-    for (size_t i = 0; i < n; i++)
-        if (!is_lower_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
+    while (i < n) {
+        if (is_lower_alnum(s[i])) {
+            i++;
+            continue;
+        }
+        size_t j = i;
+        while (j < n && !is_lower_alnum(s[j]))
+            j++;
+        size_t sl = j - i; /* a separator run, followed by an alnum (s[n-1] is one) */
+        int ok = (sl == 1 && (s[i] == '.' || s[i] == '_' || s[i] == '-')) ||
+                 (sl == 2 && s[i] == '_' && s[i + 1] == '_') || strspn(s + i, "-") >= sl;
+        if (!ok)
             return 0;
+        i = j;
+    }
+    return 1;
+}
+
+/* domain: component(.component)*[:port], component [A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])? */
+static int valid_domain(const char *s, size_t n)
+{
+    const char *colon = memchr(s, ':', n);
+    size_t hn = colon ? (size_t)(colon - s) : n;
+    if (colon) {
+        size_t pn = n - hn - 1;
+        if (pn == 0 || pn > 5 || strspn(colon + 1, "0123456789") < pn)
+            return 0;
+    }
+    size_t i = 0;
+    while (i <= hn) {
+        size_t j = i;
+        while (j < hn && s[j] != '.')
+            j++;
+        if (j == i || !is_alnum(s[i]) || !is_alnum(s[j - 1]))
+            return 0;
+        for (size_t k = i; k < j; k++)
+            if (!is_alnum(s[k]) && s[k] != '-')
+                return 0;
+        i = j + 1;
+    }
+    return 1;
+}
+
+/* name: [domain/]component(/component)*; *has_domain set. */
+static int valid_name(const char *s, size_t n, int *has_domain)
+{
+    *has_domain = 0;
+    if (n == 0 || n > SKD_IMAGE_NAME_MAX)
+        return 0;
+    const char *slash = memchr(s, '/', n);
+    size_t i = 0;
+    if (slash) {
+        size_t fl = (size_t)(slash - s);
+        if ((memchr(s, '.', fl) || memchr(s, ':', fl) || (fl == 9 && !memcmp(s, "localhost", 9)))) {
+            if (!valid_domain(s, fl))
+                return 0;
+            *has_domain = 1;
+            i = fl + 1;
+        }
+    }
+    while (i <= n) {
+        const char *e = memchr(s + i, '/', n - i);
+        size_t cl = e ? (size_t)(e - (s + i)) : n - i;
+        if (!valid_path_component(s + i, cl))
+            return 0;
+        i += cl + 1;
+    }
     return 1;
 }
 
@@ -55,64 +126,93 @@ static int valid_tag(const char *s, size_t n)
 {
     if (n == 0 || n > SKD_IMAGE_TAG_MAX || s[0] == '.' || s[0] == '-')
         return 0;
-    for (size_t i = 0; i < n; i++) {
-        char ch = s[i];
-        if (!is_lower_alnum(ch) && !(ch >= 'A' && ch <= 'Z') && ch != '.' && ch != '_' && ch != '-')
+    for (size_t i = 0; i < n; i++)
+        if (!is_alnum(s[i]) && s[i] != '.' && s[i] != '_' && s[i] != '-')
             return 0;
-    }
     return 1;
 }
 
-int skd_image_parse_ref(const char *ref, skd_image_ref *out, skd_err *err)
+static int valid_digest(const char *s, size_t n)
 {
-    if (!ref)
+    return n == SKD_IMAGE_DIGEST_MAX && strncmp(s, "sha256:", 7) == 0 &&
+           strspn(s + 7, "0123456789abcdef") >= 64;
+}
+
+/* The parse without the "host" refusal (the allow-list sees host too). */
+static int parse_ref(const char *ref, skd_image_ref *out, skd_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!ref || !*ref)
         return skd_err_set(err, SKD_EINVAL, "no image name");
-    const char *colon = strchr(ref, ':');
-    size_t nlen = colon ? (size_t)(colon - ref) : strlen(ref);
-    const char *tag = colon ? colon + 1 : SKD_IMAGE_DEFAULT_TAG;
-    if (!valid_name(ref, nlen))
+    size_t len = strlen(ref);
+    const char *at = strchr(ref, '@');
+    size_t nl = at ? (size_t)(at - ref) : len; /* name[:tag] */
+    if (at && !valid_digest(at + 1, len - nl - 1))
         return skd_err_set(err, SKD_EINVAL,
-                           "invalid image name in '%.200s': use 1-%d of a-z 0-9 . _ - "
-                           "starting with a letter or digit",
-                           ref, SKD_IMAGE_NAME_MAX);
-    if (!valid_tag(tag, strlen(tag)))
+                           "invalid digest in '%.200s': use @sha256: and 64 lowercase hex digits",
+                           ref);
+    const char *slash = memrchr(ref, '/', nl);
+    const char *colon =
+        memchr(slash ? slash : ref, ':', nl - (size_t)((slash ? slash : ref) - ref));
+    size_t namel = colon ? (size_t)(colon - ref) : nl;
+    if (colon && !valid_tag(colon + 1, nl - namel - 1))
         return skd_err_set(err, SKD_EINVAL,
                            "invalid image tag in '%.200s': use 1-%d of A-Z a-z 0-9 . _ - "
                            "not starting with . or -",
                            ref, SKD_IMAGE_TAG_MAX);
-    if (nlen == strlen(SKD_IMAGE_HOST) && strncmp(ref, SKD_IMAGE_HOST, nlen) == 0)
-        return skd_err_set(err, SKD_EINVAL, "'host' is the built-in image and cannot be stored");
-    memcpy(out->name, ref, nlen);
-    out->name[nlen] = '\0';
-    skd_strlcpy(out->tag, tag, sizeof(out->tag));
+    if (!valid_name(ref, namel, &out->has_domain))
+        return skd_err_set(err, SKD_EINVAL,
+                           "invalid image name in '%.200s': use [registry[:port]/]path[:tag]"
+                           "[@sha256:...], path components of a-z 0-9 joined by . _ __ or -, "
+                           "at most %d bytes",
+                           ref, SKD_IMAGE_NAME_MAX);
+    memcpy(out->name, ref, namel);
+    for (size_t i = 0; i < namel; i++)
+        out->dir[i] = ref[i] == '/' ? '+' : ref[i];
+    out->has_tag = colon != NULL;
+    if (colon)
+        memcpy(out->tag, colon + 1, nl - namel - 1);
+    else
+        skd_strlcpy(out->tag, SKD_IMAGE_DEFAULT_TAG, sizeof(out->tag));
+    if (at)
+        memcpy(out->digest, at + 1, SKD_IMAGE_DIGEST_MAX);
+    skd_strlcpy(out->version, at ? out->digest : out->tag, sizeof(out->version));
     return 0;
 }
 
-/* Split "reg/name:tag" at the tag colon (one after the last '/').
- * *tag is NULL when there is none. */
-static void split_ref(const char *s, size_t n, size_t *name_len, const char **tag, size_t *tag_len)
+int skd_image_parse_ref(const char *ref, skd_image_ref *out, skd_err *err)
 {
-    size_t slash = 0, colon = n;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '/')
-            slash = i + 1, colon = n;
-        else if (s[i] == ':' && colon == n && i >= slash)
-            colon = i;
-    }
-    *name_len = colon;
-    *tag = colon < n ? s + colon + 1 : NULL;
-    *tag_len = colon < n ? n - colon - 1 : 0;
+    int rc = parse_ref(ref, out, err);
+    if (rc == 0 && strcmp(out->name, SKD_IMAGE_HOST) == 0)
+        return skd_err_set(err, SKD_EINVAL, "'host' is the built-in image and cannot be stored");
+    return rc;
+}
+
+/* Does allow-list entry e (n bytes) allow r? */
+static int entry_allows(const char *e, size_t n, const skd_image_ref *r)
+{
+    char buf[SKD_IMAGE_NAME_MAX + SKD_IMAGE_TAG_MAX + SKD_IMAGE_DIGEST_MAX + 3];
+    skd_image_ref er;
+    if (n == 0 || n >= sizeof(buf))
+        return 0;
+    memcpy(buf, e, n);
+    buf[n] = '\0';
+    if (parse_ref(buf, &er, NULL) != 0 || strcmp(er.name, r->name) != 0)
+        return 0;
+    if (er.digest[0])
+        return strcmp(er.digest, r->digest) == 0;
+    if (er.has_tag)
+        return !r->digest[0] && strcmp(er.tag, r->tag) == 0;
+    return 1; /* the bare name: every tag and digest */
 }
 
 int skd_image_allowed(const char *allow_list, const char *ref)
 {
+    skd_image_ref r;
     if (!ref || !*ref || strcmp(ref, SKD_IMAGE_HOST) == 0)
         return 1;
-    size_t rn, rtl;
-    const char *rt;
-    split_ref(ref, strlen(ref), &rn, &rt, &rtl);
-    if (!rt)
-        rt = SKD_IMAGE_DEFAULT_TAG, rtl = strlen(SKD_IMAGE_DEFAULT_TAG);
+    if (parse_ref(ref, &r, NULL) != 0)
+        return 0;
     const char *p = allow_list ? allow_list : "";
     while (*p) {
         const char *e = strchr(p, ',');
@@ -124,15 +224,18 @@ int skd_image_allowed(const char *allow_list, const char *ref)
             n--;
         if (n == 1 && s[0] == '*')
             return 1; /* every image the operator imported */
-        size_t en, etl;
-        const char *et;
-        split_ref(s, n, &en, &et, &etl);
-        if (n && en == rn && strncmp(s, ref, rn) == 0 &&
-            (!et || (etl == rtl && strncmp(et, rt, rtl) == 0)))
+        if (entry_allows(s, n, &r))
             return 1;
         p += e ? (size_t)(e - p) + 1 : strlen(p);
     }
     return 0;
+}
+
+/* "name:tag" or "name@digest", for messages. */
+static const char *ref_text(const skd_image_ref *r, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%s%s%s", r->name, r->digest[0] ? "@" : ":", r->version);
+    return buf;
 }
 
 /* ---- paths ---------------------------------------------------------------- */
@@ -341,15 +444,21 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
         l.max_bytes = lim->max_bytes;
     if (lim && lim->max_entries > 0)
         l.max_entries = lim->max_entries;
-    if ((rc = skd_image_parse_ref(ref, &r, err)) ||
-        (rc = ensure_dirs(data_dir, r.name, img, sizeof(img), err)))
+    char txt[sizeof(r.name) + sizeof(r.version) + 2];
+    if ((rc = skd_image_parse_ref(ref, &r, err)))
         return rc;
-    if (snprintf(final, sizeof(final), "%s/%s/%s", img, r.name, r.tag) >= (int)sizeof(final) ||
+    if (r.digest[0]) /* a digest names content the engines computed; an import cannot promise it */
+        return skd_err_set(err, SKD_EINVAL,
+                           "import under a tag (name:tag), not a digest: the archive's digest "
+                           "is not checked here");
+    if ((rc = ensure_dirs(data_dir, r.dir, img, sizeof(img), err)))
+        return rc;
+    ref_text(&r, txt, sizeof(txt));
+    if (snprintf(final, sizeof(final), "%s/%s/%s", img, r.dir, r.version) >= (int)sizeof(final) ||
         snprintf(tmp, sizeof(tmp), "%s/.import-XXXXXX", img) >= (int)sizeof(tmp))
         return skd_err_set(err, SKD_EPATH, "DATA_DIR is too long");
     if (access(final, F_OK) == 0)
-        return skd_err_set(err, SKD_EEXISTS, "image %s:%s already exists; remove it first", r.name,
-                           r.tag);
+        return skd_err_set(err, SKD_EEXISTS, "image %s already exists; remove it first", txt);
     sweep_stale(img);
     if (!(plan = calloc(1, sizeof(*plan))))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -370,7 +479,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
         goto out;
     if (renameat2(AT_FDCWD, tmp, AT_FDCWD, final, RENAME_NOREPLACE) < 0) {
         rc = errno == EEXIST || errno == ENOTEMPTY
-                 ? skd_err_set(err, SKD_EEXISTS, "image %s:%s already exists", r.name, r.tag)
+                 ? skd_err_set(err, SKD_EEXISTS, "image %s already exists", txt)
                  : skd_err_set(err, SKD_EIO, "rename into %s: %s", final, strerror(errno));
         goto out;
     }
@@ -382,7 +491,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
 out:
     if (made_tmp)
         remove_path(tmp);
-    if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.name) < (int)sizeof(final))
+    if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
         skd__image_plan_free(plan);
@@ -396,6 +505,18 @@ out:
 static int name_filter(const struct dirent *de)
 {
     return de->d_name[0] != '.';
+}
+
+/* The name a store directory holds ('+' back to '/'), when it is one. */
+static int dir_to_name(const char *dir, char *out, size_t cap)
+{
+    size_t n = strlen(dir);
+    int has_domain;
+    if (n >= cap)
+        return -1;
+    for (size_t i = 0; i <= n; i++)
+        out[i] = dir[i] == '+' ? '/' : dir[i];
+    return valid_name(out, n, &has_domain) ? 0 : -1;
 }
 
 static json_t *list_entry(int tagdirfd, const char *name, const char *tag)
@@ -433,17 +554,18 @@ int skd_image_list(const char *data_dir, json_t **out, skd_err *err)
         const char *name = names[i]->d_name;
         struct dirent **tags = NULL;
         int nt = -1;
-        if (valid_name(name, strlen(name)) &&
+        char shown[SKD_IMAGE_NAME_MAX + 1];
+        if (dir_to_name(name, shown, sizeof(shown)) == 0 &&
             snprintf(path, sizeof(path), "%s/%s", img, name) < (int)sizeof(path))
             nt = scandir(path, &tags, name_filter, alphasort);
         int dfd = nt > 0 ? open(path, O_PATH | O_DIRECTORY | O_CLOEXEC) : -1;
         for (int j = 0; j < nt; j++) {
             const char *tag = tags[j]->d_name;
-            int tfd = dfd >= 0 && valid_tag(tag, strlen(tag))
+            int tfd = dfd >= 0 && (valid_tag(tag, strlen(tag)) || valid_digest(tag, strlen(tag)))
                           ? openat(dfd, tag, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
                           : -1;
             if (tfd >= 0) {
-                json_t *e = list_entry(tfd, name, tag);
+                json_t *e = list_entry(tfd, shown, tag);
                 if (e)
                     json_array_append_new(arr, e);
                 close(tfd);
@@ -471,17 +593,19 @@ int skd_image_remove(const char *data_dir, const char *ref, skd_err *err)
         return rc;
     if (skd_uuid(uuid))
         return skd_err_set(err, SKD_EINTERNAL, "no randomness");
-    if (snprintf(final, sizeof(final), "%s/%s/%s", img, r.name, r.tag) >= (int)sizeof(final) ||
+    char txt[sizeof(r.name) + sizeof(r.version) + 2];
+    ref_text(&r, txt, sizeof(txt));
+    if (snprintf(final, sizeof(final), "%s/%s/%s", img, r.dir, r.version) >= (int)sizeof(final) ||
         snprintf(gone, sizeof(gone), "%s/.remove-%s", img, uuid) >= (int)sizeof(gone))
         return skd_err_set(err, SKD_EPATH, "DATA_DIR is too long");
     struct stat st;
     if (lstat(final, &st) < 0 || !S_ISDIR(st.st_mode))
-        return skd_err_set(err, SKD_ENOENT, "image %s:%s is not imported", r.name, r.tag);
+        return skd_err_set(err, SKD_ENOENT, "image %s is not imported", txt);
     if (renameat2(AT_FDCWD, final, AT_FDCWD, gone, RENAME_NOREPLACE) < 0)
-        return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "removing %s:%s: %s",
-                           r.name, r.tag, strerror(errno));
+        return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "removing %s: %s", txt,
+                           strerror(errno));
     remove_path(gone);
-    if (snprintf(final, sizeof(final), "%s/%s", img, r.name) < (int)sizeof(final))
+    if (snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name goes when its last tag does */
     return 0;
 }
@@ -493,27 +617,28 @@ int skd_image_rootfs(const char *data_dir, const char *allow_list, const char *i
     if (!image || !*image || strcmp(image, SKD_IMAGE_HOST) == 0)
         return 0;
     skd_image_ref r;
+    char txt[sizeof(r.name) + sizeof(r.version) + 2];
     int rc = skd_image_parse_ref(image, &r, err);
     if (rc)
         return rc;
+    ref_text(&r, txt, sizeof(txt));
     if (!skd_image_allowed(allow_list, image))
-        return skd_err_set(err, SKD_EFORBIDDEN,
-                           "image %s:%s is not in SKILLS_ALLOWED_SANDBOX_IMAGES", r.name, r.tag);
+        return skd_err_set(err, SKD_EFORBIDDEN, "image %s is not in SKILLS_ALLOWED_SANDBOX_IMAGES",
+                           txt);
     char abs[PATH_MAX], path[PATH_MAX];
     if (!data_dir || !*data_dir)
         data_dir = ".";
     if (!realpath(data_dir, abs))
         return skd_err_set(err, SKD_ENOENT,
-                           "image %s:%s is not imported (DATA_DIR %s: %s); run skilld image "
-                           "import",
-                           r.name, r.tag, data_dir, strerror(errno));
+                           "image %s is not imported (DATA_DIR %s: %s); run skilld image import",
+                           txt, data_dir, strerror(errno));
     struct stat st;
-    if (snprintf(path, sizeof(path), "%s/images/%s/%s/rootfs", abs, r.name, r.tag) >=
+    if (snprintf(path, sizeof(path), "%s/images/%s/%s/rootfs", abs, r.dir, r.version) >=
             (int)sizeof(path) ||
         lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
         return skd_err_set(err, SKD_ENOENT,
-                           "image %s:%s is not imported; run skilld image import %s:%s FILE.tar",
-                           r.name, r.tag, r.name, r.tag);
+                           "image %s is not imported; run skilld image import %s FILE.tar", txt,
+                           txt);
     if (!(*rootfs = strdup(path)))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     return 0;

@@ -10,6 +10,8 @@
  * refuses the run with SKD_ESANDBOX naming the step.
  */
 #include "sandbox/native.h"
+#include "net/egress.h"
+#include "sandbox/ws_quota.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -77,6 +79,7 @@ struct nstate {
     char *paths[8]; /* proc, dev, tmp, shm, workspace, image dir, skill */
     char tmp_opts[64], shm_opts[64];
     struct skd__native_child child;
+    skd__wsq *wsq; /* the workspace quota overlay, or NULL (src/sandbox/ws_quota.c) */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -361,7 +364,17 @@ static int open_mounts(struct nstate *s, skd_err *err)
     struct mount_attr a;
     if (N.rootless) /* open_tree needs CAP_SYS_ADMIN: the child binds by path */
         return 0;
-    if (q->workspace) {
+    if (q->workspace && q->cfg->workspace_quota > 0 && !q->cfg->workspace_read_only) {
+        /* Writes go to the quota overlay, committed after the run. */
+        int rc =
+            skd__wsq_prepare_idmapped(q->workspace, q->workspace_fd, q->id, q->cfg->workspace_quota,
+                                      N.idmap_fd, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
+                                      SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->wsq, err);
+        if (rc)
+            return rc;
+        s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, skd__wsq_merged(s->wsq),
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    } else if (q->workspace) {
         /* The spawner hands the directory over as a descriptor: clone
          * exactly that directory, not whatever its path names now. */
         s->child.ws_fd =
@@ -370,10 +383,14 @@ static int open_mounts(struct nstate *s, skd_err *err)
                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH)
                 : (int)syscall(SYS_open_tree, AT_FDCWD, q->workspace,
                                OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_SYMLINK_NOFOLLOW);
+    }
+    if (q->workspace) {
+        /* The overlay's lower layer is idmapped already (overlayfs itself
+         * cannot be); the plain workspace is idmapped here. */
         memset(&a, 0, sizeof(a));
-        a.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+        a.attr_set = (s->wsq ? 0 : MOUNT_ATTR_IDMAP) | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
                      (q->cfg->workspace_read_only ? MOUNT_ATTR_RDONLY : 0);
-        a.userns_fd = (unsigned)N.idmap_fd;
+        a.userns_fd = s->wsq ? 0 : (unsigned)N.idmap_fd;
         if (s->child.ws_fd < 0 ||
             syscall(SYS_mount_setattr, s->child.ws_fd, "", AT_EMPTY_PATH, &a, sizeof(a)) != 0)
             return skd_err_set(err, SKD_ESANDBOX,
@@ -475,13 +492,23 @@ static int fill_child(struct nstate *s, skd_err *err)
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
 {
     *state = NULL;
-    if (req->cfg->network_enabled)
-        return skd_err_set(err, SKD_ESANDBOX,
-                           "networkEnabled is not available in the native sandbox (no egress "
-                           "proxy yet): run without network, or use the docker or podman runtime");
     int rc = native_detect(err);
     if (rc)
         return rc;
+    /* Fail closed: the quota overlay needs mounts only root can make. */
+    if (N.rootless && req->workspace && req->cfg->workspace_quota > 0 &&
+        !req->cfg->workspace_read_only)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "native sandbox: the workspace quota cannot be held inside a rootless "
+                           "sandbox (SKILLS_SANDBOX_WORKSPACE_QUOTA=overlay needs root); run "
+                           "with workspaceReadOnly or set SKILLS_SANDBOX_WORKSPACE_QUOTA=off");
+    /* An image without a root filesystem here was not imported ("auto"
+     * may have sent one meant for an engine's store): never the host's. */
+    if (!req->rootfs && req->image && *req->image && strcmp(req->image, "host") != 0)
+        return skd_err_set(err, SKD_ENOENT,
+                           "image %.200s is not imported for the native sandbox; run skilld "
+                           "image import",
+                           req->image);
     struct nstate *s = calloc(1, sizeof(*s));
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -548,7 +575,7 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
 {
     struct nstate *s = state;
     int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, sy[2] = {-1, -1};
-    int pidfd = -1, rc = 0;
+    int pidfd = -1, rc = 0, egress_fd = -1;
     if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
         pipe2(st, O_CLOEXEC) || pipe2(sy, O_CLOEXEC)) {
         rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pipes: %s", strerror(errno));
@@ -586,7 +613,13 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
     in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
     close_join_fds(&s->child);
-    if ((rc = release_child(pid, sy[1], err)) != 0) {
+    /* networkEnabled: the egress proxy's socket goes on the sandbox's
+     * loopback before the child is released, so it is there when the
+     * command starts (src/net/egress_place.c). */
+    if ((s->req->cfg->network_enabled && (rc = skd__egress_place(pidfd, &egress_fd, err)) != 0) ||
+        (rc = release_child(pid, sy[1], err)) != 0) {
+        if (egress_fd >= 0)
+            close(egress_fd);
         syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
         siginfo_t si;
         waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED);
@@ -603,7 +636,8 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
                           .stdin_fd = in[1],
                           .stdout_fd = o[0],
                           .stderr_fd = e[0],
-                          .status_fd = st[0]};
+                          .status_fd = st[0],
+                          .egress_fd = egress_fd};
     return 0;
 fail:
     close_join_fds(&s->child);
@@ -627,10 +661,14 @@ static void native_cleanup(void *state, skd__outcome *out)
     if (out && s->cg)
         out->oom_killed = skd__cgroup_oom_killed(s->cg);
     skd__cgroup_destroy(s->cg);
+    if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
+        close(s->child.ws_fd);
+    if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
+        skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
+                                s->req->cfg->data_reserve, out);
+    skd__wsq_free(s->wsq);
     if (s->pidfd >= 0)
         close(s->pidfd);
-    if (s->child.ws_fd >= 0)
-        close(s->child.ws_fd);
     if (s->child.img_fd >= 0)
         close(s->child.img_fd);
     if (s->child.skill_fd >= 0)

@@ -64,3 +64,9 @@ int skd_sandbox_provider_detect(const char *runtime, skd_err *err)
         return SKD_ESANDBOX;
     return p->detect(err);
 }
+
+const char *skd_sandbox_runtime_pick(const char *runtime, skd_err *err)
+{
+    const skd__provider *p = skd__provider_find(runtime, err);
+    return p ? p->name : NULL;
+}

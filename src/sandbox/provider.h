@@ -62,6 +62,8 @@ typedef struct skd__spawned {
     int status_fd; /* -1, or a read end that yields EOF once the command is
                       exec'd, or a message (failing step) before EOF when
                       setting up the sandbox failed and nothing ran */
+    int egress_fd; /* networkEnabled: the socket listening on the sandbox's
+                      loopback for the egress proxy (src/net/egress.h), else -1 */
 } skd__spawned;
 
 /* Filled by the runner from waitid() before cleanup; cleanup may change it
@@ -76,6 +78,12 @@ typedef struct skd__outcome {
      * spawn succeeded (a container engine failed to start the container):
      * the runner then reports the run as SKD_ESANDBOX with this message. */
     char setup_error[SKD_ERR_MSG_MAX];
+    /* Set by cleanup when the run had the workspace quota overlay
+     * (src/sandbox/ws_quota.c): see skd_sandbox_result's ws_* fields. */
+    int ws_checked;
+    int ws_error;
+    uint64_t ws_bytes;
+    char ws_message[SKD_ERR_MSG_MAX];
 } skd__outcome;
 
 typedef struct skd__provider {

@@ -18,6 +18,8 @@ void skd_sandbox_result_free(skd_sandbox_result *r)
         return;
     free(r->out);
     free(r->err);
+    json_decref(r->egress);
+    r->egress = NULL;
     r->out = r->err = NULL;
     r->out_len = r->err_len = 0;
 }
@@ -74,10 +76,18 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
     bad |= json_object_set_new(o, "killed", json_boolean(r->killed));
     bad |= json_object_set_new(o, "timedOut", json_boolean(r->timed_out));
     bad |= json_object_set_new(o, "oomKilled", json_boolean(r->oom_killed));
+    if (r->egress)
+        bad |= json_object_set(o, "egress", r->egress);
     if (r->error)
         bad |= json_object_set_new(o, "error",
                                    json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message",
                                              r->message[0] ? r->message : skd_strerror(r->error)));
+    if (r->ws_checked)
+        bad |= json_object_set_new(
+            o, "workspace",
+            r->ws_error ? json_pack("{s:b, s:{s:s, s:s}}", "kept", 0, "error", "code",
+                                    skd_errcode(r->ws_error), "message", r->ws_message)
+                        : json_pack("{s:b, s:I}", "kept", 1, "bytes", (json_int_t)r->ws_bytes));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -68,6 +68,8 @@ void skd__run_free(struct run *run)
     free(run->rootfs);
     free(run->workspace);
     free(run->skill_dir);
+    free(run->egress_allow);
+    free(run->egress_deny);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -96,8 +98,47 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* Build a run from spec: copies, validation, image resolution. */
-static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out, skd_err *err)
+/* The name of a NAME=value entry is one the egress proxy sets. */
+static int is_proxy_var(const char *entry)
+{
+    for (const char *const *p = skd__egress_env; *p; p++) {
+        size_t n = (size_t)(strchr(*p, '=') - *p) + 1;
+        if (strncmp(entry, *p, n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* networkEnabled: the proxy variables replace any the caller set, so every
+ * tool inside goes through the egress proxy and nothing bypasses it. */
+static int add_proxy_env(struct run *run, skd_err *err)
+{
+    size_t n = 0, k = 0, extra = 0;
+    while (run->envp[n])
+        n++;
+    while (skd__egress_env[extra])
+        extra++;
+    char **v = calloc(n + extra + 1, sizeof(*v));
+    if (!v)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        if (is_proxy_var(run->envp[i]))
+            free(run->envp[i]);
+        else
+            v[k++] = run->envp[i];
+    }
+    free(run->envp);
+    run->envp = v;
+    for (size_t i = 0; i < extra; i++)
+        if (!(v[k++] = strdup(skd__egress_env[i])))
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    return 0;
+}
+
+/* Build a run from spec for runtime rt: copies, validation, the
+ * ceilings, image resolution. */
+static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, struct run **out,
+                   skd_err *err)
 {
     int rc, bad = 0;
     struct run *run = calloc(1, sizeof(*run));
@@ -115,6 +156,15 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
+    /* The operator's, whatever the caller's copy says. */
+    run->cfg.workspace_quota = r->defaults.workspace_quota;
+    run->cfg.data_reserve = r->defaults.data_reserve;
+    if ((rc = skd_sandbox_config_check(&run->cfg, &r->ceilings, err)) != 0)
+        goto fail;
+    /* networkEnabled (allowed by the ceilings above): the only way out is
+     * the egress proxy, and every tool inside is told so. */
+    if (run->cfg.network_enabled && (rc = add_proxy_env(run, err)))
+        goto fail;
     if (spec->stdin_len > SKD_SANDBOX_MAX_STDIN) {
         rc = skd_err_set(err, SKD_ETOOBIG, "stdin is larger than %u bytes", SKD_SANDBOX_MAX_STDIN);
         goto fail;
@@ -130,6 +180,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     run->image = dup_or_null(spec->image && *spec->image ? spec->image : "host", &bad);
     run->workspace = dup_or_null(spec->workspace, &bad);
     run->skill_dir = dup_or_null(spec->skill_dir, &bad);
+    run->egress_allow = dup_or_null(spec->egress_allow, &bad);
+    run->egress_deny = dup_or_null(spec->egress_deny, &bad);
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -141,9 +193,10 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, struct run **out
     }
     rc = skd_sandbox_image_rootfs(r->data_dir, r->allowed, run->image, &run->rootfs, err);
     /* docker and podman run the image from their own store (skilld image
-     * import loads it there too); the allow-list still applies. */
-    if (rc == SKD_ENOENT &&
-        is_container_runtime(spec->runtime && *spec->runtime ? spec->runtime : r->runtime)) {
+     * import loads it there too); the allow-list still applies. "auto" is
+     * resolved in the spawner: should it pick native, native refuses an
+     * image without a rootfs (not imported) itself. */
+    if (rc == SKD_ENOENT && (is_container_runtime(rt) || strcmp(rt, "auto") == 0)) {
         skd_err_clear(err);
         rc = 0;
     }
@@ -180,18 +233,16 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
                       void *arg, char id_out[SKD_UUID_LEN + 1], skd_err *err)
 {
     struct run *run = NULL;
-    int rc = run_new(r, spec, &run, err);
-    if (rc)
-        return rc;
     /* Every provider runs in the spawner process; the name (or "auto") is
      * resolved there. */
     const char *rt = spec->runtime && *spec->runtime ? spec->runtime : r->runtime;
     if (strcmp(rt, "native") != 0 && strcmp(rt, "docker") != 0 && strcmp(rt, "podman") != 0 &&
-        strcmp(rt, "auto") != 0) {
-        skd__run_free(run);
+        strcmp(rt, "auto") != 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "unknown sandbox runtime '%.32s' (native, docker, podman or auto)", rt);
-    }
+    int rc = run_new(r, spec, rt, &run, err);
+    if (rc)
+        return rc;
     run->prov = &skd__provider_remote;
     run->req.spawner = r->spawner;
     run->req.provider = rt;
@@ -366,7 +417,6 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
                         skd_err *err)
 {
     skd__spawner_conf *k = &r->spawner_conf;
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
     memset(k, 0, sizeof(*k));
     if (skd_strlcpy(k->data_dir, r->data_dir, sizeof(k->data_dir)) < 0 ||
         skd_strlcpy(k->allowed_images, r->allowed, sizeof(k->allowed_images)) < 0 ||
@@ -376,13 +426,16 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
                            "too long for the sandbox spawner");
     k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
     k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
-    k->max_cpu = 100LL * (cores > 0 ? cores : 1) * 1024;
-    k->max_memory_mb = 1048576;
-    k->max_timeout_ms = SKD_SANDBOX_MAX_TIMEOUT_MS;
-    k->max_pids = SKD_SANDBOX_MAX_PIDS;
-    k->max_output_bytes = 1LL << 30;
-    k->max_tmp_bytes = 1LL << 36;
-    k->network_allowed = 1;
+    /* The ceilings, checked again there: the last line. */
+    k->max_cpu = r->ceilings.max_cpu;
+    k->max_memory_mb = r->ceilings.max_memory_mb;
+    k->max_timeout_ms = r->ceilings.max_timeout_ms;
+    k->max_pids = r->ceilings.max_pids;
+    k->max_output_bytes = r->ceilings.max_output_bytes;
+    k->max_tmp_bytes = r->ceilings.max_tmp_bytes;
+    k->network_allowed = r->ceilings.network_allowed;
+    k->workspace_quota = r->defaults.workspace_quota;
+    k->data_reserve = r->defaults.data_reserve;
     (void)cfg;
     return 0;
 }
@@ -401,6 +454,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->spawner_cv, NULL);
     r->epfd = r->evfd = -1;
+    r->cfg = cfg;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (cores < 1)
         cores = 1;
@@ -424,6 +478,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
                                    : "",
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
+    skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
@@ -454,12 +509,26 @@ void skd_runner_free(skd_runner *r)
         close(r->epfd);
     if (r->evfd >= 0)
         close(r->evfd);
+    skd__egress_free(r->egress); /* after the supervisor: every run is detached */
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->spawner_cv);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);
     free(r);
+}
+
+skd_egress *skd__runner_egress(skd_runner *r, skd_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    int rc = 0;
+    if (!r->egress && !r->cfg)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the egress proxy needs a configuration");
+    else if (!r->egress)
+        rc = skd__egress_new(r->cfg, &r->egress, err);
+    skd_egress *e = rc ? NULL : r->egress;
+    pthread_mutex_unlock(&r->mu);
+    return e;
 }
 
 void skd__runner_wake(skd_runner *r)

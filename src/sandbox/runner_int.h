@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "net/egress.h"
 #include "sandbox/provider.h"
 #include "sandbox/spawner_client.h"
 #include "skilld/buf.h"
@@ -42,7 +43,9 @@ struct run {
     char *key;
     char **argv, **envp;
     char *image, *rootfs, *workspace, *cwd;
-    char *skill_dir; /* read-only at /skill, or NULL (Agent Skills folders) */
+    char *skill_dir;                  /* read-only at /skill, or NULL (Agent Skills folders) */
+    char *egress_allow, *egress_deny; /* narrowing host patterns, or NULL */
+    skd_egress_run *egress;           /* networkEnabled: its proxy, while running */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
     unsigned char *in;    /* stdin bytes */
@@ -77,12 +80,20 @@ struct skd_runner {
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
-    skd__spawner_client *spawner; /* made by the supervisor thread */
+    skd_sandbox_ceilings ceilings; /* checked at submission (the spawner checks again) */
+    skd__spawner_client *spawner;  /* made by the supervisor thread */
     skd__spawner_conf spawner_conf;
     int spawner_ready; /* under mu: 1 ok, -1 failed */
     pthread_cond_t spawner_cv;
     skd_err spawner_err;
+    const skd_config *cfg; /* borrowed */
+    skd_egress *egress;    /* the egress proxy, made on the first networkEnabled run
+                              (under mu) */
 };
+
+/* The runner's egress proxy, started on first use (thread-safe); NULL with
+ * err set when it cannot start. */
+skd_egress *skd__runner_egress(skd_runner *r, skd_err *err);
 
 void skd__run_free(struct run *run);
 void skd__runner_wake(skd_runner *r);

@@ -282,6 +282,9 @@ static void on_prepare(skd__spawn_msg *m)
         goto fail;
     }
     r->cfg = m->cfg;
+    /* The operator's, never the request's. */
+    r->cfg.workspace_quota = S.conf->workspace_quota;
+    r->cfg.data_reserve = S.conf->data_reserve;
     memcpy(r->id, m->id, sizeof(r->id));
     r->image = strdup(m->image);
     r->cwd = strdup(m->cwd);
@@ -332,7 +335,8 @@ fail:
 
 static void close_spawned(skd__spawned *sp)
 {
-    int *fds[] = {&sp->pidfd, &sp->stdin_fd, &sp->stdout_fd, &sp->stderr_fd, &sp->status_fd};
+    int *fds[] = {&sp->pidfd,     &sp->stdin_fd,  &sp->stdout_fd,
+                  &sp->stderr_fd, &sp->status_fd, &sp->egress_fd};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (*fds[i] >= 0) {
             close(*fds[i]);
@@ -348,8 +352,12 @@ static void on_spawn(skd__spawn_msg *m)
         reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to spawn");
         return;
     }
-    skd__spawned sp = {
-        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
+    skd__spawned sp = {.pidfd = -1,
+                       .stdin_fd = -1,
+                       .stdout_fd = -1,
+                       .stderr_fd = -1,
+                       .status_fd = -1,
+                       .egress_fd = -1};
     r->spawned = 1;
     if (r->prov->spawn(r->pstate, &sp, &err) != 0) {
         r->reaped = 1; /* nothing to wait for */
@@ -373,6 +381,9 @@ static void on_spawn(skd__spawn_msg *m)
         skd__spawn_out_fd(&o, sp.stdin_fd, SKD__FD_STDIN);
     if (sp.status_fd >= 0)
         skd__spawn_out_fd(&o, sp.status_fd, SKD__FD_STATUS);
+    /* The egress socket is only placed here; the server serves it. */
+    if (sp.egress_fd >= 0)
+        skd__spawn_out_fd(&o, sp.egress_fd, SKD__FD_EGRESS);
     if (skd__spawn_send(S.sock, &o, &err) != 0)
         r->prov->kill(r->pstate); /* the server is gone or broken: the run is too */
     skd__spawn_out_free(&o);
@@ -447,6 +458,11 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_out_outcome(&o, v);
     if (oc.setup_error[0])
         skd__spawn_out_str(&o, SKD__T_MESSAGE, oc.setup_error);
+    if (oc.ws_checked) {
+        skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
+        if (oc.ws_message[0])
+            skd__spawn_out_str(&o, SKD__T_WS_MESSAGE, oc.ws_message);
+    }
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
 }
@@ -592,8 +608,15 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
     for (;;) {
         struct pollfd p = {.fd = ctrl, .events = POLLIN};
         int n = poll(&p, 1, 1000);
-        while (waitpid(-1, NULL, WNOHANG) > 0) /* dead spawners */
-            ;
+        int st = 0;
+        while (waitpid(-1, &st, WNOHANG) > 0) {
+            /* A spawner that was killed could not stop its containers
+             * (native sandboxes die with it): remove what it left. */
+            if (WIFSIGNALED(st)) {
+                skd__containers_reap_leftovers("docker", 0);
+                skd__containers_reap_leftovers("podman", 0);
+            }
+        }
         if (n <= 0)
             continue;
         skd__spawn_msg m;

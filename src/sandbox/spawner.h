@@ -21,6 +21,10 @@ typedef struct skd__spawner_conf {
     /* The ceilings: no request may go above them. */
     long long max_cpu, max_memory_mb, max_timeout_ms, max_pids, max_output_bytes, max_tmp_bytes;
     int network_allowed;
+    /* The workspace quota overlay (src/sandbox/ws_quota.c): bytes a
+     * workspace may hold after a run (0: no overlay), and the bytes of
+     * DATA_DIR's filesystem a commit leaves free. */
+    long long workspace_quota, data_reserve;
 } skd__spawner_conf;
 
 /* Fork the zygote (which forks the first spawner at the server's first

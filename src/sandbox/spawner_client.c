@@ -193,12 +193,13 @@ static int remote_spawn(void *state, skd__spawned *out, skd_err *err)
     out->stdout_fd = skd__spawn_take_fd(&rep, SKD__FD_STDOUT);
     out->stderr_fd = skd__spawn_take_fd(&rep, SKD__FD_STDERR);
     out->status_fd = skd__spawn_take_fd(&rep, SKD__FD_STATUS);
+    out->egress_fd = skd__spawn_take_fd(&rep, SKD__FD_EGRESS);
     skd__spawn_msg_free(&rep);
     if (rep.type != SKD__REP_SPAWNED || out->pidfd < 0 || out->stdout_fd < 0 ||
         out->stderr_fd < 0) {
-        int *fds[] = {&out->pidfd, &out->stdin_fd, &out->stdout_fd, &out->stderr_fd,
-                      &out->status_fd};
-        for (size_t i = 0; i < 5; i++)
+        int *fds[] = {&out->pidfd,     &out->stdin_fd,  &out->stdout_fd,
+                      &out->stderr_fd, &out->status_fd, &out->egress_fd};
+        for (size_t i = 0; i < 6; i++)
             if (*fds[i] >= 0) {
                 close(*fds[i]);
                 *fds[i] = -1;
@@ -245,6 +246,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
         out->oom_killed = rep.outcome[3] != 0;
         if (rep.message)
             skd_strlcpy(out->setup_error, rep.message, sizeof(out->setup_error));
+        out->ws_checked = rep.has_ws;
+        out->ws_error = rep.ws_code;
+        out->ws_bytes = rep.ws_bytes;
+        if (rep.ws_message)
+            skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
     } else if (out && rc != 0 && s->spawned) {
         out->exited = 0;
         out->signal = SIGKILL;

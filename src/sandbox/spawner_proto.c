@@ -99,6 +99,15 @@ void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5])
     put_field(o, SKD__T_OUTCOME, w, sizeof(w));
 }
 
+void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes)
+{
+    unsigned char w[16] = {0};
+    int32_t c = code;
+    memcpy(w, &c, 4);
+    memcpy(w + 8, &bytes, 8);
+    put_field(o, SKD__T_WORKSPACE, w, sizeof(w));
+}
+
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role)
 {
     if (o->nfds >= SKD__SPAWN_MAX_FDS - 1 || fd < 0) { /* one slot kept for the memfd */
@@ -326,6 +335,20 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
         case SKD__T_MESSAGE:
             if (set_once(&m->message, take_str(m, &off, p, n)))
                 return bad(m, err, "bad message");
+            break;
+        case SKD__T_WS_MESSAGE:
+            if (set_once(&m->ws_message, take_str(m, &off, p, n)))
+                return bad(m, err, "bad workspace message");
+            break;
+        case SKD__T_WORKSPACE:
+            if (n != 16 || m->has_ws)
+                return bad(m, err, "bad workspace outcome");
+            memcpy(&v32, p, 4);
+            if (v32 > 0 || v32 < -1000)
+                return bad(m, err, "bad workspace outcome");
+            m->ws_code = v32;
+            memcpy(&m->ws_bytes, p + 8, 8);
+            m->has_ws = 1;
             break;
         case SKD__T_ARG:
         case SKD__T_ENV: {

@@ -60,6 +60,8 @@ enum skd__spawn_tag {
     SKD__T_MESSAGE,      /* string: error or setup message */
     SKD__T_OUTCOME,      /* 5 x i32: exited, exit_code, signal, oom_killed, killed */
     SKD__T_KILLED,       /* i32: the runner killed it (REQ_CLEANUP) */
+    SKD__T_WORKSPACE,    /* REP_OUTCOME: i32 code (0: kept), pad, u64 bytes: the quota overlay */
+    SKD__T_WS_MESSAGE,   /* REP_OUTCOME: string: why the workspace changes were not kept */
     SKD__T_MAX
 };
 
@@ -72,6 +74,7 @@ enum skd__fd_role {
     SKD__FD_STDERR,
     SKD__FD_STATUS,
     SKD__FD_SOCKET, /* REP_OK to REQ_NEW_SPAWNER */
+    SKD__FD_EGRESS, /* REP_SPAWNED: networkEnabled: the egress proxy's listening socket */
     SKD__FD_ROLE_MAX
 };
 
@@ -90,6 +93,10 @@ typedef struct skd__spawn_msg {
     int code;
     int has_outcome;
     int outcome[5];
+    int has_ws; /* the run had the workspace quota overlay */
+    int ws_code;
+    uint64_t ws_bytes;
+    const char *ws_message;
     int killed;
     int fds[SKD__SPAWN_MAX_FDS];
     int roles[SKD__SPAWN_MAX_FDS];
@@ -113,6 +120,7 @@ void skd__spawn_out_str(skd__spawn_out *o, uint16_t tag, const char *s);
 void skd__spawn_out_i32(skd__spawn_out *o, uint16_t tag, int32_t v);
 void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c);
 void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
+void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes);
 /* Attach fd (borrowed) with its role. */
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role);
 void skd__spawn_out_free(skd__spawn_out *o);

@@ -89,6 +89,10 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     unwatch(r, &run->in_fd);
     unwatch(r, &run->status_fd);
     unwatch(r, &run->timer_fd);
+    if (run->egress) { /* closes the run's proxy socket and connections */
+        res.egress = skd__egress_detach(r->egress, run->egress);
+        run->egress = NULL;
+    }
     run->oc.killed = run->kill_sent;
     run->prov->cleanup(run->pstate, &run->oc);
     run->pstate = NULL;
@@ -116,6 +120,10 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     res.oom_killed = run->oc.oom_killed;
     res.killed = run->oc.killed || res.oom_killed;
     res.timed_out = run->timed_out;
+    res.ws_checked = run->oc.ws_checked;
+    res.ws_error = run->oc.ws_error;
+    res.ws_bytes = run->oc.ws_bytes;
+    skd_strlcpy(res.ws_message, run->oc.ws_message, sizeof(res.ws_message));
     res.duration_ms = run->started ? (run->ended ? run->ended : skd_mono_ms()) - run->started : 0;
     pthread_mutex_lock(&r->mu);
     unlink_locked(r, run);
@@ -144,13 +152,43 @@ static void send_kill(struct run *run)
     run->prov->kill(run->pstate);
 }
 
+/* networkEnabled: serve the socket the provider placed on the sandbox's
+ * loopback (steals egress_fd) with the operator's policy, narrowed by the
+ * operator's list for the key and by the run's (a custom skill's) lists.
+ * Fail closed: without it the run must not go on. */
+static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err *err)
+{
+    if (egress_fd < 0)
+        return skd_err_set(err, SKD_ESANDBOX,
+                           "%s sandbox: networkEnabled, but no egress proxy socket was placed",
+                           run->prov->name);
+    skd_egress_policy p;
+    char key_hosts[4096];
+    skd__egress_policy_defaults(&p, r->cfg);
+    const char *kh = skd__egress_key_hosts(r->cfg, run->key, key_hosts, sizeof(key_hosts));
+    if (skd__egress_policy_narrow(&p, kh, NULL, err) ||
+        skd__egress_policy_narrow(&p, run->egress_allow, run->egress_deny, err)) {
+        close(egress_fd);
+        return SKD_ESANDBOX;
+    }
+    return skd__egress_attach(r->egress, egress_fd, &p, &run->egress, err);
+}
+
 /* Spawn a run that left the queue (state RUN_STARTING, slot counted). */
 static void start_run(skd_runner *r, struct run *run)
 {
-    skd__spawned sp = {
-        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1};
+    skd__spawned sp = {.pidfd = -1,
+                       .stdin_fd = -1,
+                       .stdout_fd = -1,
+                       .stderr_fd = -1,
+                       .status_fd = -1,
+                       .egress_fd = -1};
     skd_err e = {0};
     run->started = skd_mono_ms();
+    if (run->cfg.network_enabled && !skd__runner_egress(r, &e)) {
+        complete(r, run, SKD_ESANDBOX, skd_err_msg(&e));
+        return;
+    }
     if (run->prov->spawn(run->pstate, &sp, &e) != 0) {
         complete(r, run, e.code ? e.code : SKD_ESANDBOX, skd_err_msg(&e));
         return;
@@ -160,8 +198,13 @@ static void start_run(skd_runner *r, struct run *run)
     run->out.fd = sp.stdout_fd;
     run->err.fd = sp.stderr_fd;
     run->status_fd = sp.status_fd;
+    int egress_bad = 0;
+    if (run->cfg.network_enabled)
+        egress_bad = attach_egress(r, run, sp.egress_fd, &e) != 0;
+    else if (sp.egress_fd >= 0)
+        close(sp.egress_fd);
     run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    int bad = run->timer_fd < 0;
+    int bad = run->timer_fd < 0 || egress_bad;
     if (!bad) {
         arm_timer(run->timer_fd, run->cfg.timeout_ms);
         bad |= watch(r, run, W_TIMER, run->timer_fd, EPOLLIN);
@@ -188,7 +231,8 @@ static void start_run(skd_runner *r, struct run *run)
         memset(&si, 0, sizeof(si));
         waitid((idtype_t)P_PIDFD, (id_t)run->pidfd, &si, WEXITED);
         run->reaped = 1;
-        complete(r, run, SKD_ESANDBOX, "the supervisor could not watch the sandbox");
+        complete(r, run, SKD_ESANDBOX,
+                 egress_bad ? skd_err_msg(&e) : "the supervisor could not watch the sandbox");
     }
 }
 

@@ -12,11 +12,13 @@
  */
 #include "server/a2a_int.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define A2A_PAGE_DEFAULT 50
 #define A2A_PAGE_MAX 100
@@ -95,7 +97,8 @@ static const char *param_str(const req *r, const char *key, size_t max, int *bad
 static json_t *skill_names(const req *r)
 {
     size_t n = 0;
-    skd_skill **list = skd_registry_list(skd_engine_registry(r->a->e), r->key_id, 1, 0, &n);
+    skd_actor who = {.key_id = r->key_id, .scopes = r->scopes};
+    skd_skill **list = skd_engine_visible_skills(r->a->e, &who, &n);
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)
         json_array_append_new(arr, json_string(skd_skill_name(list[i])));
@@ -194,7 +197,8 @@ static json_t *new_task(const req *r, a2a_task **out)
                           "tasks here are single-turn: send a new message without taskId");
         goto done;
     }
-    skd_skill *s = skd_registry_lookup(skd_engine_registry(r->a->e), skill, r->key_id, &err);
+    skd_actor who = {.key_id = r->key_id, .scopes = r->scopes};
+    skd_skill *s = skd_engine_find_skill(r->a->e, &who, skill, &err);
     if (!s) {
         char why[256];
         snprintf(why, sizeof(why), "unknown skill \"%.64s\"", skill);
@@ -363,14 +367,88 @@ static a2a_task *running_task(const req *r, const char *id, int ended_code, cons
     return NULL;
 }
 
+/* ---- tasks that another replica runs (docs/store.md) ---- */
+
+/* The stored task id of this key when it has not ended, else NULL. */
+static json_t *stored_live_task(const req *r, const char *id)
+{
+    json_t *task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
+    if (task &&
+        skd__a2a_state_terminal(skd_json_str(json_object_get(task, "status"), "state", ""))) {
+        json_decref(task);
+        return NULL;
+    }
+    return task;
+}
+
+/* CancelTask of a task that runs on another replica: the cancel request goes
+ * through the store's run table; wait for the stored task to end. NULL when
+ * no other replica runs it (the caller answers as for a local task). */
+static json_t *remote_cancel(const req *r, const char *id)
+{
+    json_t *task = stored_live_task(r, id);
+    if (!task)
+        return NULL;
+    json_decref(task);
+    if (skd_store_run_cancel(skd_engine_store(r->a->e), r->key_id, id, NULL) != 0)
+        return NULL;
+    int64_t until = skd_mono_ms() + A2A_CANCEL_WAIT_MS;
+    while (skd_mono_ms() < until && (task = stored_live_task(r, id)) != NULL) {
+        json_decref(task);
+        usleep(50 * 1000);
+    }
+    task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL);
+    return task ? task_reply(r, task, 0) : rpc_error(r, SKD_A2A_TASK_NOT_FOUND, "no task %s", id);
+}
+
+/* SubscribeToTask of a task that runs on another replica: its stored
+ * record, then again at each change of state (polled every 200 ms), until
+ * it ends, its replica died (its run is no longer running: the stream ends
+ * without a terminal state), or the subscriber goes. 0 when no other
+ * replica runs it. */
+static int remote_subscribe(const req *r, const char *id)
+{
+    json_t *task = stored_live_task(r, id);
+    if (!task)
+        return 0;
+    char last[40] = "";
+    int gone = 0;
+    for (;;) {
+        const char *state = skd_json_str(json_object_get(task, "status"), "state", "");
+        int end = skd__a2a_state_terminal(state);
+        if (strcmp(state, last) != 0) {
+            skd_strlcpy(last, state, sizeof(last));
+            json_t *msg = task_reply(r, json_incref(task), 1);
+            gone = r->emit(r->emit_arg, msg);
+            json_decref(msg);
+        }
+        json_decref(task);
+        char run[24] = "";
+        if (gone || end ||
+            (skd_store_run_state(skd_engine_store(r->a->e), r->key_id, id, run, sizeof(run),
+                                 NULL) == 0 &&
+             strcmp(run, "running") != 0))
+            break;
+        usleep(200 * 1000);
+        if (!(task = skd_store_task_get(skd_engine_store(r->a->e), r->key_id, id, NULL)))
+            break;
+    }
+    return 1;
+}
+
 static json_t *m_cancel(const req *r)
 {
     json_t *error;
     const char *id = task_id(r, &error);
     if (!id)
         return error;
-    a2a_task *t = running_task(r, id, SKD_A2A_TASK_NOT_CANCELABLE, "has already ended", &error);
-    if (!t)
+    a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
+    if (!t) { /* perhaps another replica runs it */
+        json_t *done = remote_cancel(r, id);
+        if (done)
+            return done;
+    }
+    if (!t && !(t = running_task(r, id, SKD_A2A_TASK_NOT_CANCELABLE, "has already ended", &error)))
         return error;
     json_t *snap = skd__a2a_task_snapshot(t, NULL);
     if (snap &&
@@ -392,9 +470,11 @@ static json_t *m_subscribe(const req *r)
     const char *id = task_id(r, &error);
     if (!id)
         return error;
-    a2a_task *t =
-        running_task(r, id, SKD_A2A_UNSUPPORTED_OPERATION, "has ended; use GetTask", &error);
-    if (!t)
+    a2a_task *t = skd__a2a_task_find(r->a, r->key_id, id);
+    if (!t && remote_subscribe(r, id))
+        return NULL;
+    if (!t &&
+        !(t = running_task(r, id, SKD_A2A_UNSUPPORTED_OPERATION, "has ended; use GetTask", &error)))
         return error;
     size_t first = 0;
     json_t *snap = skd__a2a_task_snapshot(t, &first);

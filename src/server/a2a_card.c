@@ -14,6 +14,7 @@
  * events unwrapped with "final" on the last status update.
  */
 #include "server/a2a_int.h"
+#include "skilld/tenancy.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -38,7 +39,8 @@ static json_t *agent_skill(const skd_skill *s)
 static json_t *skills_json(skd_a2a *a, const char *key_id)
 {
     size_t n = 0;
-    skd_skill **list = skd_registry_list(skd_engine_registry(a->e), key_id, 1, 0, &n);
+    skd_actor who = {.key_id = key_id}; /* NULL: the public card, global skills only */
+    skd_skill **list = skd_engine_visible_skills(a->e, &who, &n);
     json_t *arr = json_array();
     for (size_t i = 0; arr && i < n; i++)
         json_array_append_new(arr, agent_skill(list[i]));

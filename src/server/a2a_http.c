@@ -4,7 +4,9 @@
  * live in a2a.c; this file only moves bytes. A streaming method answers
  * with text/event-stream fed by a worker thread (the server's call
  * tracker counts it, so a stop waits for it); a plain method runs on the
- * connection's own thread (the daemon has one per connection).
+ * worker that http.c gives every handler. A client that hangs up does not
+ * cancel an A2A task: tasks outlive their connection (tasks/get,
+ * tasks/resubscribe), and tasks/cancel ends them.
  *
  * The cards are public (clients discover the agent before they have a
  * key); when a valid bearer key comes along, the key's private skills are
@@ -22,7 +24,6 @@
 #include <string.h>
 
 #define A2A_STREAM_BYTES (8u << 20) /* unsent SSE bytes before a slow client is dropped */
-#define A2A_STREAM_WORKERS 256
 
 static void card(skd_http_req *req, skd_http_reply *out, int legacy)
 {
@@ -39,7 +40,7 @@ static void card(skd_http_req *req, skd_http_reply *out, int legacy)
         base[--n] = '\0';
     const char *key = NULL;
     if (skd__http_header(req, "Authorization")) {
-        skd_http_reply scratch = {0, NULL};
+        skd_http_reply scratch = {0, NULL, NULL};
         if (skd__auth_bearer(req, &scratch) == 0)
             key = req->key.id;
         if (scratch.resp)
@@ -89,6 +90,7 @@ static void stream_run(void *arg, skd_sse *sse)
 static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http_reply *out)
 {
     struct MHD_Response *resp = NULL;
+    skd_sse *sse = NULL;
     struct stream_job *job = calloc(1, sizeof(*job));
     if (!job) {
         json_decref(msg);
@@ -104,8 +106,8 @@ static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http
         job->has_version = 1;
         skd_strlcpy(job->version, version, sizeof(job->version));
     }
-    int rc = skd__sse_spawn(skd__server_calls(req->srv), A2A_STREAM_WORKERS, A2A_STREAM_BYTES,
-                            stream_run, job, &resp);
+    int rc = skd__sse_spawn(skd__server_calls(req->srv), SKD__CALLS_MAX_JOBS, A2A_STREAM_BYTES,
+                            stream_run, job, &resp, &sse);
     if (rc) {
         skd__http_json(
             out, rc == SKD_EBUSY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_INTERNAL_SERVER_ERROR,
@@ -117,6 +119,7 @@ static void stream(skd_http_req *req, json_t *msg, const char *version, skd_http
     }
     out->status = MHD_HTTP_OK;
     out->resp = resp;
+    out->sse = sse;
 }
 
 void skd__a2a_http_post(skd_http_req *req, skd_http_reply *out)

@@ -1,13 +1,14 @@
 /*
  * Authentication and DNS-rebinding protection for HTTP requests.
  *
- * The bearer secret is checked by the store (a SHA-256 of the secret
- * compared in constant time); the key it belongs to becomes the request's
- * identity. Host and Origin headers are compared against allow lists so a
+ * The bearer secret is checked by the engine (the store compares a SHA-256
+ * of the secret in constant time); the key it belongs to becomes the
+ * request's identity. Host and Origin headers are compared against allow lists so a
  * web page in a browser cannot reach a local skilld through a rebound DNS
  * name. Nothing from the request is trusted before these checks pass.
  */
 #include "server/http.h"
+#include "skilld/tenancy.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -30,8 +31,7 @@ static int anonymous(skd_http_req *req)
 {
     skd_engine *e = skd__server_engine(req->srv);
     const char *id = skd_config_str(skd_engine_config(e), "SKILLD_ANONYMOUS_KEY");
-    if (!*id || skd_store_key_get(skd_engine_store(e), id, &req->key, NULL) != 0 ||
-        req->key.revoked)
+    if (!*id || skd_engine_key_get(e, id, &req->key, NULL) != 0 || req->key.revoked)
         return -1;
     req->authed = 1;
     return 0;
@@ -55,8 +55,12 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     while (*secret == ' ')
         secret++;
     skd_err err = {0};
-    if (strlen(secret) > 256 || skd_store_key_auth(skd_engine_store(skd__server_engine(req->srv)),
-                                                   secret, &req->key, &err) != 0) {
+    int rc = skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err);
+    if (rc == SKD_ESTORE) { /* the store failed: say so, the key may be fine */
+        skd__http_from_err(out, &err);
+        return rc;
+    }
+    if (rc != 0) {
         unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
                      "the API key is not valid or has been revoked");
         return SKD_EUNAUTH;

@@ -1,7 +1,9 @@
 /*
- * In-flight call tracker (see calls.h). A mutex guards a small array of
- * borrowed cancel tokens and a thread counter; a condition variable tells
- * the stopper when both reach zero. Tokens are fired under the mutex, which
+ * In-flight call tracker and worker pool (see calls.h). A mutex guards a
+ * small array of borrowed cancel tokens, the job queue and the counters; a
+ * condition variable tells the stopper when calls and jobs reach zero.
+ * Workers are kept for IDLE_MS after their last job, so a busy server does
+ * not create a thread per request. Tokens are fired under the mutex, which
  * is safe because cancel hooks only signal (kill a process group, set a
  * flag) and never call back into the tracker.
  */
@@ -17,9 +19,17 @@ struct skd_calls {
     pthread_cond_t cv;
     skd_cancel **tokens;
     size_t n, cap;
-    size_t threads;
+    pthread_cond_t work_cv;  /* a job was queued, or quit */
+    struct job *head, *tail; /* jobs no worker has taken yet */
+    size_t queued;           /* jobs in the queue */
+    size_t busy;             /* jobs queued or running */
+    size_t threads;          /* worker threads alive */
+    size_t waiting;          /* workers waiting for a job */
     int stopping;
+    int quit; /* being freed: idle workers end */
 };
+
+#define IDLE_MS 10000
 
 skd_calls *skd__calls_new(void)
 {
@@ -31,6 +41,7 @@ skd_calls *skd__calls_new(void)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->cv, &ca);
+    pthread_cond_init(&c->work_cv, &ca);
     pthread_condattr_destroy(&ca);
     return c;
 }
@@ -39,8 +50,16 @@ void skd__calls_free(skd_calls *c)
 {
     if (!c)
         return;
+    /* Idle workers end at once; busy ones were waited for by the caller. */
+    pthread_mutex_lock(&c->mu);
+    c->quit = 1;
+    pthread_cond_broadcast(&c->work_cv);
+    while (c->threads > 0)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    pthread_cond_destroy(&c->work_cv);
     free(c->tokens);
     free(c);
 }
@@ -81,53 +100,97 @@ void skd__calls_end(skd_calls *c, skd_cancel *cancel)
     pthread_mutex_unlock(&c->mu);
 }
 
-struct spawn {
-    skd_calls *c;
+/* ---- the worker pool ------------------------------------------------ */
+
+struct job {
+    struct job *next;
     void (*fn)(void *);
     void *arg;
 };
 
-static void *spawn_main(void *p)
+/* A worker takes jobs until none comes for IDLE_MS, then ends. */
+static void *worker_main(void *p)
 {
-    struct spawn sp = *(struct spawn *)p;
-    free(p);
-    sp.fn(sp.arg);
-    pthread_mutex_lock(&sp.c->mu);
-    sp.c->threads--;
-    pthread_cond_broadcast(&sp.c->cv);
-    pthread_mutex_unlock(&sp.c->mu);
+    skd_calls *c = p;
+    pthread_mutex_lock(&c->mu);
+    for (;;) {
+        while (!c->head && !c->quit) {
+            struct timespec dl;
+            clock_gettime(CLOCK_MONOTONIC, &dl);
+            dl.tv_sec += IDLE_MS / 1000;
+            c->waiting++;
+            int rc = pthread_cond_timedwait(&c->work_cv, &c->mu, &dl);
+            c->waiting--;
+            if (rc == ETIMEDOUT && !c->head)
+                break;
+        }
+        struct job *j = c->head;
+        if (!j)
+            break; /* idle too long, or the tracker is being freed */
+        if (!(c->head = j->next))
+            c->tail = NULL;
+        c->queued--;
+        pthread_mutex_unlock(&c->mu);
+        j->fn(j->arg);
+        free(j);
+        pthread_mutex_lock(&c->mu);
+        c->busy--;
+        pthread_cond_broadcast(&c->cv);
+    }
+    c->threads--;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
     return NULL;
 }
 
 int skd__calls_spawn(skd_calls *c, size_t max, void (*fn)(void *), void *arg)
 {
-    struct spawn *sp = malloc(sizeof(*sp));
-    if (!sp)
+    struct job *j = malloc(sizeof(*j));
+    if (!j)
         return SKD_ENOMEM;
-    *sp = (struct spawn){c, fn, arg};
+    *j = (struct job){NULL, fn, arg};
     pthread_mutex_lock(&c->mu);
-    if (c->stopping || c->threads >= max) {
+    if (c->stopping || c->quit || c->busy >= max) {
         pthread_mutex_unlock(&c->mu);
-        free(sp);
+        free(j);
         return SKD_EBUSY;
     }
-    c->threads++;
-    pthread_mutex_unlock(&c->mu);
-    pthread_attr_t at;
-    pthread_t t;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &at, spawn_main, sp);
-    pthread_attr_destroy(&at);
-    if (rc != 0) {
-        free(sp);
-        pthread_mutex_lock(&c->mu);
-        c->threads--;
-        pthread_cond_broadcast(&c->cv);
-        pthread_mutex_unlock(&c->mu);
-        return SKD_EINTERNAL;
+    struct job *prev_tail = c->tail;
+    if (prev_tail)
+        prev_tail->next = j;
+    else
+        c->head = j;
+    c->tail = j;
+    c->queued++;
+    c->busy++;
+    int rc = 0;
+    if (c->waiting >= c->queued) {
+        pthread_cond_signal(&c->work_cv); /* an idle worker takes it */
+    } else {
+        pthread_attr_t at;
+        pthread_t t;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &at, worker_main, c) == 0) {
+            c->threads++;
+        } else if (c->threads > c->busy - 1) {
+            pthread_cond_signal(&c->work_cv); /* a worker will get to it */
+        } else {
+            /* No thread can take the job: take it back (still the tail). */
+            c->tail = prev_tail;
+            if (prev_tail)
+                prev_tail->next = NULL;
+            else
+                c->head = NULL;
+            c->queued--;
+            c->busy--;
+            free(j);
+            rc = SKD_EINTERNAL;
+        }
+        pthread_attr_destroy(&at);
     }
-    return 0;
+    pthread_mutex_unlock(&c->mu);
+    return rc;
 }
 
 size_t skd__calls_count(skd_calls *c)
@@ -157,7 +220,7 @@ static int wait_empty(skd_calls *c, int with_calls, int ms)
         dl.tv_sec++;
         dl.tv_nsec -= 1000000000L;
     }
-    while (c->threads > 0 || (with_calls && c->n > 0)) {
+    while (c->busy > 0 || (with_calls && c->n > 0)) {
         if (pthread_cond_timedwait(&c->cv, &c->mu, &dl) == ETIMEDOUT)
             return SKD_ETIMEOUT;
     }

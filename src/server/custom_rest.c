@@ -7,6 +7,7 @@
  */
 #include "server/custom_http.h"
 #include "skilld/custom.h"
+#include "skilld/tenancy.h"
 
 #include <string.h>
 
@@ -71,7 +72,7 @@ void skd__rest_skill_patch(skd_http_req *req, skd_http_reply *out)
     if (skd_custom_set_enabled(e, &who, req->param, json_is_true(en), &err)) {
         skd__http_from_err(out, &err);
     } else {
-        skd_skill *s = skd_registry_lookup(skd_engine_registry(e), req->param, req->key.id, NULL);
+        skd_skill *s = skd_engine_find_skill(e, &who, req->param, NULL);
         skd__http_json(out, MHD_HTTP_OK, s ? skd_skill_to_json(s) : json_object());
         skd_skill_unref(s);
     }

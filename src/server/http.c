@@ -1,21 +1,36 @@
 /*
  * The HTTP server on libmicrohttpd (see include/skilld/server.h, http.h).
  *
- * Thread model: MHD runs a listening thread and one thread per connection
- * (MHD_USE_THREAD_PER_CONNECTION), so a handler may block for as long as a
- * skill runs without holding up anyone else; MHD_OPTION_CONNECTION_LIMIT
- * caps the threads and MHD_OPTION_CONNECTION_TIMEOUT drops idle and
- * slow-sending clients (slowloris). Request bodies are collected into a
- * capped buffer (SKILLD_MAX_BODY_BYTES, 413 past it; a Content-Length over
- * the cap is refused before any of the body is read).
+ * Thread model: a small pool of MHD event threads (epoll, one per core by
+ * default, SKILLD_HTTP_THREADS) serves every connection; no thread is held
+ * per connection, so thousands of idle or slow clients cost memory only
+ * (MHD_OPTION_CONNECTION_MEMORY_LIMIT per connection), and conns.c caps
+ * them (SKILLD_MAX_CONNECTIONS, the longest-idle one is closed first) and
+ * times their headers and bodies. Event threads never run a handler that
+ * may block: once a request is read, its connection is suspended and the
+ * handler runs on a worker of the server's pool (calls.c); the worker
+ * resumes the connection with the reply. SSE replies are fed by workers and
+ * suspend their connection while they have nothing to send (sse.c). A
+ * client that hangs up while its connection is suspended fires the
+ * request's cancel token (conns.c): a REST call's sandbox is killed, an MCP
+ * call is cancelled.
  *
- * Trust: nothing in a request is trusted. The order of checks is fixed:
- * Host/Origin, route, body size, bearer secret, scope; only then does a
- * handler see the request.
+ * Trust: nothing in a request is trusted. Every check that needs only the
+ * headers runs when they arrive, before a byte of the body is read: Host
+ * and Origin, route, declared body size, bearer secret, scope, the key's
+ * rate limit. A request refused there gets its answer at once and its body
+ * is never read into memory (MHD discards it and closes the connection).
+ * Bodies of accepted requests are collected into a capped buffer
+ * (SKILLD_MAX_BODY_BYTES, 413 past it), and all buffered bodies together
+ * are capped too (503 past it).
  */
+#include "server/conns.h"
 #include "server/custom_http.h"
 #include "server/http.h"
+#include "server/jsonrpc.h"
 #include "server/metrics.h"
+#include "server/ratelimit.h"
+#include "server/sse.h"
 #include "server/test_skills.h"
 #include "skilld/net.h"
 
@@ -27,27 +42,54 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+/* Bytes of MHD memory per connection: request line, headers, read buffer. */
+#define CONN_MEMORY (16u * 1024)
+/* Buffered request bodies, all connections together, in max-size bodies. */
+#define BODY_BUDGET_BODIES 64
+/* JSON-RPC error code of a request refused before it was read (MCP, A2A). */
+#define RPC_REFUSED -32000
 
 struct skd_server {
     skd_engine *e;
     struct MHD_Daemon *d;
     skd_calls *calls;
+    skd_conns *conns;
+    skd_ratelimit *rl;
     skd_mcp *mcp;
     skd_a2a *a2a; /* A2A tasks (a2a.c) */
     unsigned port;
     size_t max_body;
+    size_t body_budget;       /* cap of body_bytes */
+    atomic_size_t body_bytes; /* request bodies buffered now */
     atomic_int stopping;
     atomic_int active; /* requests between their first byte and their last reply byte */
     int stopped;
 };
 
+enum req_state {
+    R_READING, /* headers in, body arriving */
+    R_WORKING, /* a worker runs the handler; the connection is suspended */
+    R_DONE,    /* the worker answered in out */
+};
+
 /* Per-request state kept by MHD between calls of the access handler. */
 struct conn_req {
+    skd_http_req req; /* what the handler sees (stable: a worker reads it) */
+    skd_http_reply out;
+    const skd_route *route;
+    skd_conn *sc; /* the connection's entry in the table */
+    skd_cancel *cancel;
+    void (*hook_free)(void *); /* frees hook_arg when the request ends */
+    void *hook_arg;
     skd_buf body;
-    int too_big;
+    size_t counted; /* bytes of body counted in srv->body_bytes */
     size_t discarded;
+    int too_big, over_budget;
+    enum req_state state;
 };
 
 skd_engine *skd__server_engine(skd_server *s)
@@ -154,6 +196,7 @@ unsigned skd__http_status_for(int code)
         return MHD_HTTP_BAD_GATEWAY;
     case SKD_ESANDBOX:
     case SKD_ECANCELLED:
+    case SKD_ESTORE:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;
@@ -247,10 +290,28 @@ static const char *route_label(const skd_route *r)
     return r ? r->pattern : "unmatched";
 }
 
-/* Run the checks and the handler; fills out. Returns the route. */
-static const skd_route *dispatch(skd_http_req *req, struct conn_req *cr, skd_http_reply *out)
+/* Answer a refusal in the dialect of the route: JSON-RPC for /mcp and /a2a,
+ * the REST error object elsewhere. */
+static void refuse(const skd_route *r, skd_http_reply *out, unsigned status, const char *code,
+                   const char *msg, unsigned retry_after_s)
 {
-    char allow[64];
+    if (r && (r->flags & SKD_ROUTE_JSONRPC)) {
+        json_t *e = skd__rpc_error(NULL, RPC_REFUSED, "%s", msg);
+        json_t *eo = json_object_get(e, "error");
+        if (eo)
+            json_object_set_new(eo, "data",
+                                json_pack("{s:s, s:i}", "code", code, "retryAfter", retry_after_s));
+        skd__http_json(out, status, e);
+    } else {
+        skd__http_error(out, status, code, "%s", msg);
+    }
+}
+
+/* The checks that need only the headers. Returns the route; a refusal is
+ * left in out (out->resp set). */
+static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_http_reply *out)
+{
+    char allow[64], msg[256];
     int path_known;
     if (skd__auth_host_origin(req, out) != 0)
         return NULL;
@@ -267,39 +328,163 @@ static const skd_route *dispatch(skd_http_req *req, struct conn_req *cr, skd_htt
         }
         return NULL;
     }
-    if (cr->too_big) {
+    const char *cl = skd__http_header(req, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    int64_t n = 0;
+    if (cl && (skd_parse_i64(cl, 0, INT64_MAX, &n) != 0 || (uint64_t)n > srv->max_body)) {
         skd__http_error(out, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                        "the request body is larger than %zu bytes", req->srv->max_body);
+                        "the request body is larger than %zu bytes", srv->max_body);
         return r;
     }
-    if (r->auth && skd__auth_bearer(req, out) != 0)
+    if (!r->auth)
         return r;
-    if (r->auth && (req->key.scopes & r->scope) != r->scope) {
+    if (skd__auth_bearer(req, out) != 0)
+        return r;
+    if ((req->key.scopes & r->scope) != r->scope) {
         skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden", "this API key lacks the %s scope",
                         r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
                         : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
                                                        : "skills:read");
         return r;
     }
-    r->fn(req, out);
+    unsigned retry = 0;
+    if (skd__ratelimit_take(srv->rl, req->key.id, skd_mono_ms(), &retry) != 0) {
+        const skd_config *cfg = skd_engine_config(srv->e);
+        char ra[16];
+        snprintf(msg, sizeof(msg),
+                 "this API key is over its rate limit of %lld requests a second "
+                 "(SKILLD_RATE_LIMIT_PER_KEY); retry after %u s",
+                 (long long)skd_config_int(cfg, "SKILLD_RATE_LIMIT_PER_KEY"), retry);
+        refuse(r, out, MHD_HTTP_TOO_MANY_REQUESTS, skd_errcode(SKD_EBUSY), msg, retry);
+        snprintf(ra, sizeof(ra), "%u", retry);
+        if (out->resp)
+            MHD_add_response_header(out->resp, MHD_HTTP_HEADER_RETRY_AFTER, ra);
+    }
     return r;
 }
 
-static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn, const skd_route *r,
-                                  skd_http_reply *out)
+static enum MHD_Result send_reply(skd_server *srv, struct MHD_Connection *conn, struct conn_req *cr)
 {
+    skd_http_reply *out = &cr->out;
     if (!out->resp) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
                         "the server could not build a response");
         if (!out->resp)
             return MHD_NO;
     }
-    skd__metrics_request(route_label(r), out->status);
+    skd__metrics_request(route_label(cr->route), out->status);
+    const char *replica = skd_store_replica_id(skd_engine_store(skd__server_engine(srv)));
+    if (*replica) /* which replica answered, behind a load balancer (docs/store.md) */
+        MHD_add_response_header(out->resp, "Skilld-Replica", replica);
     if (atomic_load(&srv->stopping))
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    if (out->sse && cr->sc) {
+        skd__sse_bind(out->sse, srv->conns, cr->sc);
+        skd__conn_request_stream(srv->conns, cr->sc, out->sse);
+    }
     enum MHD_Result ret = MHD_queue_response(conn, out->status, out->resp);
     MHD_destroy_response(out->resp);
+    out->resp = NULL;
+    out->sse = NULL;
     return ret;
+}
+
+static void run_handler(void *p)
+{
+    struct conn_req *cr = p;
+    cr->route->fn(&cr->req, &cr->out);
+    cr->state = R_DONE;
+    skd__conn_resume(cr->req.srv->conns, cr->sc); /* the event thread sends out */
+}
+
+/* The whole request is in: answer, or hand the handler to a worker. */
+static enum MHD_Result on_complete(skd_server *srv, struct MHD_Connection *conn,
+                                   struct conn_req *cr)
+{
+    skd__conn_request_read(srv->conns, cr->sc);
+    cr->req.body = cr->body.data ? cr->body.data : "";
+    cr->req.body_len = cr->body.len;
+    if (cr->too_big) {
+        skd__http_error(&cr->out, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
+                        "the request body is larger than %zu bytes", srv->max_body);
+        return send_reply(srv, conn, cr);
+    }
+    if (cr->over_budget || !cr->sc) {
+        refuse(cr->route, &cr->out, MHD_HTTP_SERVICE_UNAVAILABLE, skd_errcode(SKD_EBUSY),
+               "the server holds too many request bodies; retry later", 1);
+        if (cr->out.resp)
+            MHD_add_response_header(cr->out.resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        return send_reply(srv, conn, cr);
+    }
+    if (cr->route->flags & SKD_ROUTE_INLINE) {
+        cr->route->fn(&cr->req, &cr->out);
+        return send_reply(srv, conn, cr);
+    }
+    cr->state = R_WORKING;
+    skd__conn_suspend(srv->conns, cr->sc);
+    if (skd__calls_spawn(srv->calls, SKD__CALLS_MAX_JOBS, run_handler, cr) != 0) {
+        refuse(cr->route, &cr->out, MHD_HTTP_SERVICE_UNAVAILABLE, skd_errcode(SKD_EBUSY),
+               "too many requests in flight; retry later", 1);
+        if (cr->out.resp)
+            MHD_add_response_header(cr->out.resp, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+        cr->state = R_DONE;
+        skd__conn_resume(srv->conns, cr->sc);
+    }
+    return MHD_YES;
+}
+
+/* Headers are in: set up the request and run every check that needs no
+ * body. A refusal goes out at once; MHD then drops the body unread. */
+static enum MHD_Result on_headers(skd_server *srv, struct MHD_Connection *conn, const char *url,
+                                  const char *method, void **con_cls)
+{
+    struct conn_req *cr = calloc(1, sizeof(*cr));
+    if (!cr)
+        return MHD_NO;
+    skd_buf_init(&cr->body, srv->max_body);
+    *con_cls = cr;
+    atomic_fetch_add(&srv->active, 1);
+    cr->cancel = skd_cancel_new();
+    cr->sc = skd__conns_of(conn);
+    cr->req = (skd_http_req){
+        .srv = srv,
+        .conn = conn,
+        .method = method,
+        .path = url,
+        .body = "",
+        .cancel = cr->cancel,
+        .priv = cr,
+    };
+    skd__conn_request_begin(srv->conns, cr->sc, cr->cancel);
+    if (!cr->cancel) {
+        skd__http_error(&cr->out, MHD_HTTP_INTERNAL_SERVER_ERROR, "out_of_memory", "out of memory");
+        return send_reply(srv, conn, cr);
+    }
+    cr->route = check_headers(srv, &cr->req, &cr->out);
+    if (cr->out.resp)
+        return send_reply(srv, conn, cr);
+    return MHD_YES;
+}
+
+/* A piece of the body: keep it within the caps, or count and drop it. */
+static enum MHD_Result on_body(skd_server *srv, struct conn_req *cr, const char *data, size_t n)
+{
+    if (!cr->too_big && !cr->over_budget) {
+        size_t now = atomic_fetch_add(&srv->body_bytes, n) + n;
+        cr->counted += n;
+        if (now > srv->body_budget)
+            cr->over_budget = 1;
+        else if (skd_buf_append(&cr->body, data, n) != 0)
+            cr->too_big = 1;
+    }
+    if (cr->too_big || cr->over_budget) {
+        atomic_fetch_sub(&srv->body_bytes, cr->counted);
+        cr->counted = 0;
+        skd_buf_free(&cr->body);
+        skd_buf_init(&cr->body, srv->max_body);
+        if ((cr->discarded += n) > 4 * srv->max_body)
+            return MHD_NO; /* a chunked flood: drop the connection */
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
@@ -309,58 +494,55 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     (void)version;
     skd_server *srv = cls;
     struct conn_req *cr = *con_cls;
-    skd_http_reply out = {0, NULL};
-    if (!cr) {
-        if (!(cr = calloc(1, sizeof(*cr))))
-            return MHD_NO;
-        skd_buf_init(&cr->body, srv->max_body);
-        *con_cls = cr;
-        atomic_fetch_add(&srv->active, 1);
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        int64_t n = 0;
-        if (cl && (skd_parse_i64(cl, 0, INT64_MAX, &n) != 0 || (uint64_t)n > srv->max_body)) {
-            /* Refuse before reading a byte of the body; MHD closes the
-             * connection afterwards since the body was not consumed. */
-            skd__http_error(&out, MHD_HTTP_CONTENT_TOO_LARGE, "too_large",
-                            "the request body is larger than %zu bytes", srv->max_body);
-            return send_reply(srv, conn, NULL, &out);
-        }
-        return MHD_YES;
-    }
+    if (!cr)
+        return on_headers(srv, conn, url, method, con_cls);
+    if (cr->state == R_DONE) /* resumed by the worker that answered */
+        return send_reply(srv, conn, cr);
+    if (cr->state == R_WORKING)
+        return MHD_YES; /* cannot happen: the connection is suspended */
     if (*upload_size) {
-        if (!cr->too_big && skd_buf_append(&cr->body, upload_data, *upload_size) != 0)
-            cr->too_big = 1;
-        if (cr->too_big && (cr->discarded += *upload_size) > 4 * srv->max_body)
-            return MHD_NO; /* a chunked flood: drop the connection */
+        enum MHD_Result r = on_body(srv, cr, upload_data, *upload_size);
         *upload_size = 0;
-        return MHD_YES;
+        return r;
     }
-    skd_http_req req = {
-        .srv = srv,
-        .conn = conn,
-        .method = method,
-        .path = url,
-        .body = cr->body.data ? cr->body.data : "",
-        .body_len = cr->body.len,
-    };
-    const skd_route *r = dispatch(&req, cr, &out);
-    return send_reply(srv, conn, r, &out);
+    return on_complete(srv, conn, cr);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)conn;
-    (void)toe;
     skd_server *srv = cls;
     struct conn_req *cr = *con_cls;
     if (cr) {
+        /* The client left before its reply ended: what runs for it stops. */
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+            skd_cancel_fire(cr->cancel);
+        skd__conn_request_end(srv->conns, cr->sc);
+        skd_cancel_set_hook(cr->cancel, NULL, NULL);
+        if (cr->hook_free)
+            cr->hook_free(cr->hook_arg);
+        skd_cancel_free(cr->cancel);
+        if (cr->out.resp)
+            MHD_destroy_response(cr->out.resp);
+        atomic_fetch_sub(&srv->body_bytes, cr->counted);
         skd_buf_free(&cr->body);
         free(cr);
         atomic_fetch_sub(&srv->active, 1);
     }
     *con_cls = NULL;
+}
+
+void skd__http_on_hangup(skd_http_req *req, void (*fn)(void *), void *arg, void (*free_fn)(void *))
+{
+    struct conn_req *cr = req->priv;
+    void (*old_free)(void *) = cr->hook_free;
+    void *old_arg = cr->hook_arg;
+    skd_cancel_set_hook(cr->cancel, fn, arg); /* waits for a running hook */
+    cr->hook_free = free_fn;
+    cr->hook_arg = arg;
+    if (old_free)
+        old_free(old_arg);
 }
 
 /* ---- start and stop --------------------------------------------------- */
@@ -416,6 +598,40 @@ static unsigned long outbound_rejected(void)
     return (unsigned long)skd_net_blocked_total();
 }
 
+/* Descriptors for cap connections and the rest of the server: raise the
+ * soft limit towards the hard one; returns the cap that fits. */
+static size_t fit_fd_limit(size_t cap)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)cap + 256;
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+        return cap;
+    if (rl.rlim_cur < want) {
+        rlim_t cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want ? want : rl.rlim_max;
+        rl.rlim_cur = cur;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0 && getrlimit(RLIMIT_NOFILE, &rl) != 0)
+            return cap;
+    }
+    if (rl.rlim_cur < want) {
+        size_t fit = rl.rlim_cur > 512 ? (size_t)rl.rlim_cur - 256 : 256;
+        skd_warn("SKILLD_MAX_CONNECTIONS=%zu needs %llu descriptors, the limit is %llu: "
+                 "serving at most %zu connections (raise ulimit -n)",
+                 cap, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);
+        return fit < cap ? fit : cap;
+    }
+    return cap;
+}
+
+static unsigned event_threads(const skd_config *cfg)
+{
+    int64_t n = skd_config_int(cfg, "SKILLD_HTTP_THREADS");
+    if (n == 0) {
+        long cores = sysconf(_SC_NPROCESSORS_ONLN);
+        n = cores < 2 ? 2 : cores > 16 ? 16 : cores;
+    }
+    return (unsigned)n;
+}
+
 int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_err *err)
 {
     *out = NULL;
@@ -433,21 +649,38 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     s->e = e;
     s->max_body = (size_t)skd_config_int(cfg, "SKILLD_MAX_BODY_BYTES");
+    s->body_budget = s->max_body * BODY_BUDGET_BODIES;
+    size_t cap = fit_fd_limit((size_t)skd_config_int(cfg, "SKILLD_MAX_CONNECTIONS"));
+    unsigned threads = event_threads(cfg);
+    skd_conns_opts co = {
+        .cap = cap,
+        .header_ms = skd_config_int(cfg, "SKILLD_HEADER_TIMEOUT_S") * 1000,
+        .body_ms = skd_config_int(cfg, "SKILLD_BODY_TIMEOUT_S") * 1000,
+        .keepalive_ms = SKD__SSE_KEEPALIVE_MS,
+    };
+    int64_t rate = skd_config_int(cfg, "SKILLD_RATE_LIMIT_PER_KEY");
+    if ((rc = skd__conns_new(&co, &s->conns, err)) != 0)
+        goto out;
+    s->rl = skd__ratelimit_new(rate, skd_config_int(cfg, "SKILLD_RATE_LIMIT_BURST"), 1u << 16);
     s->calls = skd__calls_new();
     s->mcp = s->calls ? skd__mcp_new(e, s->calls) : NULL;
     s->a2a = skd__a2a_new(e);
-    if (!s->mcp || !s->a2a) {
+    if (!s->mcp || !s->a2a || (rate > 0 && !s->rl)) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION |
-                     MHD_USE_ERROR_LOG | MHD_USE_ITC | (v6 ? MHD_USE_IPv6 : 0);
+    /* MHD's own limit sits a little above the cap so that a connection past
+     * the cap is accepted and the longest-idle one closed (conns.c), not
+     * left waiting in the listen backlog. */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     (v6 ? MHD_USE_IPv6 : 0);
     s->d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, s,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)skd_config_int(cfg, "SKILLD_CONNECTION_TIMEOUT_S"), MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)skd_config_int(cfg, "SKILLD_MAX_CONNECTIONS"), MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)(64 * 1024), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, threads,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)skd_config_int(cfg, "SKILLD_CONNECTION_TIMEOUT_S"),
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cap + 2 * threads + 16),
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, skd__conns_notify, s->conns,
         MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
     if (!s->d) {
         rc =
@@ -463,6 +696,11 @@ out:
     return rc;
 }
 
+size_t skd_server_in_flight(skd_server *s)
+{
+    return s && s->calls ? skd__calls_count(s->calls) : 0;
+}
+
 void skd_server_stop(skd_server *s, int grace_ms)
 {
     if (!s || s->stopped)
@@ -474,16 +712,23 @@ void skd_server_stop(skd_server *s, int grace_ms)
         if (fd != MHD_INVALID_SOCKET)
             close(fd);
     }
-    skd__mcp_close_all(s->mcp);  /* ends GET streams */
-    skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
+    if (s->mcp)
+        skd__mcp_close_all(s->mcp); /* ends GET streams */
+    if (s->a2a)
+        skd__a2a_cancel_all(s->a2a); /* running A2A tasks end; their streams follow */
     int64_t deadline = skd_mono_ms() + grace_ms;
-    if (skd__calls_stop(s->calls, grace_ms) != 0)
+    if (s->calls && skd__calls_stop(s->calls, grace_ms) != 0)
         skd_warn("server stop: calls still running after %d ms", grace_ms);
+    /* Suspended streams end; MHD must not stop with a connection suspended,
+     * so wait for the cancelled calls' workers to resume theirs. */
+    int64_t left = deadline - skd_mono_ms();
+    if (s->conns && skd__conns_quiesce(s->conns, left > 1000 ? (int)left : 1000) > 0)
+        skd_warn("server stop: connections still suspended");
     /* Let the cancelled calls' replies go out before connections close. */
     while (atomic_load(&s->active) > 0 && skd_mono_ms() < deadline)
         usleep(10 * 1000);
     if (s->d)
-        MHD_stop_daemon(s->d); /* closes connections, joins their threads */
+        MHD_stop_daemon(s->d); /* closes connections, joins the event threads */
     s->d = NULL;
 }
 
@@ -492,11 +737,13 @@ void skd_server_free(skd_server *s)
     if (!s)
         return;
     skd_server_stop(s, 5000);
-    /* Stream workers are detached and use s->mcp: outlive them. */
+    /* Stream workers use s->mcp: outlive them. */
     while (s->calls && skd__calls_drain(s->calls, 1000) != 0)
         skd_warn("server: waiting for stream workers to end");
     skd__mcp_free(s->mcp);
     skd__a2a_free(s->a2a);
     skd__calls_free(s->calls);
+    skd__conns_free(s->conns);
+    skd__ratelimit_free(s->rl);
     free(s);
 }

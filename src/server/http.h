@@ -4,10 +4,16 @@
  * table (routes.c). To add an endpoint, write a handler and add one row.
  *
  * Before a handler runs, http.c has: checked Host and Origin against the
- * allow lists (403), read the body up to SKILLD_MAX_BODY_BYTES (413),
- * matched the route (404/405), and, for routes with auth, checked the
- * bearer secret (401) and the route's scope (403). req->key is then the
- * caller's identity; handlers never take an identity from the request body.
+ * allow lists (403), matched the route (404/405), and, for routes with
+ * auth, checked the bearer secret (401), the route's scope (403) and the
+ * key's rate limit (429) -- all before reading the body -- and then read
+ * the body up to SKILLD_MAX_BODY_BYTES (413). req->key is then the caller's
+ * identity; handlers never take an identity from the request body.
+ *
+ * Handlers run on a worker thread (the connection is suspended meanwhile)
+ * unless their route is SKD_ROUTE_INLINE, so they may block for as long as
+ * a skill runs. req->cancel fires when the client hangs up before the
+ * reply is out.
  */
 #ifndef SKILLD_SERVER_HTTP_H
 #define SKILLD_SERVER_HTTP_H
@@ -29,6 +35,8 @@ typedef struct skd_http_req {
     size_t body_len;
     int authed; /* 1 when key is valid */
     skd_key_info key;
+    skd_cancel *cancel; /* fired when the client goes away (borrowed) */
+    void *priv;         /* http.c's request state */
 } skd_http_req;
 
 /* What a handler produces: a status and a response (owned; http.c queues
@@ -36,6 +44,7 @@ typedef struct skd_http_req {
 typedef struct skd_http_reply {
     unsigned status;
     struct MHD_Response *resp;
+    struct skd_sse *sse; /* set when resp streams this SSE queue (borrowed) */
 } skd_http_reply;
 
 typedef void (*skd_route_fn)(skd_http_req *req, skd_http_reply *out);
@@ -46,13 +55,22 @@ typedef struct skd_route {
     int auth;            /* 1: a valid bearer secret is required */
     unsigned scope;      /* SKD_SCOPE_* bits the key must have (with auth) */
     skd_route_fn fn;
+    unsigned flags; /* SKD_ROUTE_* */
 } skd_route;
+
+/* The handler never blocks: it runs on the event thread. */
+#define SKD_ROUTE_INLINE 1u
+/* A JSON-RPC endpoint: refusals made before the handler are JSON-RPC
+ * errors (id null) with the HTTP status. */
+#define SKD_ROUTE_JSONRPC 2u
 
 /* The route table (routes.c), terminated by a row with method NULL. */
 extern const skd_route skd__routes[];
 
 /* Route handlers (rest.c, mcp_http.c, ...). */
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
+void skd__rest_runs(skd_http_req *req, skd_http_reply *out);
+void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out);
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skill(skd_http_req *req, skd_http_reply *out);
@@ -90,6 +108,11 @@ unsigned skd__http_status_for(int code);
 /* Parse the request body as a JSON object; on failure answers 400 and
  * returns NULL. New reference. */
 json_t *skd__http_body_object(skd_http_req *req, skd_http_reply *out);
+
+/* Run fn(arg) once if the client hangs up before the reply is out (it
+ * fires req->cancel); free_fn(arg) runs when the request ends, whatever
+ * happened. For handlers whose work is not driven by req->cancel itself. */
+void skd__http_on_hangup(skd_http_req *req, void (*fn)(void *), void *arg, void (*free_fn)(void *));
 
 /* auth.c: check "Authorization: Bearer <secret>"; 0 with req->key set, or
  * an answer already in out (401). */

@@ -10,6 +10,7 @@
  * or session that is being torn down, and sinks must not call back in.
  */
 #include "server/mcp_int.h"
+#include "skilld/store.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -303,10 +304,12 @@ static void evict_key_lru(skd_mcp *m, const char *key_id)
     skd__mcp_session_unref(old);
 }
 
-skd_mcp_session *skd__mcp_session_new(skd_mcp *m, const char *key_id, unsigned scopes)
+/* Add a session to the table: a new id, or (from the store) a given one. */
+static skd_mcp_session *session_add(skd_mcp *m, const char *id, const char *key_id, unsigned scopes)
 {
     skd_mcp_session *s = calloc(1, sizeof(*s));
-    if (!s || skd_uuid(s->id) || skd_strlcpy(s->key_id, key_id, sizeof(s->key_id))) {
+    if (!s || (id ? skd_strlcpy(s->id, id, sizeof(s->id)) : skd_uuid(s->id)) ||
+        skd_strlcpy(s->key_id, key_id, sizeof(s->key_id))) {
         free(s);
         return NULL;
     }
@@ -340,6 +343,46 @@ skd_mcp_session *skd__mcp_session_new(skd_mcp *m, const char *key_id, unsigned s
     return s;
 }
 
+skd_mcp_session *skd__mcp_session_new(skd_mcp *m, const char *key_id, unsigned scopes)
+{
+    return session_add(m, NULL, key_id, scopes);
+}
+
+/* Keep the session's protocol state in the store, so that another replica
+ * continues it (docs/store.md). A store that fails leaves the session
+ * local to this replica. */
+static void session_save(skd_mcp_session *s)
+{
+    skd_session_row row = {.scopes = s->scopes, .log_level = atomic_load(&s->log_level)};
+    skd_strlcpy(row.id, s->id, sizeof(row.id));
+    skd_strlcpy(row.key_id, s->key_id, sizeof(row.key_id));
+    pthread_mutex_lock(&s->m->mu);
+    row.initialized = s->initialized;
+    skd_strlcpy(row.version, s->version, sizeof(row.version));
+    pthread_mutex_unlock(&s->m->mu);
+    skd_err err = {0};
+    if (skd_store_session_put(skd_engine_store(s->m->e), &row, s->m->ttl_ms, &err))
+        skd_warn("MCP session %s not saved in the store: %s", s->id, skd_err_msg(&err));
+}
+
+/* A session another replica began, rebuilt from the store; NULL when the
+ * store has none for this key. */
+static skd_mcp_session *session_from_store(skd_mcp *m, const char *id, const char *key_id)
+{
+    skd_session_row row;
+    if (skd_store_session_get(skd_engine_store(m->e), key_id, id, m->ttl_ms, &row, NULL) != 0)
+        return NULL;
+    skd_mcp_session *s = session_add(m, row.id, row.key_id, row.scopes);
+    if (!s)
+        return NULL;
+    pthread_mutex_lock(&m->mu);
+    s->initialized = row.initialized;
+    skd_strlcpy(s->version, row.version, sizeof(s->version));
+    pthread_mutex_unlock(&m->mu);
+    atomic_store(&s->log_level, row.log_level);
+    return s;
+}
+
 skd_mcp_session *skd__mcp_session_find(skd_mcp *m, const char *id, const char *key_id)
 {
     skd_mcp_session *found = NULL;
@@ -356,6 +399,8 @@ skd_mcp_session *skd__mcp_session_find(skd_mcp *m, const char *id, const char *k
         }
     }
     pthread_mutex_unlock(&m->mu);
+    if (!found && id)
+        found = session_from_store(m, id, key_id);
     return found;
 }
 
@@ -377,6 +422,7 @@ void skd__mcp_session_close(skd_mcp_session *s)
         if (c->s == s)
             skd_cancel_fire(c->cancel);
     pthread_mutex_unlock(&m->mu);
+    skd_store_session_delete(skd_engine_store(m->e), s->id, NULL); /* ended on every replica */
     skd__mcp_session_unref(drop);
 }
 
@@ -462,6 +508,7 @@ static json_t *do_initialize(skd_mcp_session *s, const json_t *id, const json_t 
     pthread_mutex_unlock(&s->m->mu);
     if (again)
         return skd__rpc_error(id, SKD_RPC_INVALID_REQUEST, "the session is already initialized");
+    session_save(s);
     json_t *r = json_pack(
         "{s:s, s:{s:{s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen,
         "capabilities", "tools", "listChanged", 1, "logging", "serverInfo", "name", "skilld",
@@ -477,6 +524,7 @@ static json_t *do_set_level(skd_mcp_session *s, const json_t *id, const json_t *
     for (size_t i = 0; level && i < NLEVELS; i++) {
         if (strcmp(level, log_levels[i]) == 0) {
             atomic_store(&s->log_level, (int)i);
+            session_save(s);
             return skd__rpc_result(id, json_object());
         }
     }

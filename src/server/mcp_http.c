@@ -9,7 +9,8 @@
  *          202. A request gets application/json, or an SSE stream when the
  *          client accepts one and the call will send notifications
  *          (progress token, or logging enabled): the call then runs on a
- *          worker thread that feeds the stream.
+ *          worker thread that feeds the stream. A client that hangs up
+ *          before its reply is out cancels the request.
  *   GET    an SSE stream for the session's own notifications
  *          (notifications/tools/list_changed).
  *   DELETE ends the session (its running calls are cancelled).
@@ -28,7 +29,45 @@
 #define SESSION_HEADER "Mcp-Session-Id"
 #define VERSION_HEADER "MCP-Protocol-Version"
 #define MAX_STREAM_BYTES (64u * 1024 * 1024)
-#define MAX_WORKERS 256
+
+/* A client that hangs up before its reply is out cancels its request, as
+ * notifications/cancelled would: no one could receive the result (this
+ * server keeps no streams to resume). */
+struct hangup {
+    skd_mcp_session *s;
+    json_t *id;
+};
+
+static void hangup_fire(void *arg)
+{
+    struct hangup *h = arg;
+    json_t *n =
+        json_pack("{s:s, s:s, s:{s:O, s:s}}", "jsonrpc", "2.0", "method", "notifications/cancelled",
+                  "params", "requestId", h->id, "reason", "the client disconnected");
+    skd_mcp_io io = {0};
+    if (n)
+        json_decref(skd__mcp_handle(h->s, n, &io));
+    json_decref(n);
+}
+
+static void hangup_free(void *arg)
+{
+    struct hangup *h = arg;
+    skd__mcp_session_unref(h->s);
+    json_decref(h->id);
+    free(h);
+}
+
+static void cancel_on_hangup(skd_http_req *req, skd_mcp_session *s, const json_t *msg)
+{
+    const json_t *id = json_object_get(msg, "id");
+    struct hangup *h = id ? malloc(sizeof(*h)) : NULL;
+    if (!h)
+        return;
+    skd__mcp_session_ref(s);
+    *h = (struct hangup){s, json_deep_copy(id)};
+    skd__http_on_hangup(req, hangup_fire, h, hangup_free);
+}
 
 static void rpc_reply(skd_http_reply *out, unsigned status, json_t *msg)
 {
@@ -116,13 +155,14 @@ static void sse_job_run(void *arg, skd_sse *sse)
 static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_http_reply *out)
 {
     struct MHD_Response *resp = NULL;
+    skd_sse *sse = NULL;
     struct sse_job *job = calloc(1, sizeof(*job));
     int rc = SKD_ENOMEM;
     if (job) {
         skd__mcp_session_ref(s);
         *job = (struct sse_job){s, json_incref(msg)};
-        rc = skd__sse_spawn(skd__server_calls(req->srv), MAX_WORKERS, MAX_STREAM_BYTES, sse_job_run,
-                            job, &resp);
+        rc = skd__sse_spawn(skd__server_calls(req->srv), SKD__CALLS_MAX_JOBS, MAX_STREAM_BYTES,
+                            sse_job_run, job, &resp, &sse);
         if (rc) {
             skd__mcp_session_unref(s);
             json_decref(msg);
@@ -143,6 +183,7 @@ static void request_sse(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_
     }
     out->status = MHD_HTTP_OK;
     out->resp = resp;
+    out->sse = sse;
 }
 
 /* A request: JSON, or SSE when the client accepts it and will get
@@ -152,6 +193,7 @@ static void do_request(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_h
     int sse_ok = accepts(req, "text/event-stream");
     int json_ok = accepts(req, "application/json") || accepts(req, "*/*") ||
                   !skd__http_header(req, MHD_HTTP_HEADER_ACCEPT);
+    cancel_on_hangup(req, s, msg);
     int streams =
         skd__mcp_wants_progress(msg) ||
         (skd__mcp_session_logging(s) && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
@@ -239,6 +281,7 @@ void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out)
         skd__mcp_session_set_sink(s, skd__sse_send, sse, release_sse);
         out->status = MHD_HTTP_OK;
         out->resp = resp;
+        out->sse = sse;
     }
     skd__mcp_session_unref(s);
 }

@@ -17,6 +17,7 @@
 
 #include "server/metrics.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,8 @@ static json_t *all_tools(skd_mcp_session *s)
     if (!tools || !s->m->expose_skills)
         return tools;
     size_t n = 0;
-    skd_skill **list = skd_registry_list(skd_engine_registry(s->m->e), s->key_id, 1, 0, &n);
+    skd_actor who = {.key_id = s->key_id, .scopes = s->scopes};
+    skd_skill **list = skd_engine_visible_skills(s->m->e, &who, &n);
     for (size_t i = 0; i < n; i++)
         if (!is_generic(skd_skill_name(list[i])))
             json_array_append_new(tools, skill_tool(s, list[i]));
@@ -190,27 +192,25 @@ static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *ski
 
 static json_t *list_result(skd_mcp_session *s)
 {
-    if (!(s->scopes & SKD_SCOPE_READ))
-        return skd_result_error(SKD_EFORBIDDEN, "this API key lacks the skills:read scope");
-    size_t n = 0;
-    skd_skill **list = skd_registry_list(skd_engine_registry(s->m->e), s->key_id, 1, 0, &n);
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++)
-        json_array_append_new(arr, skd_skill_to_json(list[i]));
-    skd_skill_list_free(list, n);
+    skd_err err = {0};
+    skd_actor who = {.key_id = s->key_id, .scopes = s->scopes};
+    json_t *arr = skd_engine_list_skills(s->m->e, &who, &err);
+    if (!arr)
+        return skd_result_from_err(&err);
     json_t *r = skd_result_ok();
-    if (r && arr)
+    if (r)
         json_object_set_new(r, "skills", arr);
+    else
+        json_decref(arr);
     return r;
 }
 
 static json_t *executions_result(skd_mcp_session *s, const json_t *args)
 {
-    if (!(s->scopes & SKD_SCOPE_READ))
-        return skd_result_error(SKD_EFORBIDDEN, "this API key lacks the skills:read scope");
     skd_err err = {0};
-    json_t *rows = skd_store_audit_list(skd_engine_store(s->m->e), s->key_id,
-                                        (int)skd_json_int(args, "limit", 50), &err);
+    skd_actor who = {.key_id = s->key_id, .scopes = s->scopes};
+    json_t *rows =
+        skd_engine_list_executions(s->m->e, &who, NULL, (int)skd_json_int(args, "limit", 50), &err);
     if (!rows)
         return skd_result_from_err(&err);
     json_t *r = skd_result_ok();
@@ -244,7 +244,8 @@ static int skill_tool_exists(skd_mcp_session *s, const char *name)
 {
     if (!s->m->expose_skills || is_generic(name) || !skd_skill_name_valid(name))
         return 0;
-    skd_skill *sk = skd_registry_lookup(skd_engine_registry(s->m->e), name, s->key_id, NULL);
+    skd_actor who = {.key_id = s->key_id, .scopes = s->scopes};
+    skd_skill *sk = skd_engine_find_skill(s->m->e, &who, name, NULL);
     int ok = sk && skd_skill_enabled(sk);
     skd_skill_unref(sk);
     return ok;

@@ -1,15 +1,17 @@
 /*
  * Metrics (see metrics.h and include/skilld/server.h). One mutex guards two
  * small fixed tables; a full table folds new label values into an "other"
- * row so the exposition stays bounded. Gauges owned by other parts (running
- * sandboxes, rejected outbound connections) are read through getters those
- * parts install.
+ * row so the exposition stays bounded. Rows labelled with a skill are shown
+ * to a caller only when the engine says the caller may see that name. Gauges owned by other parts
+ * (running sandboxes, rejected outbound connections) are read through getters those parts install.
  */
+#include "net/egress.h"
 #include "server/metrics.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define MAX_REQ_ROWS 256
@@ -106,34 +108,50 @@ void skd__metrics_reset(void)
     pthread_mutex_unlock(&mu);
 }
 
-int skd__metrics_render(skd_buf *b, size_t in_flight)
+int skd__metrics_render(skd_buf *b, size_t in_flight, int (*visible)(void *arg, const char *skill),
+                        void *arg)
 {
     int rc = 0;
+    /* Copy the skill rows out, so that the visibility check (the engine,
+     * the registry's lock) runs without this table's lock held. */
+    struct exec_row *rows = malloc(sizeof(execs));
+    if (!rows)
+        return SKD_ENOMEM;
     pthread_mutex_lock(&mu);
+    size_t nrows = nexecs;
+    memcpy(rows, execs, nrows * sizeof(*rows));
     rc |= skd_buf_puts(b, "# HELP skilld_http_requests_total HTTP requests answered.\n"
                           "# TYPE skilld_http_requests_total counter\n");
     for (size_t i = 0; i < nreqs; i++)
         rc |= skd_buf_printf(b, "skilld_http_requests_total{route=\"%s\",status=\"%u\"} %lu\n",
                              reqs[i].route, reqs[i].status, reqs[i].count);
-    rc |= skd_buf_puts(b, "# HELP skilld_executions_total Skill executions by result.\n"
-                          "# TYPE skilld_executions_total counter\n");
-    for (size_t i = 0; i < nexecs; i++) {
-        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"success\"} %lu\n",
-                             execs[i].skill, execs[i].ok);
-        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"error\"} %lu\n",
-                             execs[i].skill, execs[i].failed);
-    }
-    rc |= skd_buf_puts(b, "# HELP skilld_execution_duration_seconds Time spent in skills.\n"
-                          "# TYPE skilld_execution_duration_seconds summary\n");
-    for (size_t i = 0; i < nexecs; i++) {
-        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_sum{skill=\"%s\"} %.6f\n",
-                             execs[i].skill, execs[i].seconds_sum);
-        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_count{skill=\"%s\"} %lu\n",
-                             execs[i].skill, execs[i].ok + execs[i].failed);
-    }
     long (*rf)(void) = running_fn;
     unsigned long (*jf)(void) = rejected_fn;
     pthread_mutex_unlock(&mu);
+    for (size_t i = 0; i < nrows; i++)
+        if (visible && strcmp(rows[i].skill, "other") != 0 && !visible(arg, rows[i].skill))
+            rows[i].skill[0] = '\0'; /* not this caller's to see */
+    rc |= skd_buf_puts(b, "# HELP skilld_executions_total Skill executions by result.\n"
+                          "# TYPE skilld_executions_total counter\n");
+    for (size_t i = 0; i < nrows; i++) {
+        if (!rows[i].skill[0])
+            continue;
+        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"success\"} %lu\n",
+                             rows[i].skill, rows[i].ok);
+        rc |= skd_buf_printf(b, "skilld_executions_total{skill=\"%s\",status=\"error\"} %lu\n",
+                             rows[i].skill, rows[i].failed);
+    }
+    rc |= skd_buf_puts(b, "# HELP skilld_execution_duration_seconds Time spent in skills.\n"
+                          "# TYPE skilld_execution_duration_seconds summary\n");
+    for (size_t i = 0; i < nrows; i++) {
+        if (!rows[i].skill[0])
+            continue;
+        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_sum{skill=\"%s\"} %.6f\n",
+                             rows[i].skill, rows[i].seconds_sum);
+        rc |= skd_buf_printf(b, "skilld_execution_duration_seconds_count{skill=\"%s\"} %lu\n",
+                             rows[i].skill, rows[i].ok + rows[i].failed);
+    }
+    free(rows);
     /* Outside the lock: a getter may take its owner's locks. */
     long running = rf ? rf() : 0;
     unsigned long rejected = jf ? jf() : 0;
@@ -149,5 +167,17 @@ int skd__metrics_render(skd_buf *b, size_t in_flight)
                          "# TYPE skilld_calls_in_flight gauge\n"
                          "skilld_calls_in_flight %zu\n",
                          running, rejected, in_flight);
+    /* The sandbox egress proxy (src/net/egress.h). */
+    rc |= skd_buf_printf(b,
+                         "# HELP skilld_egress_refused_total Sandbox egress requests refused by "
+                         "the proxy.\n"
+                         "# TYPE skilld_egress_refused_total counter\n"
+                         "skilld_egress_refused_total %llu\n"
+                         "# HELP skilld_egress_cut_total Sandbox egress connections cut at a "
+                         "limit.\n"
+                         "# TYPE skilld_egress_cut_total counter\n"
+                         "skilld_egress_cut_total %llu\n",
+                         (unsigned long long)skd_egress_refused_total(),
+                         (unsigned long long)skd_egress_cut_total());
     return rc ? SKD_ETOOBIG : 0;
 }

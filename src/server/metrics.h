@@ -15,8 +15,11 @@
 void skd__metrics_request(const char *route, unsigned status);
 
 /* Append the Prometheus text exposition to b; in_flight is the number of
- * skill calls running in this server now. */
-int skd__metrics_render(skd_buf *b, size_t in_flight);
+ * skill calls running in this server now. Rows labelled with a skill name
+ * are rendered only when visible(arg, name) says 1 (NULL: every row): the
+ * caller's view, decided by the engine. */
+int skd__metrics_render(skd_buf *b, size_t in_flight, int (*visible)(void *arg, const char *skill),
+                        void *arg);
 
 /* Forget everything (tests). */
 void skd__metrics_reset(void);

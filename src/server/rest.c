@@ -3,28 +3,58 @@
  * paths and scopes). Handlers translate between HTTP and the library: the
  * caller's identity is req->key (checked by http.c), never a field of the
  * body. Executions go through skd_engine_execute like every transport;
- * audit rows and keys come from the store, scoped to the caller's key.
+ * listing, audit rows, metric labels and keys come from the engine
+ * (include/skilld/tenancy.h), which applies the caller's scopes and
+ * tenancy: handlers never read the registry or the store themselves.
  */
 #include "server/http.h"
 #include "server/metrics.h"
+#include "skilld/tenancy.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out)
 {
-    (void)req;
-    skd__http_json(out, MHD_HTTP_OK,
-                   json_pack("{s:s, s:s}", "status", "ok", "version", SKD_VERSION));
+    skd_err err = {0};
+    const char *backend = "";
+    int rc = skd_engine_health(skd__server_engine(req->srv), &backend, &err);
+    if (rc) { /* a load balancer takes this replica out (deploy/README.md) */
+        skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE,
+                        rc == SKD_EBUSY ? "draining" : skd_errcode(rc), "%s", skd_err_msg(&err));
+        return;
+    }
+    skd__http_json(
+        out, MHD_HTTP_OK,
+        json_pack("{s:s, s:s, s:s}", "status", "ok", "version", SKD_VERSION, "store", backend));
+}
+
+static skd_actor actor(const skd_http_req *req)
+{
+    return (skd_actor){.key_id = req->key.id, .scopes = req->key.scopes};
+}
+
+struct label_filter {
+    skd_engine *e;
+    skd_actor who;
+};
+
+static int label_visible(void *arg, const char *skill)
+{
+    struct label_filter *f = arg;
+    return skd_engine_metric_label_visible(f->e, &f->who, skill);
 }
 
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
 {
-    (void)req;
     skd_buf b;
     skd_buf_init(&b, 4 * 1024 * 1024);
     size_t len = 0;
-    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv))) == 0
+    /* Another key's private skill names never reach a caller without
+     * skills:admin: the engine decides which labels it sees. */
+    struct label_filter f = {skd__server_engine(req->srv), actor(req)};
+    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv)),
+                                     label_visible, &f) == 0
                      ? skd_buf_steal(&b, &len)
                      : NULL;
     skd_buf_free(&b);
@@ -45,27 +75,26 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
 
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out)
 {
-    size_t n = 0;
-    skd_engine *e = skd__server_engine(req->srv);
-    skd_skill **list = skd_registry_list(skd_engine_registry(e), req->key.id, 1, 0, &n);
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++)
-        json_array_append_new(arr, skd_skill_to_json(list[i]));
-    skd_skill_list_free(list, n);
-    skd__http_json(out, MHD_HTTP_OK, arr ? json_pack("{s:o}", "skills", arr) : NULL);
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    json_t *arr = skd_engine_list_skills(skd__server_engine(req->srv), &who, &err);
+    if (!arr) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "skills", arr));
 }
 
 void skd__rest_skill(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
-    skd_engine *e = skd__server_engine(req->srv);
-    skd_skill *s = skd_registry_lookup(skd_engine_registry(e), req->param, req->key.id, &err);
+    skd_actor who = actor(req);
+    json_t *s = skd_engine_get_skill(skd__server_engine(req->srv), &who, req->param, &err);
     if (!s) {
         skd__http_from_err(out, &err);
         return;
     }
-    skd__http_json(out, MHD_HTTP_OK, skd_skill_to_json(s));
-    skd_skill_unref(s);
+    skd__http_json(out, MHD_HTTP_OK, s);
 }
 
 void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
@@ -83,11 +112,12 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
         json_decref(body);
         return;
     }
-    skd_cancel *cancel = skd_cancel_new();
+    /* req->cancel fires when the client hangs up (http.c) and on a stop
+     * (the tracker): either way the call ends and its sandbox is killed. */
+    skd_cancel *cancel = req->cancel;
     skd_calls *calls = skd__server_calls(req->srv);
-    if (!cancel || skd__calls_begin(calls, cancel) != 0) {
+    if (skd__calls_begin(calls, cancel) != 0) {
         skd__http_error(out, MHD_HTTP_SERVICE_UNAVAILABLE, "busy", "the server is stopping");
-        skd_cancel_free(cancel);
         json_decref(body);
         return;
     }
@@ -103,7 +133,6 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
     int64_t t0 = skd_mono_ms();
     json_t *result = skd_engine_execute(skd__server_engine(req->srv), &call, exec_id);
     skd__calls_end(calls, cancel);
-    skd_cancel_free(cancel);
     int ok = skd_result_success(result);
     skd_metrics_execution(call.skill, ok, skd_mono_ms() - t0);
     unsigned status = MHD_HTTP_OK;
@@ -127,8 +156,10 @@ void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd_err err = {0};
-    json_t *rows = skd_store_audit_list(skd_engine_store(skd__server_engine(req->srv)), req->key.id,
-                                        (int)limit, &err);
+    skd_actor who = actor(req);
+    /* ?key=ID reads another key's rows: skills:admin only (the engine). */
+    json_t *rows = skd_engine_list_executions(skd__server_engine(req->srv), &who,
+                                              skd__http_query(req, "key"), (int)limit, &err);
     if (!rows) {
         skd__http_from_err(out, &err);
         return;
@@ -139,10 +170,8 @@ void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
 void skd__rest_execution(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
-    /* The store looks the row up for this key only: another key's id is
-     * indistinguishable from one that does not exist. */
-    json_t *row = skd_store_audit_get(skd_engine_store(skd__server_engine(req->srv)), req->key.id,
-                                      req->param, &err);
+    skd_actor who = actor(req);
+    json_t *row = skd_engine_get_execution(skd__server_engine(req->srv), &who, req->param, &err);
     if (!row) {
         skd__http_from_err(out, &err);
         return;
@@ -153,7 +182,8 @@ void skd__rest_execution(skd_http_req *req, skd_http_reply *out)
 void skd__rest_keys_list(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
-    json_t *keys = skd_store_key_list(skd_engine_store(skd__server_engine(req->srv)), &err);
+    skd_actor who = actor(req);
+    json_t *keys = skd_engine_list_keys(skd__server_engine(req->srv), &who, &err);
     if (!keys) {
         skd__http_from_err(out, &err);
         return;
@@ -195,11 +225,12 @@ void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out)
     const char *name = skd_json_str(body, "name", NULL);
     char *secret = NULL;
     skd_key_info info;
+    skd_actor who = actor(req);
     if (!name) {
         skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input", "name (string) is required");
     } else if (body_scopes(json_object_get(body, "scopes"), &scopes, &err) != 0 ||
-               skd_store_key_create(skd_engine_store(skd__server_engine(req->srv)), name, scopes,
-                                    &secret, &info, &err) != 0) {
+               skd_engine_create_key(skd__server_engine(req->srv), &who, name, scopes, &secret,
+                                     &info, &err) != 0) {
         skd__http_from_err(out, &err);
     } else {
         skd__http_json(out, MHD_HTTP_CREATED,
@@ -213,10 +244,39 @@ void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out)
 void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
-    if (skd_store_key_revoke(skd_engine_store(skd__server_engine(req->srv)), req->param, &err) !=
-        0) {
+    skd_actor who = actor(req);
+    if (skd_engine_revoke_key(skd__server_engine(req->srv), &who, req->param, &err) != 0) {
         skd__http_from_err(out, &err);
         return;
     }
     skd__http_empty(out, MHD_HTTP_NO_CONTENT);
+}
+
+/* GET /v1/runs: the caller's sandbox runs and A2A tasks over every replica
+ * (admin: every key's), newest first; ?state=running filters. */
+void skd__rest_runs(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    json_t *runs = skd_engine_list_runs(skd__server_engine(req->srv), &who,
+                                        skd__http_query(req, "state"), &err);
+    if (!runs) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, json_pack("{s:o}", "runs", runs));
+}
+
+/* DELETE /v1/runs/{id}: cancel the caller's running run, on whichever
+ * replica runs it. 202: the request is recorded; the run ends cancelled. */
+void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out)
+{
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    if (skd_engine_cancel_run(skd__server_engine(req->srv), &who, req->param, &err) != 0) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_ACCEPTED,
+                   json_pack("{s:s, s:s}", "id", req->param, "state", "cancel_requested"));
 }

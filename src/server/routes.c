@@ -2,7 +2,9 @@
  * The route table: every HTTP endpoint of skilld in one place. Rows are
  * matched in order; a path that matches with another method gets 405 with
  * an Allow header. Scopes: skills:read to look, skills:execute to run
- * (checked again by the engine), skills:admin for keys.
+ * (checked again by the engine), skills:admin for keys. Flags: handlers run
+ * on a worker unless SKD_ROUTE_INLINE (they must then never block); refusals
+ * made before a SKD_ROUTE_JSONRPC handler are JSON-RPC errors.
  */
 #include "server/custom_http.h"
 #include "server/http.h"
@@ -11,25 +13,27 @@
 #define A SKD_SCOPE_ADMIN
 
 const skd_route skd__routes[] = {
-    {"GET", "/healthz", 0, 0, skd__rest_healthz},
-    {"GET", "/metrics", 1, R, skd__rest_metrics},
-    {"POST", "/mcp", 1, 0, skd__mcp_http_post},
-    {"GET", "/mcp", 1, 0, skd__mcp_http_get},
-    {"DELETE", "/mcp", 1, 0, skd__mcp_http_delete},
-    {"GET", "/v1/skills", 1, R, skd__rest_skills},
-    {"GET", "/v1/skills/{}", 1, R, skd__rest_skill},
-    {"POST", "/v1/execute", 1, 0, skd__rest_execute},
-    {"GET", "/v1/executions", 1, R, skd__rest_executions},
-    {"GET", "/v1/executions/{}", 1, R, skd__rest_execution},
-    {"GET", "/v1/keys", 1, A, skd__rest_keys_list},
-    {"POST", "/v1/keys", 1, A, skd__rest_keys_create},
-    {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke},
+    {"GET", "/healthz", 0, 0, skd__rest_healthz, SKD_ROUTE_INLINE},
+    {"GET", "/metrics", 1, R, skd__rest_metrics, 0},
+    {"POST", "/mcp", 1, 0, skd__mcp_http_post, SKD_ROUTE_JSONRPC},
+    {"GET", "/mcp", 1, 0, skd__mcp_http_get, SKD_ROUTE_JSONRPC},
+    {"DELETE", "/mcp", 1, 0, skd__mcp_http_delete, SKD_ROUTE_JSONRPC},
+    {"GET", "/v1/skills", 1, R, skd__rest_skills, 0},
+    {"GET", "/v1/skills/{}", 1, R, skd__rest_skill, 0},
+    {"POST", "/v1/execute", 1, 0, skd__rest_execute, 0},
+    {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
+    {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
+    {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
+    {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
+    {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
+    {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},
     /* custom skills and A2A (custom_rest.c, a2a_http.c); scopes checked by src/lib/custom.c */
-    {"POST", "/v1/skills", 1, 0, skd__rest_skill_register},
-    {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete},
-    {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch},
-    {"GET", "/.well-known/agent-card.json", 0, 0, skd__a2a_http_card},
-    {"GET", "/.well-known/agent.json", 0, 0, skd__a2a_http_card_legacy},
-    {"POST", "/a2a", 1, 0, skd__a2a_http_post},
-    {NULL, NULL, 0, 0, NULL},
+    {"POST", "/v1/skills", 1, 0, skd__rest_skill_register, 0},
+    {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete, 0},
+    {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch, 0},
+    {"GET", "/.well-known/agent-card.json", 0, 0, skd__a2a_http_card, 0},
+    {"GET", "/.well-known/agent.json", 0, 0, skd__a2a_http_card_legacy, 0},
+    {"POST", "/a2a", 1, 0, skd__a2a_http_post, SKD_ROUTE_JSONRPC},
+    {NULL, NULL, 0, 0, NULL, 0},
 };

@@ -1,13 +1,16 @@
 /*
  * SSE streams (see sse.h). The producer (a worker thread running a skill,
  * the registry's change callback) appends whole frames to a capped buffer;
- * MHD's connection thread copies them out in the reader callback, waiting
- * on a condition variable while the buffer is empty and sending an SSE
- * comment every 15 s so proxies and the connection timeout keep the stream
- * open. Both sides hold a reference; the last one frees.
+ * an MHD event thread copies them out in the reader callback. The reader
+ * never blocks: with nothing to send it suspends its connection, and the
+ * producer (a new frame, the end), the connection watcher (keep-alive due,
+ * hang-up, server stop) resumes it. An SSE comment goes out after 15 s of
+ * silence so proxies keep the stream open. Both sides hold a reference;
+ * the last one frees.
  */
 #include "server/sse.h"
 #include "server/calls.h"
+#include "server/conns.h"
 
 #include "skilld/buf.h"
 #include "skilld/util.h"
@@ -17,13 +20,13 @@
 #include <string.h>
 #include <time.h>
 
-#define KEEPALIVE_MS 15000
-
 struct skd_sse {
     atomic_int refs;
     pthread_mutex_t mu;
-    pthread_cond_t cv;
-    skd_buf q; /* unsent bytes from pos */
+    skd_conns *conns; /* the connection streaming this, once bound */
+    skd_conn *conn;
+    int suspended; /* the reader suspended conn; resume it to go on */
+    skd_buf q;     /* unsent bytes from pos */
     size_t pos;
     int closed; /* no more messages */
     int gone;   /* the client left or the stream ended */
@@ -38,11 +41,6 @@ skd_sse *skd__sse_new(size_t max_bytes, const atomic_int *stopping)
         return NULL;
     atomic_init(&s->refs, 1);
     pthread_mutex_init(&s->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->cv, &ca);
-    pthread_condattr_destroy(&ca);
     skd_buf_init(&s->q, max_bytes);
     s->stopping = stopping;
     s->last_sent_ms = skd_mono_ms();
@@ -59,9 +57,35 @@ void skd__sse_unref(skd_sse *s)
     if (!s || atomic_fetch_sub(&s->refs, 1) != 1)
         return;
     skd_buf_free(&s->q);
-    pthread_cond_destroy(&s->cv);
     pthread_mutex_destroy(&s->mu);
     free(s);
+}
+
+/* Let the reader run again (s->mu held). */
+static void wake(skd_sse *s)
+{
+    if (s->suspended) {
+        s->suspended = 0;
+        skd__conn_resume(s->conns, s->conn);
+    }
+}
+
+void skd__sse_bind(skd_sse *s, skd_conns *conns, skd_conn *conn)
+{
+    pthread_mutex_lock(&s->mu);
+    s->conns = conns;
+    s->conn = conn;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void skd__sse_poke(skd_sse *s, int64_t now_ms, int end)
+{
+    pthread_mutex_lock(&s->mu);
+    if (end)
+        s->gone = 1;
+    if (end || now_ms - s->last_sent_ms >= SKD__SSE_KEEPALIVE_MS)
+        wake(s);
+    pthread_mutex_unlock(&s->mu);
 }
 
 void skd__sse_send(void *arg, const json_t *msg)
@@ -86,7 +110,7 @@ void skd__sse_send(void *arg, const json_t *msg)
             s->q.len = before;
             s->gone = 1; /* too much unsent data: end the stream */
         }
-        pthread_cond_broadcast(&s->cv);
+        wake(s);
     }
     pthread_mutex_unlock(&s->mu);
     free(data);
@@ -96,7 +120,7 @@ void skd__sse_close(skd_sse *s)
 {
     pthread_mutex_lock(&s->mu);
     s->closed = 1;
-    pthread_cond_broadcast(&s->cv);
+    wake(s);
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -112,36 +136,25 @@ ssize_t skd__sse_read(skd_sse *s, char *buf, size_t max)
 {
     ssize_t n = 0;
     pthread_mutex_lock(&s->mu);
-    for (;;) {
-        if (s->pos < s->q.len) {
-            size_t avail = s->q.len - s->pos;
-            n = (ssize_t)(avail < max ? avail : max);
-            memcpy(buf, s->q.data + s->pos, (size_t)n);
-            s->pos += (size_t)n;
-            break;
-        }
-        if (s->gone || s->closed || (s->stopping && atomic_load(s->stopping))) {
-            s->gone = 1;
-            n = MHD_CONTENT_READER_END_OF_STREAM;
-            break;
-        }
-        int64_t now = skd_mono_ms();
-        if (now - s->last_sent_ms >= KEEPALIVE_MS && max >= 3) {
-            memcpy(buf, ":\n\n", 3);
-            n = 3;
-            break;
-        }
-        struct timespec dl;
-        clock_gettime(CLOCK_MONOTONIC, &dl);
-        dl.tv_nsec += 250 * 1000000L; /* wake to notice a stop */
-        if (dl.tv_nsec >= 1000000000L) {
-            dl.tv_sec++;
-            dl.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->cv, &s->mu, &dl);
+    int64_t now = skd_mono_ms();
+    if (s->pos < s->q.len) {
+        size_t avail = s->q.len - s->pos;
+        n = (ssize_t)(avail < max ? avail : max);
+        memcpy(buf, s->q.data + s->pos, (size_t)n);
+        s->pos += (size_t)n;
+    } else if (s->gone || s->closed || (s->stopping && atomic_load(s->stopping))) {
+        s->gone = 1;
+        n = MHD_CONTENT_READER_END_OF_STREAM;
+    } else if (now - s->last_sent_ms >= SKD__SSE_KEEPALIVE_MS && max >= 3) {
+        memcpy(buf, ":\n\n", 3);
+        n = 3;
+    } else if (s->conn && !s->suspended) {
+        /* Nothing to send: park the connection until there is. */
+        s->suspended = 1;
+        skd__conn_suspend(s->conns, s->conn);
     }
     if (n > 0)
-        s->last_sent_ms = skd_mono_ms();
+        s->last_sent_ms = now;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -192,9 +205,11 @@ static void sse_task_run(void *p)
 }
 
 int skd__sse_spawn(struct skd_calls *calls, size_t workers, size_t max_bytes,
-                   void (*run)(void *arg, skd_sse *sse), void *arg, struct MHD_Response **resp)
+                   void (*run)(void *arg, skd_sse *sse), void *arg, struct MHD_Response **resp,
+                   skd_sse **stream)
 {
     *resp = NULL;
+    *stream = NULL;
     struct sse_task *t = calloc(1, sizeof(*t));
     skd_sse *sse = skd__sse_new(max_bytes, NULL);
     struct MHD_Response *r = sse ? skd__sse_response(sse) : NULL;
@@ -213,5 +228,6 @@ int skd__sse_spawn(struct skd_calls *calls, size_t workers, size_t max_bytes,
         return SKD_EBUSY;
     }
     *resp = r; /* the response holds its own reference to the stream */
+    *stream = sse;
     return 0;
 }

@@ -6,89 +6,101 @@
 
 #include <string.h>
 
+#define AUDIT_COLS "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256"
+
+static skd__sql q_add =
+    SKD__SQL("INSERT INTO executions(" AUDIT_COLS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
+static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
+                                  "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
+static skd__sql q_get = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 AND id=?2");
+
 int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    int rc = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "INSERT INTO executions(id,key_id,skill,version,status,error_code,"
-                           "duration_ms,created_ms,input_sha256) VALUES(?,?,?,?,?,?,?,?,?)",
-                           -1, &q, NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "write audit row");
-    sqlite3_bind_text(q, 1, a->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, a->key_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, a->skill ? a->skill : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 4, a->version ? a->version : "", -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 5, a->status, -1, SQLITE_STATIC);
-    if (a->error_code)
-        sqlite3_bind_text(q, 6, a->error_code, -1, SQLITE_STATIC);
-    else
-        sqlite3_bind_null(q, 6);
-    sqlite3_bind_int64(q, 7, a->duration_ms);
-    sqlite3_bind_int64(q, 8, a->created_ms);
-    sqlite3_bind_text(q, 9, a->input_digest ? a->input_digest : "", -1, SQLITE_STATIC);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        rc = skd__store_fail(st, err, "write audit row");
-    sqlite3_finalize(q);
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_add, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, a->id);
+    skd__q_text(&q, 2, a->key_id);
+    skd__q_text(&q, 3, a->skill ? a->skill : "");
+    skd__q_text(&q, 4, a->version ? a->version : "");
+    skd__q_text(&q, 5, a->status);
+    skd__q_text(&q, 6, a->error_code);
+    skd__q_int(&q, 7, a->duration_ms);
+    skd__q_int(&q, 8, a->created_ms);
+    skd__q_text(&q, 9, a->input_digest ? a->input_digest : "");
+    rc = skd__q_run(&q, NULL, err);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return rc;
 }
 
-static json_t *row_json(sqlite3_stmt *q)
+static const char *col(skd__q *q, int i)
 {
-    json_t *o = json_pack(
-        "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "id", (const char *)sqlite3_column_text(q, 0),
-        "keyId", (const char *)sqlite3_column_text(q, 1), "skill",
-        (const char *)sqlite3_column_text(q, 2), "version", (const char *)sqlite3_column_text(q, 3),
-        "status", (const char *)sqlite3_column_text(q, 4), "durationMs",
-        (json_int_t)sqlite3_column_int64(q, 6), "createdAt", (json_int_t)sqlite3_column_int64(q, 7),
-        "inputSha256", (const char *)sqlite3_column_text(q, 8));
+    const char *s = skd__q_col(q, i);
+    return s ? s : "";
+}
+
+static json_t *row_json(skd__q *q)
+{
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:s}", "id", col(q, 0), "keyId",
+                          col(q, 1), "skill", col(q, 2), "version", col(q, 3), "status", col(q, 4),
+                          "durationMs", (json_int_t)skd__q_col_int(q, 6), "createdAt",
+                          (json_int_t)skd__q_col_int(q, 7), "inputSha256", col(q, 8));
     if (o) {
-        const unsigned char *code = sqlite3_column_text(q, 5);
-        json_object_set_new(o, "errorCode", code ? json_string((const char *)code) : json_null());
+        const char *code = skd__q_col(q, 5);
+        json_object_set_new(o, "errorCode", code ? json_string(code) : json_null());
     }
     return o;
 }
 
-#define AUDIT_COLS "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256"
-
 json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
     json_t *arr = json_array();
+    int rc;
+    if (!arr) {
+        skd_err_set(err, SKD_ENOMEM, "out of memory");
+        return NULL;
+    }
     if (limit <= 0 || limit > 1000)
         limit = 100;
-    if (!arr || sqlite3_prepare_v2(skd__store_db(st),
-                                   "SELECT " AUDIT_COLS " FROM executions WHERE key_id=? "
-                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?",
-                                   -1, &q, NULL) != SQLITE_OK) {
-        skd__store_fail(st, err, "list executions");
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_list, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, key_id);
+    skd__q_int(&q, 2, limit);
+    while ((rc = skd__q_step(&q, err)) == 1)
+        json_array_append_new(arr, row_json(&q));
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    if (rc) {
         json_decref(arr);
         return NULL;
     }
-    sqlite3_bind_text(q, 1, key_id, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 2, limit);
-    while (sqlite3_step(q) == SQLITE_ROW)
-        json_array_append_new(arr, row_json(q));
-    sqlite3_finalize(q);
     return arr;
 }
 
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
     json_t *o = NULL;
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "SELECT " AUDIT_COLS " FROM executions WHERE key_id=? AND id=?", -1, &q,
-                           NULL) != SQLITE_OK) {
-        skd__store_fail(st, err, "read execution");
-        return NULL;
-    }
-    sqlite3_bind_text(q, 1, key_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, id, -1, SQLITE_STATIC);
-    if (sqlite3_step(q) == SQLITE_ROW)
-        o = row_json(q);
-    else
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_get, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, key_id);
+    skd__q_text(&q, 2, id);
+    rc = skd__q_step(&q, err);
+    if (rc == 1)
+        o = row_json(&q);
+    else if (rc == 0)
         skd_err_set(err, SKD_ENOENT, "no execution %s for this key", id);
-    sqlite3_finalize(q);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return o;
 }

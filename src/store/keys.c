@@ -66,15 +66,25 @@ static void hex(const unsigned char *b, size_t n, char *out)
     out[2 * n] = '\0';
 }
 
-static void row_to_info(sqlite3_stmt *q, skd_key_info *info)
+static void row_to_info(skd__q *q, skd_key_info *info)
 {
     memset(info, 0, sizeof(*info));
-    skd_strlcpy(info->id, (const char *)sqlite3_column_text(q, 0), sizeof(info->id));
-    skd_strlcpy(info->name, (const char *)sqlite3_column_text(q, 1), sizeof(info->name));
-    info->scopes = (unsigned)sqlite3_column_int(q, 2);
-    info->created_ms = sqlite3_column_int64(q, 3);
-    info->revoked = sqlite3_column_int(q, 4);
+    const char *id = skd__q_col(q, 0), *name = skd__q_col(q, 1);
+    skd_strlcpy(info->id, id ? id : "", sizeof(info->id));
+    skd_strlcpy(info->name, name ? name : "", sizeof(info->name));
+    info->scopes = (unsigned)skd__q_col_int(q, 2);
+    info->created_ms = skd__q_col_int(q, 3);
+    info->revoked = (int)skd__q_col_int(q, 4);
 }
+
+static skd__sql q_insert = SKD__SQL("INSERT INTO api_keys(id,name,secret_sha256,scopes,created_ms) "
+                                    "VALUES(?1,?2,?3,?4,?5)");
+static skd__sql q_get = SKD__SQL("SELECT id,name,scopes,created_ms,revoked,secret_sha256 FROM "
+                                 "api_keys WHERE id=?1");
+static skd__sql q_revoke = SKD__SQL("UPDATE api_keys SET revoked=1 WHERE id=?1");
+static skd__sql q_list = SKD__SQL("SELECT id,name,scopes,created_ms,revoked FROM api_keys "
+                                  "ORDER BY created_ms, id");
+static skd__sql q_count = SKD__SQL("SELECT count(*) FROM api_keys");
 
 int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char **secret,
                          skd_key_info *info, skd_err *err)
@@ -98,25 +108,19 @@ int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char 
     snprintf(s, slen, "skd_%s_%s", id, rhex);
     skd_sha256_hex(s, strlen(s), digest);
 
-    sqlite3_stmt *q = NULL;
-    int rc = 0;
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
     int64_t now = skd_wall_ms();
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "INSERT INTO api_keys(id,name,secret_sha256,scopes,created_ms) "
-                           "VALUES(?,?,?,?,?)",
-                           -1, &q, NULL) != SQLITE_OK) {
-        rc = skd__store_fail(st, err, "create key");
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_insert, &q, err)))
         goto out;
-    }
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 2, name, -1, SQLITE_STATIC);
-    sqlite3_bind_text(q, 3, digest, -1, SQLITE_STATIC);
-    sqlite3_bind_int(q, 4, (int)scopes);
-    sqlite3_bind_int64(q, 5, now);
-    if (sqlite3_step(q) != SQLITE_DONE) {
-        rc = skd__store_fail(st, err, "create key");
+    skd__q_text(&q, 1, id);
+    skd__q_text(&q, 2, name);
+    skd__q_text(&q, 3, digest);
+    skd__q_int(&q, 4, (int64_t)scopes);
+    skd__q_int(&q, 5, now);
+    if ((rc = skd__q_run(&q, NULL, err)))
         goto out;
-    }
     if (info) {
         memset(info, 0, sizeof(*info));
         skd_strlcpy(info->id, id, sizeof(info->id));
@@ -127,32 +131,35 @@ int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char 
     *secret = s;
     s = NULL;
 out:
-    sqlite3_finalize(q);
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     free(s);
     return rc;
 }
 
+/* The key row id into info (and its digest when digest is not NULL).
+ * SKD_ENOENT when there is none; SKD_ESTORE when the read failed. */
 static int get_row(skd_store *st, const char *id, skd_key_info *info, char *digest, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    int rc = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st),
-                           "SELECT id,name,scopes,created_ms,revoked,secret_sha256 FROM api_keys "
-                           "WHERE id=?",
-                           -1, &q, NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "read key");
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
-    int step = sqlite3_step(q);
-    if (step == SQLITE_ROW) {
-        row_to_info(q, info);
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_get, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        row_to_info(&q, info);
+        const char *d = skd__q_col(&q, 5);
         if (digest)
-            skd_strlcpy(digest, (const char *)sqlite3_column_text(q, 5), SKD_SHA256_HEX_LEN + 1);
-    } else if (step == SQLITE_DONE) {
+            skd_strlcpy(digest, d ? d : "", SKD_SHA256_HEX_LEN + 1);
+        rc = 0;
+    } else if (rc == 0) {
         rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
-    } else {
-        rc = skd__store_fail(st, err, "read key");
     }
-    sqlite3_finalize(q);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return rc;
 }
 
@@ -172,8 +179,12 @@ int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, sk
     id[16] = '\0';
     skd_sha256_hex(secret, n, given);
     skd_key_info tmp;
-    if (get_row(st, id, &tmp, stored, NULL) != 0)
+    skd_err rerr = {0};
+    int rc = get_row(st, id, &tmp, stored, &rerr);
+    if (rc == SKD_ENOENT)
         return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
+    if (rc) /* the store failed: not the caller's fault, and not a "no" */
+        return skd_err_set(err, rc, "%s", rerr.msg);
     if (!skd_ct_equal(stored, given, SKD_SHA256_HEX_LEN))
         return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
     if (tmp.revoked)
@@ -185,52 +196,68 @@ int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, sk
 
 int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
-    int rc = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st), "UPDATE api_keys SET revoked=1 WHERE id=?", -1, &q,
-                           NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "revoke key");
-    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    skd__conn *c = NULL;
+    skd__q q = {0};
     int64_t changed = 0;
-    if ((rc = skd__store_step_write(st, q, "revoke key", &changed, err)) == 0 && changed == 0)
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_revoke, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    if ((rc = skd__q_run(&q, &changed, err)) == 0 && changed == 0)
         rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
-    sqlite3_finalize(q);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
     return rc;
 }
 
 json_t *skd_store_key_list(skd_store *st, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
     json_t *arr = json_array();
-    if (!arr || sqlite3_prepare_v2(skd__store_db(st),
-                                   "SELECT id,name,scopes,created_ms,revoked FROM api_keys "
-                                   "ORDER BY created_ms, id",
-                                   -1, &q, NULL) != SQLITE_OK) {
-        skd__store_fail(st, err, "list keys");
-        json_decref(arr);
+    int rc;
+    if (!arr) {
+        skd_err_set(err, SKD_ENOMEM, "out of memory");
         return NULL;
     }
-    while (sqlite3_step(q) == SQLITE_ROW) {
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_list, &q, err)))
+        goto out;
+    while ((rc = skd__q_step(&q, err)) == 1) {
         skd_key_info k;
-        row_to_info(q, &k);
+        row_to_info(&q, &k);
         json_array_append_new(arr,
                               json_pack("{s:s, s:s, s:o, s:I, s:b}", "id", k.id, "name", k.name,
                                         "scopes", skd_scopes_to_json(k.scopes), "created",
                                         (json_int_t)k.created_ms, "revoked", k.revoked));
     }
-    sqlite3_finalize(q);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    if (rc) {
+        json_decref(arr);
+        return NULL;
+    }
     return arr;
 }
 
 int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err)
 {
-    sqlite3_stmt *q = NULL;
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
     *count = 0;
-    if (sqlite3_prepare_v2(skd__store_db(st), "SELECT count(*) FROM api_keys", -1, &q, NULL) !=
-        SQLITE_OK)
-        return skd__store_fail(st, err, "count keys");
-    if (sqlite3_step(q) == SQLITE_ROW)
-        *count = sqlite3_column_int64(q, 0);
-    sqlite3_finalize(q);
-    return 0;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_count, &q, err)))
+        goto out;
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        *count = skd__q_col_int(&q, 0);
+        rc = 0;
+    } else if (rc == 0) {
+        rc = skd_err_set(err, SKD_ESTORE, "store: count keys: no answer");
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    return rc;
 }

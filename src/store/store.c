@@ -1,124 +1,76 @@
 /*
- * The store (see include/skilld/store.h): one SQLite database in WAL mode,
- * opened in serialized mode so any thread may use it. Migrations are an
- * append-only list of SQL scripts; PRAGMA user_version records how many ran.
- * Other parts keep their tables here by appending a migration.
+ * The store (see include/skilld/store.h): opening either backend, the
+ * pool's size and timeouts, and the health check. The schema lives in
+ * migrations.c, the pool and query API in pool.c, the backends in sqlite.c
+ * and pg.c; the tables' own files (keys.c, audit.c, ...) run their
+ * statements through the query API and never see which backend answers.
  */
 #include "store/store_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-/* Append only: never edit a migration that has shipped. */
-static const char *const migrations[] = {
-    /* 1: API keys and the execution audit */
-    "CREATE TABLE api_keys ("
-    "  id TEXT PRIMARY KEY, name TEXT NOT NULL, secret_sha256 TEXT NOT NULL UNIQUE,"
-    "  scopes INTEGER NOT NULL, created_ms INTEGER NOT NULL, revoked INTEGER NOT NULL DEFAULT 0);"
-    "CREATE TABLE executions ("
-    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, skill TEXT NOT NULL, version TEXT NOT NULL,"
-    "  status TEXT NOT NULL, error_code TEXT, duration_ms INTEGER NOT NULL,"
-    "  created_ms INTEGER NOT NULL, input_sha256 TEXT NOT NULL);"
-    "CREATE INDEX executions_key_time ON executions(key_id, created_ms DESC);",
-    /* 2: the web_search result cache (src/store/cache.c) */
-    "CREATE TABLE cache ("
-    "  key TEXT PRIMARY KEY, value TEXT NOT NULL, expires_ms INTEGER NOT NULL);"
-    "CREATE INDEX cache_expiry ON cache(expires_ms);",
-    /* 3: custom skills registered at runtime (src/store/skills.c); owner '' is global */
-    "CREATE TABLE skills ("
-    "  name TEXT NOT NULL, version TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '',"
-    "  manifest TEXT NOT NULL, skill_dir TEXT, enabled INTEGER NOT NULL DEFAULT 1,"
-    "  created_ms INTEGER NOT NULL, PRIMARY KEY (name, version, owner));",
-    /* 4: A2A tasks (src/store/tasks.c), owned by the key that created them */
-    "CREATE TABLE a2a_tasks ("
-    "  id TEXT PRIMARY KEY, key_id TEXT NOT NULL, context_id TEXT NOT NULL,"
-    "  state TEXT NOT NULL, task TEXT NOT NULL, created_ms INTEGER NOT NULL,"
-    "  updated_ms INTEGER NOT NULL);"
-    "CREATE INDEX a2a_tasks_key_time ON a2a_tasks(key_id, updated_ms DESC);",
-};
-
-int skd__store_fail(skd_store *st, skd_err *err, const char *what)
+int skd_store_is_url(const char *where)
 {
-    return skd_err_set(err, SKD_EIO, "store: %s: %s", what, sqlite3_errmsg(st->db));
+    return where &&
+           (strncmp(where, "postgresql://", 13) == 0 || strncmp(where, "postgres://", 11) == 0);
 }
 
-int skd__store_step_write(skd_store *st, sqlite3_stmt *q, const char *what, int64_t *changes,
-                          skd_err *err)
+const char *skd_store_backend(const skd_store *st)
 {
-    /* The connection is shared (FULLMUTEX) and sqlite3_changes() reports
-     * the connection's last statement: without its mutex held across both
-     * calls, another thread's write in between answers for this one. The
-     * mutex is recursive, so sqlite3_step() may take it again. */
-    sqlite3_mutex *mu = sqlite3_db_mutex(st->db);
-    int rc = 0;
-    sqlite3_mutex_enter(mu);
-    if (sqlite3_step(q) != SQLITE_DONE)
-        rc = skd__store_fail(st, err, what);
-    else if (changes)
-        *changes = sqlite3_changes(st->db);
-    sqlite3_mutex_leave(mu);
+    return st && st->kind == SKD__STORE_PG ? "postgresql" : "sqlite";
+}
+
+static void defaults(skd_store_opts *o)
+{
+    if (o->pool_size <= 0)
+        o->pool_size = 8;
+    if (o->busy_timeout_ms <= 0)
+        o->busy_timeout_ms = 5000;
+    if (o->connect_timeout_s <= 0)
+        o->connect_timeout_s = 2;
+    if (o->statement_timeout_ms <= 0)
+        o->statement_timeout_ms = 5000;
+}
+
+/* First connection: WAL (SQLite; persistent, and not allowed inside a
+ * transaction) and the migrations. */
+static int prepare_schema(skd_store *st, skd_err *err)
+{
+    skd__conn *c = NULL;
+    int rc = skd__conn_get(st, &c, err);
+    if (rc)
+        return rc;
+    if (st->kind == SKD__STORE_SQLITE)
+        rc = skd__conn_exec(c, "PRAGMA journal_mode=WAL;", err);
+    if (rc == 0)
+        rc = skd__store_migrate(c, err);
+    skd__conn_put(st, c);
     return rc;
 }
 
-static int exec_sql(skd_store *st, const char *sql, skd_err *err)
-{
-    char *msg = NULL;
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = skd_err_set(err, SKD_EIO, "store: %s", msg ? msg : "error");
-        sqlite3_free(msg);
-        return rc;
-    }
-    return 0;
-}
-
-static int migrate(skd_store *st, skd_err *err)
-{
-    sqlite3_stmt *q = NULL;
-    int version = 0, rc;
-    if (sqlite3_prepare_v2(st->db, "PRAGMA user_version", -1, &q, NULL) != SQLITE_OK)
-        return skd__store_fail(st, err, "read schema version");
-    if (sqlite3_step(q) == SQLITE_ROW)
-        version = sqlite3_column_int(q, 0);
-    sqlite3_finalize(q);
-    int n = (int)(sizeof(migrations) / sizeof(migrations[0]));
-    if (version > n)
-        return skd_err_set(err, SKD_EIO, "store: database schema %d is newer than this skilld (%d)",
-                           version, n);
-    for (int i = version; i < n; i++) {
-        char pragma[64];
-        snprintf(pragma, sizeof(pragma), "PRAGMA user_version=%d;", i + 1);
-        if ((rc = exec_sql(st, "BEGIN IMMEDIATE", err)) != 0)
-            return rc;
-        if ((rc = exec_sql(st, migrations[i], err)) != 0 || (rc = exec_sql(st, pragma, err)) != 0) {
-            exec_sql(st, "ROLLBACK", NULL);
-            return rc;
-        }
-        if ((rc = exec_sql(st, "COMMIT", err)) != 0)
-            return rc;
-    }
-    return 0;
-}
-
-int skd_store_open(const char *path, skd_store **out, skd_err *err)
+int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store **out,
+                        skd_err *err)
 {
     *out = NULL;
+    if (!where || !*where)
+        return skd_err_set(err, SKD_ECONFIG, "store: no database path or URL given");
     skd_store *st = calloc(1, sizeof(*st));
     if (!st)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX;
     int rc;
-    if (sqlite3_open_v2(path, &st->db, flags, NULL) != SQLITE_OK) {
-        rc = skd_err_set(err, SKD_EIO, "store: cannot open %s: %s", path,
-                         st->db ? sqlite3_errmsg(st->db) : "out of memory");
+    pthread_mutex_init(&st->mu, NULL);
+    pthread_mutex_init(&st->rep_mu, NULL);
+    pthread_cond_init(&st->cv, NULL);
+    st->kind = skd_store_is_url(where) ? SKD__STORE_PG : SKD__STORE_SQLITE;
+    if (opts)
+        st->opts = *opts;
+    defaults(&st->opts);
+    if (!(st->where = strdup(where))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    sqlite3_busy_timeout(st->db, 5000);
-    if ((rc = exec_sql(st,
-                       "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"
-                       "PRAGMA foreign_keys=ON;",
-                       err)) != 0)
-        goto out;
-    if ((rc = migrate(st, err)) != 0)
+    if ((rc = skd__pool_init(st, err)) != 0 || (rc = prepare_schema(st, err)) != 0)
         goto out;
     *out = st;
     return 0;
@@ -127,15 +79,50 @@ out:
     return rc;
 }
 
+int skd_store_open(const char *where, skd_store **out, skd_err *err)
+{
+    return skd_store_open_opts(where, NULL, out, err);
+}
+
 void skd_store_close(skd_store *st)
 {
     if (!st)
         return;
-    sqlite3_close(st->db);
+    skd__replica_free(st);
+    skd__pool_free(st);
+    pthread_cond_destroy(&st->cv);
+    pthread_mutex_destroy(&st->mu);
+    pthread_mutex_destroy(&st->rep_mu);
+    free(st->where);
     free(st);
 }
 
-sqlite3 *skd__store_db(skd_store *st)
+/* Reads a table page, so a file that went bad is noticed too. */
+static skd__sql q_ping = SKD__SQL("SELECT 1 FROM api_keys LIMIT 1");
+
+int skd_store_ping(skd_store *st, skd_err *err)
 {
-    return st->db;
+    skd__conn *c = NULL;
+    skd__q q;
+    int rc = skd__conn_get(st, &c, err);
+    if (rc)
+        return rc;
+    if ((rc = skd__q_start(c, &q_ping, &q, err)) == 0) {
+        rc = skd__q_step(&q, err);
+        if (rc == 1)
+            rc = 0;
+        skd__q_end(&q);
+    }
+    skd__conn_put(st, c);
+    return rc;
+}
+
+void skd_store_set_draining(skd_store *st, int on)
+{
+    __atomic_store_n(&st->draining, on ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+int skd_store_draining(skd_store *st)
+{
+    return st ? __atomic_load_n(&st->draining, __ATOMIC_ACQUIRE) : 0;
 }

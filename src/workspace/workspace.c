@@ -32,6 +32,8 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <time.h>
 #include <unistd.h>
 
 struct skd_workspace {
@@ -233,6 +235,24 @@ int skd_workspace_check_pathn(const char *path, size_t len, int allow_root, skd_
     return 0;
 }
 
+int skd_workspace_check_client_pathn(const char *path, size_t len, int allow_root, skd_err *err)
+{
+    int rc = skd_workspace_check_pathn(path, len, allow_root, err);
+    size_t pl = strlen(SKD_WORKSPACE_TMP_PREFIX);
+    for (size_t i = 0; rc == 0 && i < len;) {
+        size_t j = i;
+        while (j < len && path[j] != '/')
+            j++;
+        /* Temporary files never count against the quota: a client's own
+         * name with their prefix would hide bytes from it. */
+        if (j - i >= pl && memcmp(path + i, SKD_WORKSPACE_TMP_PREFIX, pl) == 0)
+            rc = skd_err_set(err, SKD_EPATH, "names starting with %s are reserved",
+                             SKD_WORKSPACE_TMP_PREFIX);
+        i = j + 1;
+    }
+    return rc;
+}
+
 int skd_workspace_check_path(const char *path, int allow_root, skd_err *err)
 {
     if (!path)
@@ -428,8 +448,9 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
                                  strerror(errno));
             break;
         }
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0)
+            continue; /* temporary files never count against the quota */
         struct stat st;
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* removed meanwhile */
@@ -459,6 +480,69 @@ int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err)
     if (fd < 0)
         return map_errno(errno, ".", err);
     return walk(fd, 0, bytes, err);
+}
+
+int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err)
+{
+    *bytes = 0;
+    int fd = beneath(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
+    if (fd < 0)
+        return map_errno(errno, ".", err);
+    return walk(fd, 0, bytes, err);
+}
+
+int skd_workspace_reserve_check(skd_workspace *ws, uint64_t more, uint64_t reserve, skd_err *err)
+{
+    struct statvfs v;
+    if (reserve == 0 || fstatvfs(ws->dirfd, &v) != 0)
+        return 0;
+    uint64_t avail = (uint64_t)v.f_bavail * v.f_frsize;
+    if (avail < more || avail - more < reserve)
+        return skd_err_set(err, SKD_EQUOTA,
+                           "DATA_DIR's filesystem keeps %llu bytes free for the store "
+                           "(SKILLS_DATA_RESERVE_BYTES); %llu are free",
+                           (unsigned long long)reserve, (unsigned long long)avail);
+    return 0;
+}
+
+/* Remove old SKD_WORKSPACE_TMP_PREFIX files below dirfd (closed here). */
+static int sweep_dir(int dirfd, int depth, time_t cutoff)
+{
+    DIR *d = fdopendir(dirfd);
+    int n = 0;
+    if (!d) {
+        close(dirfd);
+        return 0;
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        struct stat st;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+            continue;
+        if (S_ISREG(st.st_mode) &&
+            strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0 &&
+            st.st_mtime <= cutoff && unlinkat(dirfd, de->d_name, 0) == 0)
+            n++;
+        else if (S_ISDIR(st.st_mode) && depth < WALK_MAX_DEPTH) {
+            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0)
+                n += sweep_dir(sub, depth + 1, cutoff);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+int skd_workspace_sweep_tmp(const char *data_dir, int min_age_s, skd_err *err)
+{
+    char path[PATH_MAX];
+    if (!data_dir || snprintf(path, sizeof(path), "%s/workspaces", data_dir) >= (int)sizeof(path))
+        return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is too long");
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : skd_err_set(err, SKD_EIO, "%s: %s", path, strerror(errno));
+    return sweep_dir(fd, 0, time(NULL) - min_age_s);
 }
 
 int skd_workspace_lock(skd_workspace *ws, skd_err *err)

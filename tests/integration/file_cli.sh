@@ -67,7 +67,8 @@ rc=$?
 
 nothing_else=$(cd "$DATA_DIR" && ls -A | sort | tr '\n' ' ')
 case "$nothing_else" in
-    "skilld.db "*"workspaces ") pass "DATA_DIR holds only skilld.db* and workspaces/" ;;
+    # (the PostgreSQL ring keeps the store in the database: no skilld.db)
+    "skilld.db "*"workspaces " | "workspaces ") pass "DATA_DIR holds only skilld.db* and workspaces/" ;;
     *) fail "DATA_DIR holds only skilld.db* and workspaces/" "$nothing_else" ;;
 esac
 finish

@@ -84,7 +84,7 @@ if [ "$(jget 'j["success"]')" = false ] && [ "$(jget 'j["timedOut"]')" = true ] 
    [ "$(jget 'j["error"]["code"]')" = timeout ]; then pass "skill timeout"; else fail "skill timeout" "$OUT"; fi
 
 run_skill execute_command alice '{"command":"true","networkEnabled":true}'
-if [ "$(jget 'j["error"]["code"]')" = sandbox_unavailable ]; then pass "network refused"; else
+if [ "$(jget 'j["error"]["code"]')" = forbidden ]; then pass "network refused"; else
     fail "network refused" "$OUT"; fi
 
 run_skill execute_command alice '{"command":"true","timeoutMs":600000}'

@@ -14,7 +14,7 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 "$ROOT/scripts/setup-containers.sh" >"$TMP/setup.log" 2>&1 || {
     fail setup "$(tail -5 "$TMP/setup.log")"; finish; }
 export DATA_DIR="$TMP/data"
-export SKILLS_ALLOWED_SANDBOX_IMAGES="skilld-test,skilld-saved"
+export SKILLS_ALLOWED_SANDBOX_IMAGES="skilld-test,skilld-saved,skilld-ns/skilld-test:2,registry.example:5000/skilld-ns/skilld-test"
 IMG=skilld-test:1
 "$SKILLD" image import "$IMG" "$ROOT/build/test-image.tar" >/dev/null 2>"$TMP/err" ||
     fail "native image import" "$(cat "$TMP/err")"
@@ -76,21 +76,28 @@ for R in native docker podman; do
     no_leftover "$R" output
 done
 
-# A skilld killed with SIGKILL leaves its container running; the next
-# skilld that uses the engine removes it (its owner is dead).
+# A skilld whose spawner is killed with SIGKILL leaves its container running
+# (a spawner that sees its server go removes its sandboxes itself; one killed
+# outright cannot); the next skilld that uses the engine removes it (its
+# owner, the spawner, is dead). Only our container counts: other users of
+# the engine on the machine may come and go meanwhile.
 for R in docker podman; do
+    before=$("$R" ps -a -q --no-trunc --filter label=skilld=1 | sort)
     "$SKILLD" exec --runtime "$R" --image "$IMG" -- sleep 60 >/dev/null 2>&1 &
     pid=$!
-    for _ in $(seq 1 100); do
-        [ -n "$("$R" ps -q --filter label=skilld=1)" ] && break; sleep 0.1
+    cid=""
+    for _ in $(seq 1 300); do
+        cid=$(comm -13 <(echo "$before") <("$R" ps -q --no-trunc --filter label=skilld=1 | sort) | head -1)
+        [ -n "$cid" ] && break; sleep 0.1
     done
-    [ -n "$("$R" ps -q --filter label=skilld=1)" ] || fail "$R: crash leftover" "container did not start"
-    kill -9 "$pid"; wait "$pid" 2>/dev/null
-    [ -n "$("$R" ps -a -q --filter label=skilld=1)" ] || fail "$R: crash leftover" "container gone with skilld (expected it to survive a SIGKILL)"
+    if [ -z "$cid" ]; then fail "$R: crash leftover" "container did not start"; kill -9 "$pid"; wait "$pid" 2>/dev/null; continue; fi
+    owner=$("$R" inspect --format '{{index .Config.Labels "skilld.owner"}}' "$cid" 2>/dev/null)
+    kill -9 "${owner%%-*}" "$pid"; wait "$pid" 2>/dev/null
+    for _ in $(seq 1 100); do kill -0 "${owner%%-*}" 2>/dev/null || break; sleep 0.1; done
+    "$R" inspect "$cid" >/dev/null 2>&1 || fail "$R: crash leftover" "container gone with skilld (expected it to survive a SIGKILL)"
     ex "$R" -- true
-    left=$("$R" ps -a -q --filter label=skilld=1)
-    if [ "$RC" = 0 ] && [ -z "$left" ]; then pass "$R: leftovers of a killed skilld removed";
-    else fail "$R: leftovers of a killed skilld removed" "rc=$RC left=$left"; fi
+    if [ "$RC" = 0 ] && ! "$R" inspect "$cid" >/dev/null 2>&1; then pass "$R: leftovers of a killed skilld removed";
+    else fail "$R: leftovers of a killed skilld removed" "rc=$RC owner=$owner $OUT $(cat "$TMP/err")"; fi
 done
 # ... including podman's per-run cgroup parents and working directories.
 stray=$(find /run/skilld-podman /sys/fs/cgroup/*/skilld-podman -mindepth 1 -maxdepth 1 -type d 2>/dev/null)
@@ -111,4 +118,47 @@ else
 fi
 docker image rm -f skilld-saved:1 >/dev/null 2>&1
 podman image rm -f localhost/skilld-saved:1 >/dev/null 2>&1
+
+# Image references in the engines' own grammar: a namespaced tag and a
+# registry:port one (imported locally, no registry is reached), allowed by
+# the list in the same forms, run by every provider; a tag or namespace the
+# list does not name is refused.
+for ref in skilld-ns/skilld-test:2 registry.example:5000/skilld-ns/skilld-test:3; do
+    "$SKILLD" image rm "$ref" >/dev/null 2>&1
+    if ! "$SKILLD" image import "$ref" "$ROOT/build/test-image.tar" --engine all >/dev/null 2>"$TMP/err"; then
+        fail "image $ref imported" "$(cat "$TMP/err")"; continue; fi
+    for R in native docker podman; do
+        OUT=$("$SKILLD" exec --runtime "$R" --image "$ref" -- sh -c 'echo "ref ok"' 2>"$TMP/err")
+        if [ "$(jget 'j["stdout"]')" = "ref ok" ] && [ "$(jget 'j["runtime"]')" = "$R" ]; then
+            pass "$R: runs allowed image $ref"; else fail "$R: runs allowed image $ref" "$OUT $(cat "$TMP/err")"; fi
+        no_leftover "$R" "image $ref"
+    done
+done
+for ref in skilld-ns/skilld-test:9 other/skilld-test:2 registry.example:5001/skilld-ns/skilld-test:3; do
+    OUT=$("$SKILLD" exec --runtime docker --image "$ref" -- true 2>/dev/null)
+    if [ "$(jget 'j["error"]["code"]')" = forbidden ]; then pass "docker: $ref not in the list is refused";
+    else fail "docker: $ref not in the list is refused" "$OUT"; fi
+done
+for ref in skilld-ns/skilld-test:2 registry.example:5000/skilld-ns/skilld-test:3; do
+    "$SKILLD" image rm "$ref" >/dev/null 2>&1
+    docker image rm -f "$ref" >/dev/null 2>&1
+    podman image rm -f "$ref" "localhost/$ref" >/dev/null 2>&1
+done
+
+# Two skilld processes on one engine at once: the second one's sweep of
+# leftovers leaves the first one's running container alone (its owner is
+# alive, however much memory it has taken since it labelled it).
+for R in docker podman; do
+    "$SKILLD" exec --runtime "$R" --image "$IMG" --timeout 30000 -- sh -c 'sleep 4; echo survived' >"$TMP/first.json" 2>"$TMP/first.err" &
+    pid=$!
+    for _ in $(seq 1 100); do
+        [ -n "$("$R" ps -q --filter label=skilld=1)" ] && break; sleep 0.1
+    done
+    ex "$R" -- true
+    wait "$pid"
+    OUT=$(cat "$TMP/first.json")
+    if [ "$RC" = 0 ] && [ "$(jget 'j["stdout"]')" = survived ] && [ "$(jget 'j["exitCode"]')" = 0 ]; then
+        pass "$R: a second skilld does not reap a live one's container"
+    else fail "$R: a second skilld does not reap a live one's container" "$OUT $(cat "$TMP/first.err")"; fi
+done
 finish

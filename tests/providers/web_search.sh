@@ -31,6 +31,9 @@ hits=$(app_hits /ddg/)
 out=$(search '{"query":"python"}')
 check "ddg: second call is cached" test "$(jq_ "$out" '[j["cached"], len(j["results"])]')" = '[true, 10]'
 check "ddg: cache hit makes no request" test "$(app_hits /ddg/)" = "$hits"
+out=$("$SKILLD" run web_search --key other-tenant --input '{"query":"python"}' 2>>"$TMP/stderr")
+check "ddg: the cache is per key: another key is not told cached" test "$(jq_ "$out" '[j["success"], j["cached"]]')" = '[true, false]'
+check "ddg: another key's search asks the engine" test "$(app_hits /ddg/)" = "$((hits + 1))"
 out=$(search '{"query":"python","limit":3,"safe_search":"strict","time_range":"week","offset":10}')
 check "ddg: limit" test "$(jq_ "$out" 'len(j["results"])')" = 3
 check "ddg: strict, week, offset sent" grep -q "^APP GET /ddg/html/?q=python&kp=1&df=w&s=10$" "$FIX_LOG"

@@ -88,7 +88,7 @@ TEST(config_precedence_file_env_flag)
     CHECK_EQ_INT(skd_config_set(c, "SKILLS_MAX_FILE_BYTES", "300", &e), 0);
     CHECK_EQ_INT(skd_config_int(c, "SKILLS_MAX_FILE_BYTES"), 300);
     CHECK_EQ_INT(skd_config_set(c, "SKILLS_MAX_FILE_BYTES", "12x", &e), SKD_ECONFIG);
-    CHECK_EQ_INT(skd_config_set(c, "SKILLS_SANDBOX_TIMEOUT_MS", "999999", &e), SKD_ECONFIG);
+    CHECK_EQ_INT(skd_config_set(c, "SKILLS_SANDBOX_TIMEOUT_MS", "3600001", &e), SKD_ECONFIG);
     CHECK_EQ_INT(skd_config_set(c, "NO_SUCH_SETTING", "1", &e), SKD_ECONFIG);
     CHECK_EQ_INT(skd_config_set(c, "SKILLS_SANDBOX_NETWORK_ENABLED", "yes", &e), 0);
     CHECK_EQ_INT(skd_config_bool(c, "SKILLS_SANDBOX_NETWORK_ENABLED"), 1);

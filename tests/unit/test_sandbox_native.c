@@ -274,10 +274,10 @@ TEST(dies_with_server)
     }
     CHECK_EQ_INT(left, 0);
     /* What the dead server left in the cgroup tree goes with the next
-     * process that sets cgroups up (here: the next helper run). */
+     * process that sets cgroups up (here: the next helper run; any other
+     * skilld on the machine may have cleared it already). */
     char dir[160];
     snprintf(dir, sizeof(dir), "/sys/fs/cgroup/pids/skilld/%ld", sp);
-    CHECK(access(dir, F_OK) == 0);
     pid_t again = fork();
     if (again == 0) {
         execl(SELF, SELF, "--orphan-helper", "0", (char *)NULL);

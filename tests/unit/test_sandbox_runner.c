@@ -91,7 +91,8 @@ TEST(non_utf8_output_is_replaced)
     CHECK_EQ_INT(sbt_run(R, argv, NULL, NULL, NULL, &res), 0);
     CHECK_EQ_INT(res.out_len, 3);
     json_t *j = skd_sandbox_result_to_json(&res);
-    CHECK_STR(json_string_value(json_object_get(j, "stdout")), "a\xef\xbf\xbd" "b");
+    CHECK_STR(json_string_value(json_object_get(j, "stdout")), "a\xef\xbf\xbd"
+                                                               "b");
     json_decref(j);
     skd_sandbox_result_free(&res);
 }
@@ -101,8 +102,7 @@ TEST(output_is_capped_and_counted)
     skd_sandbox_result res;
     skd_sandbox_config c = sbt_cfg();
     c.output_limit = 1000;
-    const char *argv[] = {"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo e >&2",
-                          NULL};
+    const char *argv[] = {"sh", "-c", "head -c 3000000 /dev/zero | tr '\\0' x; echo e >&2", NULL};
     CHECK_EQ_INT(sbt_run(R, argv, &c, NULL, NULL, &res), 0);
     CHECK_EQ_INT(res.exit_code, 0);
     CHECK_EQ_INT(res.out_len, 1000);
@@ -271,11 +271,15 @@ TEST(refusals)
     skd_sandbox_result res;
     skd_err err = {0};
     skd_sandbox_config c = sbt_cfg();
-    c.network_enabled = 1;
+    c.network_enabled = 1; /* the runner's operator (cfg NULL) allows no network */
     const char *argv[] = {"true", NULL};
     skd_sandbox_spec spec = {.argv = argv, .config = &c};
-    CHECK_EQ_INT(skd_sandbox_run(R, &spec, &res, &err), SKD_ESANDBOX);
+    CHECK_EQ_INT(skd_sandbox_run(R, &spec, &res, &err), SKD_EFORBIDDEN);
     CHECK(strstr(err.msg, "networkEnabled") != NULL);
+    c.network_enabled = 0;
+    c.memory_limit = 4096; /* above the built-in ceiling of 1024 MiB */
+    CHECK_EQ_INT(skd_sandbox_run(R, &spec, &res, &err), SKD_EINVAL);
+    CHECK(strstr(err.msg, "SKILLS_SANDBOX_MAX_MEMORY_MB") != NULL);
     const char *none[] = {NULL};
     spec.argv = none;
     spec.config = NULL;

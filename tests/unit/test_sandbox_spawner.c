@@ -96,6 +96,37 @@ TEST(proto_fields_and_fds)
     close(p[0]), close(p[1]), close(sv[0]), close(sv[1]);
 }
 
+/* The quota overlay's outcome travels back with the process's; a code
+ * that is no SKD_E* is refused. */
+TEST(proto_workspace_outcome)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    skd__spawn_out o;
+    skd__spawn_msg m;
+    skd_err e = {0};
+    int v[5] = {1, 0, 0, 0, 0};
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_outcome(&o, v);
+    skd__spawn_out_workspace(&o, SKD_EQUOTA, 18870278);
+    skd__spawn_out_str(&o, SKD__T_WS_MESSAGE, "above its quota");
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), 0);
+    CHECK_EQ_INT(m.has_ws, 1);
+    CHECK_EQ_INT(m.ws_code, SKD_EQUOTA);
+    CHECK_EQ_INT(m.ws_bytes, 18870278);
+    CHECK_STR(m.ws_message, "above its quota");
+    skd__spawn_msg_free(&m);
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_outcome(&o, v);
+    skd__spawn_out_workspace(&o, 5, 0); /* not an error code */
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    close(sv[0]), close(sv[1]);
+}
+
 TEST(proto_large_message_by_memfd)
 {
     int sv[2];
@@ -396,6 +427,7 @@ int main(int argc, char **argv)
     sbt_maybe_reexec(argc, argv);
     tap_prog = "test_sandbox_spawner";
     RUN(proto_fields_and_fds);
+    RUN(proto_workspace_outcome);
     RUN(proto_large_message_by_memfd);
     RUN(proto_garbage_refused_fds_closed);
     RUN(hostile_requests_refused);

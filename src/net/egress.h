@@ -1,0 +1,187 @@
+/*
+ * The egress proxy: the only way out of a sandbox that has network.
+ *
+ * A sandbox with networkEnabled keeps a network namespace of its own with
+ * nothing but loopback. skilld places a listening TCP socket on that
+ * loopback (127.0.0.1:3128) and hands its descriptor to this proxy, which
+ * the unprivileged server runs. The proxy speaks two things on it:
+ *
+ *   CONNECT host:port HTTP/1.1     a tunnel (TLS stays end to end; skilld
+ *                                  terminates nothing)
+ *   GET http://host[:port]/p HTTP/1.1   plain HTTP in absolute form, sent
+ *                                  upstream in origin form with
+ *                                  "Connection: close"
+ *
+ * Every upstream connection is made by skilld: the host is matched against
+ * the operator's host patterns (narrowed per key and per skill), resolved by
+ * skilld (SKILLS_OUTBOUND_RESOLVE pins, then the system resolver), and each
+ * address is put through the outbound guard (skd_net_guard_check_addr, the
+ * check http_request uses) right before connect(). The sandbox has no
+ * resolver and needs none.
+ *
+ * What it trusts: nothing that arrives on a proxy socket. The request head
+ * is parsed by a bounded parser (skd__egress_parse_head) that refuses
+ * anything it does not fully understand. The configuration is trusted.
+ *
+ * Threads: one event-loop thread (epoll) serves every run's sockets, with
+ * two helper threads for blocking name resolution. There is no thread per
+ * connection. The functions below are thread-safe.
+ */
+#ifndef SKILLD_NET_EGRESS_H
+#define SKILLD_NET_EGRESS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "skilld/config.h"
+#include "skilld/error.h"
+#include "skilld/net.h"
+
+/* Port of the proxy on the sandbox's loopback. */
+#define SKD_EGRESS_PORT 3128
+
+/* Parser bounds: a request head (request line and headers, blank line
+ * included), one line of it, and the number of header lines. */
+#define SKD_EGRESS_HEAD_MAX 16384
+#define SKD_EGRESS_LINE_MAX 8192
+#define SKD_EGRESS_HEADERS_MAX 100
+#define SKD_EGRESS_HOST_MAX 253
+
+/* ---- the request-head parser (pure; fuzzed by tests/fuzz/fuzz_egress.c) */
+
+typedef struct skd_egress_req {
+    int connect;                        /* 1: CONNECT; 0: absolute-URI HTTP */
+    char method[24];                    /* as sent (a token) */
+    char host[SKD_EGRESS_HOST_MAX + 1]; /* lower case, no trailing dot, no [] */
+    int port;                           /* 1..65535 */
+    size_t head_len;                    /* bytes of the head, blank line included */
+    int status;                         /* on refusal: 400, 403, 414, 431, 501 */
+    char reason[160];                   /* on refusal: why, for a person */
+} skd_egress_req;
+
+/*
+ * Parse the request head at buf[0..len). Returns 1 when the head is not
+ * complete yet (read more; len is below SKD_EGRESS_HEAD_MAX), 0 when it is
+ * complete and acceptable, SKD_EINVAL when it is refused (req->status and
+ * req->reason say why). For plain HTTP, the head to send upstream (origin
+ * form, Host from the URI, proxy and hop-by-hop headers dropped,
+ * "Connection: close") is written to out (at most outcap bytes, which must
+ * be at least SKD_EGRESS_HEAD_MAX + 256) with its length in *outlen; for
+ * CONNECT *outlen is 0. Everything is borrowed.
+ */
+int skd__egress_parse_head(const char *buf, size_t len, skd_egress_req *req, char *out,
+                           size_t outcap, size_t *outlen);
+
+/* 1 when host (normalised: lower case, no trailing dot) matches one of the
+ * comma-separated patterns: "*" matches every host, "*.example.org" every
+ * name below example.org (not example.org itself), anything else exactly
+ * that host. Case and one trailing dot of a pattern are ignored. */
+int skd__egress_host_match(const char *patterns, const char *host);
+
+/* ---- one run's policy -------------------------------------------------- */
+
+typedef struct skd_egress_limits {
+    int max_conns;          /* connections at once */
+    int64_t max_bytes_up;   /* bytes from the sandbox, all its connections together */
+    int64_t max_bytes_down; /* bytes to the sandbox, all its connections together */
+    int64_t idle_ms;        /* a connection with no byte either way is closed after this */
+    int64_t conn_ms;        /* the longest a connection may live */
+} skd_egress_limits;
+
+/* At most this many lists of each kind in a policy (operator, key, skill). */
+#define SKD_EGRESS_MAX_LISTS 4
+
+typedef struct skd_egress_policy {
+    skd_egress_limits limits;
+    /* A host must match every allow list and no deny list. The operator's
+     * lists are always the first; a key or a skill can only add lists, so it
+     * can narrow what is reachable, never widen it. Strings borrowed. */
+    const char *allow[SKD_EGRESS_MAX_LISTS];
+    size_t nallow;
+    const char *deny[SKD_EGRESS_MAX_LISTS];
+    size_t ndeny;
+} skd_egress_policy;
+
+/* The operator's policy from cfg (borrowed; the strings point into it):
+ * SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS, ..._DENY_HOSTS and the limits. */
+void skd__egress_policy_defaults(skd_egress_policy *p, const skd_config *cfg);
+
+/* Add a narrowing allow list and/or a deny list (either may be NULL).
+ * SKD_EINVAL when the policy holds SKD_EGRESS_MAX_LISTS lists already. */
+int skd__egress_policy_narrow(skd_egress_policy *p, const char *allow, const char *deny,
+                              skd_err *err);
+
+/* The operator's narrowing for key from SKILLS_SANDBOX_EGRESS_KEY_ALLOW_HOSTS
+ * ("key=pattern,pattern;key2=pattern"): the patterns copied into buf (cap
+ * bytes), or NULL when the key has no entry (or it does not fit: then ""
+ * in buf, which matches nothing: fail closed). */
+const char *skd__egress_key_hosts(const skd_config *cfg, const char *key, char *buf, size_t cap);
+
+/* The host decision alone: 0, or SKD_EFORBIDDEN with the reason. */
+int skd__egress_policy_check_host(const skd_egress_policy *p, const char *host, skd_err *err);
+
+/* ---- the proxy service ------------------------------------------------- */
+
+typedef struct skd_egress skd_egress;
+typedef struct skd_egress_run skd_egress_run;
+
+/* Start the service (its event loop and resolver threads). cfg is borrowed
+ * and must outlive the service (the guard is built from it). Caller frees
+ * with skd__egress_free. */
+int skd__egress_new(const skd_config *cfg, skd_egress **out, skd_err *err);
+
+/* Close every run's sockets and connections, stop the threads, free. NULL ok. */
+void skd__egress_free(skd_egress *e);
+
+/*
+ * Serve the listening TCP socket listen_fd (steals it: closed on every
+ * path) for one run under policy p (copied, with its strings). *out is the
+ * run's handle for skd__egress_detach. SKD_EINVAL for a bad fd or policy.
+ */
+int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
+                       skd_egress_run **out, skd_err *err);
+
+/*
+ * Stop serving run: the listening socket and every connection of the run are
+ * closed. Returns what the run did as a new JSON array (one object per
+ * destination and verdict: host, port, address, connections, bytesUp,
+ * bytesDown, verdict "allowed" | "refused" | "cut", reason), or NULL when
+ * out of memory. run is freed. NULL run gives NULL.
+ */
+json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run);
+
+/* Requests the proxies refused (403 and the like) and connections they cut
+ * at a limit, since the process started (for /metrics). Thread-safe. */
+uint64_t skd_egress_refused_total(void);
+uint64_t skd_egress_cut_total(void);
+
+/* Runs being served at this moment (for doctor and tests). */
+int skd__egress_active_runs(skd_egress *e);
+
+/* ---- placing the socket (egress_place.c; the spawner's side) ------------ */
+
+/*
+ * Make a TCP socket listening on 127.0.0.1:SKD_EGRESS_PORT in the network
+ * namespace of the process pidfd refers to (its loopback is brought up
+ * first), by entering that namespace in the calling thread and returning
+ * to the thread's own before this returns. *out receives the descriptor
+ * (O_CLOEXEC, blocking: skd__egress_attach makes it non-blocking). Needs
+ * CAP_SYS_ADMIN over both namespaces (a root spawner); otherwise
+ * SKD_ESANDBOX with the reason, and nothing is left behind.
+ */
+int skd__egress_place(int pidfd, int *out, skd_err *err);
+
+/* The egress proxy's state for `skilld doctor` (egress_doctor.c): a line
+ * in detail (cap bytes). 0: off, or on and a probe proxy refused a tunnel
+ * to the metadata address; 1: on, but this process cannot place the
+ * socket (not root); SKD_E* with err when the probe failed. */
+int skd__egress_doctor(const skd_config *cfg, char *detail, size_t cap, skd_err *err);
+
+/* The environment a sandbox with network gets: HTTP_PROXY, HTTPS_PROXY,
+ * http_proxy, https_proxy, ALL_PROXY, all_proxy (http://127.0.0.1:3128)
+ * and NO_PROXY= / no_proxy= (nothing bypasses the proxy), and
+ * NODE_USE_ENV_PROXY=1 (node >= 24 then uses them). Static, NULL-terminated. */
+extern const char *const skd__egress_env[];
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * The workspace quota inside the sandbox (src/sandbox/ws_quota.c): a run
+ * with a writable workspace sees an overlay whose lower layer is the
+ * workspace and whose upper layer lives on a tmpfs capped near the quota.
+ * After the run the upper layer is committed to the workspace when the run
+ * was not killed and the result fits the quota and the DATA_DIR reserve;
+ * otherwise nothing of it is kept. Needs CAP_SYS_ADMIN in the initial user
+ * namespace (the spawner); providers call it from prepare and cleanup.
+ */
+#ifndef SKILLD_SANDBOX_WS_QUOTA_H
+#define SKILLD_SANDBOX_WS_QUOTA_H
+
+#include <stdint.h>
+
+#include "skilld/error.h"
+
+/* Where the per-run tmpfs and overlay are mounted: SKD__WSQ_DIR/<run id>. */
+#define SKD__WSQ_DIR "/run/skilld-wsq"
+
+typedef struct skd__wsq skd__wsq;
+
+/* Mount the tmpfs (quota bytes plus room for metadata) and the overlay of
+ * workspace for run id. ws_fd (borrowed, or -1) is a directory descriptor
+ * of exactly that workspace (the spawner's): the overlay's lower layer and
+ * the commit then use it, not whatever the path names later. *out is
+ * freed with skd__wsq_free. Returns 0 or SKD_ESANDBOX naming the step
+ * (fail closed: the run must not go on). */
+int skd__wsq_prepare(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                     skd__wsq **out, skd_err *err);
+
+/* The same with the lower layer seen through an idmapped mount (idmap_fd:
+ * a user namespace, borrowed) and the upper layer's root owned by
+ * upper_uid:upper_gid: the native sandbox, whose user is a host id that
+ * owns nothing on disk (overlayfs itself cannot be idmapped; its layers
+ * can). */
+int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                              int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
+                              skd_err *err);
+
+/* The merged directory the sandbox gets as /workspace. Borrowed. */
+const char *skd__wsq_merged(const skd__wsq *q);
+
+/* After the sandbox is gone: unmount the overlay and, when keep is 1,
+ * commit its changes to the workspace under the workspace lock if the
+ * workspace then holds at most quota bytes and DATA_DIR's filesystem keeps
+ * reserve bytes free. Returns 0 (committed; *bytes the workspace holds
+ * now), SKD_EQUOTA (nothing kept; err says why), SKD_ECANCELLED (keep 0:
+ * nothing kept) or SKD_EIO. Names starting ".skd-tmp-" are never
+ * committed (the prefix is the workspace layer's). */
+int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err);
+
+struct skd__outcome;
+/* skd__wsq_commit for a provider's cleanup: the result goes into the
+ * outcome's ws_* fields (and the log when it is an I/O failure). */
+void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o);
+
+/* Unmount whatever is left and remove the run's directory. NULL ok. */
+void skd__wsq_free(skd__wsq *q);
+
+/* Unmount and remove every SKD__WSQ_DIR/<id> of a process that is gone
+ * (called once when the first quota overlay is made). Best effort. */
+void skd__wsq_sweep(void);
+
+/* 0 when quota overlays can be made here (tmpfs and overlay mounts with
+ * CAP_SYS_ADMIN), else SKD_ESANDBOX with why. For doctor. */
+int skd__wsq_probe(skd_err *err);
+
+#endif
