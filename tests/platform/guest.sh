@@ -209,8 +209,9 @@ for CASE in $RING_CASES; do
             fail "journalctl -u skilld holds no secret and names the key file" "$(grep -c . /tmp/j.txt) lines; $(head -c 300 /tmp/j.txt)"
         fi
         mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup/system.slice/skilld.service
-        # The tests and doctor in a unit like skilld.service (Delegate=yes).
-        unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p ReadWritePaths=/payload)
+        # The tests and doctor in a unit like skilld.service (Delegate=yes,
+        # its hardening; its runtime directories exist while it runs).
+        unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p "ReadWritePaths=/payload /run/skilld-wsq /run/skilld-sandbox-root")
         doctor_clean /usr/local/bin/skilld "${unit[@]}"
         run_tests /usr/local/bin/skilld "${unit[@]}"
         mark="ring-kill9-$RANDOM$RANDOM"
