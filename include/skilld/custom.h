@@ -109,12 +109,36 @@ int skd__custom_load(skd_engine *e, skd_err *err);
  * (another replica changed them; src/lib/custom_sync.c). arg is the
  * engine. */
 void skd__custom_sync(void *arg);
+/* Library-internal: remember the stored skills just loaded (engine open),
+ * so that a later sync also removes the ones deleted elsewhere. */
+void skd__custom_sync_init(skd_engine *e);
+/* Library-internal: the engine's slot for that memory (engine.c). */
+json_t **skd__engine_synced(skd_engine *e);
 
 /* Library-internal: parse SKILL.md text (len bytes, need not be
  * NUL-terminated) into {name, description, version, entry, image, tags[]}
  * (empty strings for absent keys). New reference in *out. For the fuzzer
  * and for skd_skill_folder_read. */
 int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err);
+
+/* Library-internal: read dir's SKILL.md as a bundle: *frontmatter (new
+ * reference) is the front matter verbatim, checked against the Agent
+ * Skills rules; *manifest (new reference, or NULL when the folder has no
+ * entry script) is the command skill it also is. */
+int skd__skill_folder_load(const char *dir, json_t **frontmatter, json_t **manifest, skd_err *err);
+
+/* Library-internal: register the folder dir as a bundle of the actor (a
+ * key with skills:execute, an admin, or the operator; no operator-only
+ * check: imports extract into DATA_DIR first) and, when it has an entry
+ * script, as a command skill. */
+int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+                                int replace, skd_skill **out, skd_err *err);
+
+/* Library-internal: the Agent Skills rules on a front matter (borrowed). */
+int skd__skill_bundle_check(const json_t *frontmatter, skd_err *err);
+
+/* Library-internal: add the skill_run skill (src/lib/skill_run.c). */
+int skd__skill_run_add(skd_registry *reg, skd_err *err);
 
 /* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
 int skd__skills_register_add(skd_registry *reg, skd_err *err);

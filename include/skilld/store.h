@@ -82,6 +82,7 @@ typedef struct skd_audit {
     int64_t duration_ms;
     int64_t created_ms;
     const char *input_digest; /* hex SHA-256 of the compact input JSON */
+    const char *egress;       /* networkEnabled runs: the egress record (JSON text), else NULL */
 } skd_audit;
 
 int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err);
@@ -150,6 +151,12 @@ int skd_store_session_put(skd_store *st, const skd_session_row *row, int64_t idl
 int skd_store_session_get(skd_store *st, const char *key_id, const char *id, int64_t idle_ms,
                           skd_session_row *row, skd_err *err);
 int skd_store_session_delete(skd_store *st, const char *id, skd_err *err);
+
+/* Take one request of key_id from its bucket shared by every replica
+ * (src/store/ratelimit.c): per_second refill, at most burst (0: per_second).
+ * 0 allowed; SKD_EBUSY with *retry_after_s >= 1 when over; SKD_ESTORE. */
+int skd_store_rate_take(skd_store *st, const char *key_id, int64_t per_second, int64_t burst,
+                        unsigned *retry_after_s, skd_err *err);
 
 /*
  * Runs and replicas (src/store/runs.c, docs/store.md). Every sandbox run is

@@ -192,6 +192,7 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         .stdin_len = call->stdin_len,
         .config = &sc,
         .workspace = ctx->ws ? skd_workspace_path(ctx->ws) : NULL,
+        .skill_dir = call->skill_dir,
         .key_id = ctx->key_id,
         .cancel = ctx->cancel,
         .tick = ctx->progress ? tick : NULL,

@@ -17,7 +17,8 @@ typedef struct skd__sbx_call {
     size_t stdin_len;
     long long
         timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS; above SKILLS_SANDBOX_MAX_TIMEOUT_MS: refused */
-    int network_enabled; /* -1: not asked (false); 1 needs SKILLS_SANDBOX_NETWORK_ENABLED */
+    int network_enabled;   /* -1: not asked (false); 1 needs SKILLS_SANDBOX_NETWORK_ENABLED */
+    const char *skill_dir; /* host folder mounted read-only at /skill, or NULL */
 } skd__sbx_call;
 
 /* Run and return the skill result (new reference). A timeout above the

@@ -7,10 +7,14 @@
  *                                             Agent Skills folder (with SKILL.md)
  *   skills rm NAME[@VERSION] [--key KEY_ID]   remove (every version without @)
  *   skills enable|disable NAME[@VERSION] [--key KEY_ID]
+ *   skills publish|unpublish NAME --key KEY_ID
+ *                                             make KEY_ID's SKILL.md bundle visible to
+ *                                             every key over MCP (or private again)
  * The command line acts as the operator: skills are global unless --key
  * names the key that owns them.
  */
 #include "cli/cli.h"
+#include "skilld/bundle.h"
 #include "skilld/custom.h"
 
 #include <limits.h>
@@ -79,7 +83,8 @@ static int add(skd_cli *cli, const char *path, const skd_actor *who, int replace
     }
     if (rc)
         return fail(&err);
-    json_t *j = skd_skill_to_json(s);
+    /* A SKILL.md folder without an entry script is a bundle only. */
+    json_t *j = s ? skd_skill_to_json(s) : json_pack("{s:s, s:b}", "bundle", path, "callable", 0);
     skd__cli_print_json(j);
     json_decref(j);
     skd_skill_unref(s);
@@ -121,9 +126,12 @@ int skd__cli_skills(skd_cli *cli, int argc, char **argv)
         rc = skd_custom_remove(e, &who, target, &err);
     else if (strcmp(verb, "enable") == 0 || strcmp(verb, "disable") == 0)
         rc = skd_custom_set_enabled(e, &who, target, verb[0] == 'e', &err);
+    else if (strcmp(verb, "publish") == 0 || strcmp(verb, "unpublish") == 0)
+        rc = skd_bundle_set_public(e, &who, target, key, verb[0] == 'p', &err);
     else
-        return skd__cli_usage("skills", "unknown subcommand %s (list, add, rm, enable, disable)",
-                              verb);
+        return skd__cli_usage(
+            "skills", "unknown subcommand %s (list, add, rm, enable, disable, publish, unpublish)",
+            verb);
     if (rc)
         return fail(&err);
     printf("%s: %s\n", verb, target);

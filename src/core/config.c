@@ -169,6 +169,8 @@ static const struct key keys[] = {
      "test only (with SKILLD_TEST_SKILLS): threads a second the server creates and destroys"},
     {"SKILLD_TEST_SKILLS", K_BOOL, "false", 0, 0, 0,
      "register test-only skills (debug_sleep) for transport tests"},
+    {"SKILLD_MCP_TEST_FIXTURES", K_BOOL, "false", 0, 0, 0,
+     "serve the MCP conformance suite's fixture tools and resources (tests only; loopback only)"},
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
     {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,

@@ -10,6 +10,7 @@
  * removes or toggles its own skills, and an admin also the global ones.
  * Built-in and C skills (no manifest) are never replaced or removed here.
  */
+#include "skilld/bundle.h"
 #include "skilld/custom.h"
 #include "skilld/image.h"
 #include "skilld/skilld.h"
@@ -134,15 +135,36 @@ int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *m, in
 int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir, int persist,
                                int replace, skd_skill **out, skd_err *err)
 {
-    json_t *m = NULL;
     if (!is_operator(who))
         return skd_err_set(err, SKD_EFORBIDDEN, "only the operator registers skill folders");
+    return skd__custom_register_bundle(e, who, dir, persist, replace, out, err);
+}
+
+int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+                                int replace, skd_skill **out, skd_err *err)
+{
+    json_t *m = NULL, *fm = NULL;
+    if (out)
+        *out = NULL;
     if (dir[0] != '/')
         return skd_err_set(err, SKD_EINVAL, "the skill folder path must be absolute");
-    int rc = skd_skill_folder_read(dir, &m, err);
-    if (rc == 0)
+    if (!is_operator(who) && !(who->scopes & (SKD_SCOPE_EXECUTE | SKD_SCOPE_ADMIN)))
+        return skd_err_set(err, SKD_EFORBIDDEN,
+                           "registering a skill needs the skills:execute or skills:admin scope");
+    int rc = skd__skill_folder_load(dir, &fm, &m, err);
+    /* The command skill first: its name@version rules decide conflicts.
+     * A folder without an entry script is a bundle only. */
+    if (rc == 0 && m)
         rc = register_common(e, who, m, dir, persist, replace, out, err);
+    if (rc == 0) {
+        const char *owner = new_owner(who);
+        rc = skd_bundle_register(e, owner, dir, owner == NULL, NULL, err);
+        if (rc && m)
+            skd_registry_remove(skd_engine_registry(e), skd_json_str(m, "name", ""),
+                                skd_json_str(m, "version", ""), owner, NULL);
+    }
     json_decref(m);
+    json_decref(fm);
     return rc;
 }
 
@@ -195,14 +217,33 @@ static int find_target(skd_engine *e, const skd_actor *who, const char *ref, con
     return 0;
 }
 
+/* Remove the bundle named ref (no version) the actor owns, or (admin) the
+ * operator's. Returns 0 when one went. */
+static int remove_bundle(skd_engine *e, const skd_actor *who, const char *ref)
+{
+    const char *own = is_operator(who) ? who->owner_key : who->key_id;
+    skd_err err = {0};
+    if (strchr(ref, '@'))
+        return SKD_ENOENT;
+    if (own && skd_bundle_remove(e, own, ref, &err) == 0)
+        return 0;
+    return is_admin(who) ? skd_bundle_remove(e, NULL, ref, &err) : SKD_ENOENT;
+}
+
 int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
 {
     char name[128];
     const char *version, *owner;
     int builtin, rc;
+    int bundle_gone = ref && remove_bundle(e, who, ref) == 0;
     if ((rc = find_target(e, who, ref, "remove", name, sizeof(name), &version, &owner, &builtin,
-                          err)) != 0)
+                          err)) != 0) {
+        if (bundle_gone && rc == SKD_ENOENT) {
+            skd_err_clear(err);
+            return 0; /* a bundle without a command skill */
+        }
         return rc;
+    }
     if (builtin)
         return skd_err_set(err, SKD_EFORBIDDEN, "%s is a built-in skill and cannot be removed",
                            ref);
@@ -290,6 +331,8 @@ static void scan_skills_dir(skd_engine *e)
 int skd__custom_load(skd_engine *e, skd_err *err)
 {
     int rc = skd__skills_register_add(skd_engine_registry(e), err);
+    if (rc == 0)
+        rc = skd__skill_run_add(skd_engine_registry(e), err);
     if (rc)
         return rc;
     (void)skd_sandbox_ceilings_warn(skd_engine_config(e)); /* defaults above a ceiling */

@@ -4,7 +4,11 @@
  * changed (told by PostgreSQL NOTIFY, or seen by polling the change
  * counter): every stored row is brought into this process's registry,
  * new or replaced by its manifest, and enabled or disabled as stored. Each
- * manifest is checked again, as at start (skd__custom_load).
+ * manifest is checked again, as at start (skd__custom_load). A stored
+ * skill that was loaded here before and is no longer stored (deleted
+ * through another replica) is removed from the registry; skills this
+ * process registered without storing them (DATA_DIR/skills folders) are
+ * never touched. Runs on the store's replica thread only.
  */
 #include "skilld/custom.h"
 #include "skilld/json.h"
@@ -58,6 +62,32 @@ static void sync_row(skd_engine *e, const json_t *row)
     skd_registry_set_enabled(reg, name, version, owner, skd_json_bool(row, "enabled", 1), NULL);
 }
 
+/* {"owner\tname\tversion": true} for the stored rows. New ref. */
+static json_t *row_set(const json_t *rows)
+{
+    json_t *set = json_object();
+    size_t i;
+    json_t *row;
+    json_array_foreach (rows, i, row) {
+        const json_t *m = json_object_get(row, "manifest");
+        char k[400];
+        snprintf(k, sizeof(k), "%s\t%s\t%s", skd_json_str(row, "owner", ""),
+                 skd_json_str(m, "name", ""), skd_json_str(m, "version", ""));
+        if (set)
+            json_object_set_new(set, k, json_true());
+    }
+    return set;
+}
+
+void skd__custom_sync_init(skd_engine *e)
+{
+    json_t *rows = skd_store_skill_list(skd_engine_store(e), NULL);
+    json_t **synced = skd__engine_synced(e);
+    json_decref(*synced);
+    *synced = rows ? row_set(rows) : NULL;
+    json_decref(rows);
+}
+
 void skd__custom_sync(void *arg)
 {
     skd_engine *e = arg;
@@ -71,5 +101,22 @@ void skd__custom_sync(void *arg)
     json_t *row;
     json_array_foreach (rows, i, row)
         sync_row(e, row);
+    json_t *now = row_set(rows), **before = skd__engine_synced(e);
+    const char *k;
+    json_t *v;
+    json_object_foreach (*before, k, v) {
+        if (now && json_object_get(now, k))
+            continue;
+        char buf[400];
+        snprintf(buf, sizeof(buf), "%s", k);
+        char *name = strchr(buf, '\t'), *version = name ? strchr(name + 1, '\t') : NULL;
+        if (!version)
+            continue;
+        *name++ = '\0';
+        *version++ = '\0';
+        skd_registry_remove(skd_engine_registry(e), name, version, *buf ? buf : NULL, NULL);
+    }
+    json_decref(*before);
+    *before = now;
     json_decref(rows);
 }

@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 struct skd_engine {
+    json_t *synced; /* custom_sync.c: the stored skills this process last loaded */
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
@@ -101,6 +102,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
         goto out;
     /* Skills registered through another replica (src/lib/custom_sync.c). */
+    skd__custom_sync_init(e);
     skd_store_watch_skills(e->store, skd__custom_sync, e);
     /* Temporary files of writes a crash interrupted (a minute old: a
      * replica sharing DATA_DIR may be writing younger ones). */
@@ -125,6 +127,7 @@ void skd_engine_close(skd_engine *e)
     pthread_mutex_destroy(&e->runner_mu);
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
+    json_decref(e->synced);
     free(e);
 }
 
@@ -136,6 +139,11 @@ const skd_config *skd_engine_config(skd_engine *e)
 skd_registry *skd_engine_registry(skd_engine *e)
 {
     return e->reg;
+}
+
+json_t **skd__engine_synced(skd_engine *e)
+{
+    return &e->synced;
 }
 
 skd_store *skd_engine_store(skd_engine *e)
@@ -241,6 +249,9 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
     char digest[SKD_SHA256_HEX_LEN + 1];
     input_digest(input, digest);
     int ok = skd_result_success(result);
+    /* networkEnabled runs: the destinations go into the row too. */
+    const json_t *eg = json_is_object(result) ? json_object_get(result, "egress") : NULL;
+    char *egress = json_is_array(eg) ? json_dumps(eg, JSON_COMPACT) : NULL;
     skd_audit a = {
         .id = exec_id,
         .key_id = c->key_id,
@@ -251,10 +262,12 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
         .duration_ms = skd_mono_ms() - started,
         .created_ms = skd_wall_ms(),
         .input_digest = digest,
+        .egress = egress,
     };
     skd_err err = {0};
     if (skd_store_audit_add(e->store, &a, &err))
         skd_warn("audit row for %s not written: %s", exec_id, skd_err_msg(&err));
+    free(egress);
 }
 
 /* A sandbox run is a row in the store's run table for its length (its

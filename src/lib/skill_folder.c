@@ -1,19 +1,19 @@
 /*
  * Agent Skills folders: a directory holding SKILL.md (YAML front matter with
- * at least `name` and `description`, then free Markdown) and the scripts it
- * uses. We turn one into a command-skill manifest whose command runs the
- * folder's entry script, the folder being mounted read-only at /skill.
+ * at least `name` and `description`, then free Markdown) and the files it
+ * uses. Every valid folder is a bundle served over MCP (src/lib/bundle.c);
+ * one that has an entry script is also a command skill whose command runs
+ * that script, the folder being mounted read-only at /skill.
  *
- * The front matter is parsed by hand, not by a YAML library: we accept only
- * the small subset these files use — `key: value` lines, values optionally
- * in single or double quotes, inline lists `[a, b]`, block scalars `>` and
- * `|` and plain indented continuation lines, `#` comments. Anything else is
- * an error naming the line. The parser is bounded: SKILL.md at most
- * SKD_SKILL_MD_MAX_BYTES, each value at most VALUE_MAX bytes, and nothing
- * recurses. The folder itself is the operator's (the command line or
- * DATA_DIR/skills), but its content is still checked: the entry must be a
- * regular file beneath the folder.
+ * The front matter is read by src/lib/frontmatter.c, exactly as a YAML
+ * core-schema parser reads it, because MCP hosts compare it with their own
+ * reading. This file derives the command-skill fields from it (name,
+ * description, version, entry, image, tags) and checks the Agent Skills
+ * rules. The folder itself is the operator's (the command line,
+ * DATA_DIR/skills, or an import that extracted it), but its content is
+ * still checked: the entry must be a regular file beneath the folder.
  */
+#include "lib/frontmatter.h"
 #include "skilld/custom.h"
 #include "skilld/json.h"
 #include "skilld/util.h"
@@ -32,7 +32,7 @@
 
 struct front {
     char name[KEY_MAX * 3], description[VALUE_MAX], version[32], entry[512], image[256];
-    char tags[1024];
+    const json_t *tags; /* borrowed from the front matter; may be NULL */
 };
 
 /* Read a regular file beneath dirfd (no symlink as the last component) into
@@ -71,138 +71,31 @@ out:
     return rc;
 }
 
-static char *trim(char *s)
-{
-    while (*s == ' ' || *s == '\t')
-        s++;
-    size_t n = strlen(s);
-    while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
-        s[--n] = '\0';
-    return s;
-}
-
-/* Strip matching quotes in place (no escape processing beyond '' in single
- * quotes, which we refuse rather than half-handle). */
-static int unquote(char *v)
-{
-    size_t n = strlen(v);
-    if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
-        if (memchr(v + 1, v[0], n - 2) || (v[0] == '"' && memchr(v + 1, '\\', n - 2)))
-            return -1;
-        memmove(v, v + 1, n - 2);
-        v[n - 2] = '\0';
-    } else if (n && (v[0] == '"' || v[0] == '\'')) {
-        return -1;
-    }
-    return 0;
-}
-
-static char *field(struct front *f, const char *key, size_t *cap)
-{
-    static const struct {
-        const char *key;
-        size_t off, cap;
-    } map[] = {
-        {"name", offsetof(struct front, name), sizeof(((struct front *)0)->name)},
-        {"description", offsetof(struct front, description),
-         sizeof(((struct front *)0)->description)},
-        {"version", offsetof(struct front, version), sizeof(((struct front *)0)->version)},
-        {"entry", offsetof(struct front, entry), sizeof(((struct front *)0)->entry)},
-        {"image", offsetof(struct front, image), sizeof(((struct front *)0)->image)},
-        {"tags", offsetof(struct front, tags), sizeof(((struct front *)0)->tags)},
-    };
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++)
-        if (strcmp(key, map[i].key) == 0) {
-            *cap = map[i].cap;
-            return (char *)f + map[i].off;
-        }
-    return NULL; /* other keys (license, metadata, ...) are read and ignored */
-}
-
-static int append(char *dst, size_t cap, const char *sep, const char *s, skd_err *err, int line)
-{
-    size_t n = strlen(dst);
-    int w = snprintf(dst + n, cap - n, "%s%s", n ? sep : "", s);
-    if (w < 0 || (size_t)w >= cap - n)
-        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md line %d: value longer than %zu bytes", line,
-                           cap - 1);
-    return 0;
-}
-
-/* Parse the front matter lines of text (between the --- markers). */
-static int parse_front(char *text, struct front *f, skd_err *err)
-{
-    char *cur = NULL, *save = text;
-    size_t cap = 0;
-    const char *sep = " ";
-    int line = 1, ignoring = 0;
-    for (char *p = text; p; p = save, line++) {
-        char *nl = strchr(p, '\n');
-        save = nl ? nl + 1 : NULL;
-        if (nl)
-            *nl = '\0';
-        int indented = (*p == ' ' || *p == '\t');
-        char *s = trim(p);
-        if (!*s || *s == '#')
-            continue;
-        if (indented) { /* continuation of the previous key */
-            if (!cur && !ignoring)
-                return skd_err_set(err, SKD_EINVAL,
-                                   "SKILL.md line %d: indented line without "
-                                   "a key",
-                                   line + 1);
-            int rc = cur ? append(cur, cap, sep, s, err, line + 1) : 0;
-            if (rc)
-                return rc;
-            continue;
-        }
-        char *colon = strchr(s, ':');
-        if (!colon || colon == s || (size_t)(colon - s) >= KEY_MAX)
-            return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: expected \"key: value\"",
-                               line + 1);
-        *colon = '\0';
-        char *key = trim(s), *val = trim(colon + 1);
-        cur = field(f, key, &cap);
-        ignoring = !cur;
-        sep = " ";
-        if (!cur)
-            continue;
-        if (*cur)
-            return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: duplicate key %s", line + 1,
-                               key);
-        if (strcmp(val, ">") == 0 || strcmp(val, "|") == 0 || strcmp(val, ">-") == 0 ||
-            strcmp(val, "|-") == 0) {
-            sep = val[0] == '|' ? "\n" : " ";
-            continue;
-        }
-        if (unquote(val))
-            return skd_err_set(err, SKD_EINVAL, "SKILL.md line %d: unsupported quoting", line + 1);
-        int rc = append(cur, cap, sep, val, err, line + 1);
-        if (rc)
-            return rc;
-    }
-    return 0;
-}
-
-/* tags: "a, b" or "[a, b]" into a JSON array. */
-static json_t *tags_array(const char *s)
+/* tags: a sequence of strings, or one string "a, b". New reference. */
+static json_t *tags_array(const json_t *v)
 {
     json_t *a = json_array();
-    char buf[1024];
-    skd_strlcpy(buf, s, sizeof(buf));
-    char *p = trim(buf);
-    size_t n = strlen(p);
-    if (n >= 2 && p[0] == '[' && p[n - 1] == ']') {
-        p[n - 1] = '\0';
-        p++;
+    if (json_is_array(v)) {
+        size_t i;
+        json_t *t;
+        json_array_foreach (v, i, t)
+            if (json_is_string(t) && json_string_length(t) > 0 && json_string_length(t) <= 64)
+                json_array_append(a, t);
+        return a;
     }
-    while (a && p && *p) {
+    char buf[1024];
+    skd_strlcpy(buf, json_is_string(v) ? json_string_value(v) : "", sizeof(buf));
+    for (char *p = buf; a && p && *p;) {
         char *comma = strchr(p, ',');
         if (comma)
             *comma = '\0';
-        char *t = trim(p);
-        if (*t && unquote(t) == 0 && *t && strlen(t) <= 64)
-            json_array_append_new(a, json_string(t));
+        while (*p == ' ' || *p == '\t')
+            p++;
+        size_t n = strlen(p);
+        while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+            p[--n] = '\0';
+        if (n && n <= 64)
+            json_array_append_new(a, json_string(p));
         p = comma ? comma + 1 : NULL;
     }
     return a;
@@ -221,10 +114,22 @@ static int entry_ok(const char *e)
     return 1;
 }
 
+static const char *const default_entries[] = {"scripts/run.py", "scripts/run.sh", "run.py",
+                                              "run.sh", NULL};
+
+static int has_default_entry(int dirfd)
+{
+    struct stat st;
+    for (size_t i = 0; default_entries[i]; i++)
+        if (fstatat(dirfd, default_entries[i], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode))
+            return 1;
+    return 0;
+}
+
 static int pick_entry(int dirfd, struct front *f, skd_err *err)
 {
-    static const char *const defaults[] = {"scripts/run.py", "scripts/run.sh", "run.py", "run.sh",
-                                           NULL};
+    const char *const *defaults = default_entries;
     struct stat st;
     if (f->entry[0]) {
         if (!entry_ok(f->entry))
@@ -257,34 +162,38 @@ static json_t *command_for(const char *entry)
     return json_pack("[s]", path);
 }
 
-/* Split SKILL.md into its front matter (NUL-terminated in place). */
-static int front_matter(char *md, char **fm, skd_err *err)
+/* Copy the string field key of fm (absent or null: empty) into dst. */
+static int str_field(const json_t *fm, const char *key, char *dst, size_t cap, skd_err *err)
 {
-    if (strncmp(md, "---\n", 4) != 0 && strncmp(md, "---\r\n", 5) != 0)
-        return skd_err_set(err, SKD_EINVAL, "SKILL.md: must start with a --- front matter line");
-    char *start = strchr(md, '\n') + 1;
-    for (char *p = start; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        if (strncmp(p, "---", 3) == 0 && (p[3] == '\n' || p[3] == '\r' || p[3] == '\0')) {
-            *p = '\0';
-            *fm = start;
-            return 0;
-        }
-    }
-    return skd_err_set(err, SKD_EINVAL, "SKILL.md: the front matter has no closing --- line");
+    const json_t *v = json_object_get(fm, key);
+    dst[0] = '\0';
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v))
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md: %s must be a string (quote it)", key);
+    if (skd_strlcpy(dst, json_string_value(v), cap))
+        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md: %s is longer than %zu bytes", key, cap - 1);
+    return 0;
 }
 
-/* SKILL.md text (md NUL-terminated at len, modified in place) into f. */
-static int parse_md(char *md, size_t len, struct front *f, skd_err *err)
+/* The command-skill view of the front matter (fm borrowed; f->tags points
+ * into it). */
+static int front_from_json(const json_t *fm, struct front *f, skd_err *err)
 {
-    char *fm = NULL;
     int rc;
-    if (strlen(md) != len)
-        return skd_err_set(err, SKD_EINVAL, "SKILL.md contains NUL bytes");
-    /* Its values go into JSON, which holds UTF-8 only. */
-    if (!skd_utf8_valid(md, len))
-        return skd_err_set(err, SKD_EINVAL, "SKILL.md is not valid UTF-8 (save it as UTF-8)");
-    if ((rc = front_matter(md, &fm, err)) != 0 || (rc = parse_front(fm, f, err)) != 0)
+    memset(f, 0, sizeof(*f));
+    if ((rc = str_field(fm, "name", f->name, sizeof(f->name), err)) != 0 ||
+        (rc = str_field(fm, "description", f->description, sizeof(f->description), err)) != 0 ||
+        (rc = str_field(fm, "version", f->version, sizeof(f->version), err)) != 0 ||
+        (rc = str_field(fm, "entry", f->entry, sizeof(f->entry), err)) != 0 ||
+        (rc = str_field(fm, "image", f->image, sizeof(f->image), err)) != 0)
         return rc;
+    /* A block scalar keeps its final newline in the front matter; the
+     * manifest's description is one line of text. */
+    size_t n = strlen(f->description);
+    while (n && (f->description[n - 1] == '\n' || f->description[n - 1] == ' '))
+        f->description[--n] = '\0';
+    f->tags = json_object_get(fm, "tags");
     if (!f->name[0] || !f->description[0])
         return skd_err_set(err, SKD_EINVAL, "SKILL.md: front matter needs name and description");
     if (!skd_skill_name_valid(f->name))
@@ -296,27 +205,71 @@ static int parse_md(char *md, size_t len, struct front *f, skd_err *err)
 int skd__skill_md_parse(const char *text, size_t len, json_t **out, skd_err *err)
 {
     struct front f;
+    json_t *fm = NULL;
     skd_err local = {0};
     *out = NULL;
     if (!err)
         err = &local;
-    if (len > SKD_SKILL_MD_MAX_BYTES)
-        return skd_err_set(err, SKD_ETOOBIG, "SKILL.md is larger than %u bytes",
-                           SKD_SKILL_MD_MAX_BYTES);
-    char *md = malloc(len + 1);
-    if (!md)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    memcpy(md, text, len);
-    md[len] = '\0';
-    memset(&f, 0, sizeof(f));
-    int rc = parse_md(md, len, &f, err);
-    free(md);
-    if (rc)
-        return rc;
-    *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", f.name, "description", f.description,
-                     "version", f.version, "entry", f.entry, "image", f.image, "tags",
-                     tags_array(f.tags));
-    return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
+    int rc = skd__frontmatter_parse(text, len, &fm, err);
+    if (rc == 0 && (rc = front_from_json(fm, &f, err)) == 0) {
+        *out = json_pack("{s:s, s:s, s:s, s:s, s:s, s:o}", "name", f.name, "description",
+                         f.description, "version", f.version, "entry", f.entry, "image", f.image,
+                         "tags", tags_array(f.tags));
+        if (!*out)
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    json_decref(fm);
+    return rc;
+}
+
+/* Agent Skills rules a host checks on every entry: name 1-64 of [a-z0-9]
+ * in hyphen-separated runs, description 1-1024 characters, compatibility
+ * 1-500 characters, metadata a map of strings. */
+static size_t utf8_chars(const char *s)
+{
+    size_t n = 0;
+    for (; *s; s++)
+        n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+int skd__skill_bundle_check(const json_t *fm, skd_err *err)
+{
+    const char *name = json_string_value(json_object_get(fm, "name"));
+    const char *desc = json_string_value(json_object_get(fm, "description"));
+    if (!name || !desc)
+        return skd_err_set(err, SKD_EINVAL,
+                           "SKILL.md: front matter needs name and description (strings)");
+    size_t n = strlen(name);
+    int ok = n >= 1 && n <= 64 && name[0] != '-' && name[n - 1] != '-' && !strstr(name, "--");
+    for (const char *p = name; ok && *p; p++)
+        ok = (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '-';
+    if (!ok)
+        return skd_err_set(err, SKD_EINVAL,
+                           "SKILL.md: name \"%.64s\" must be 1-64 lowercase letters and digits "
+                           "in runs joined by single hyphens",
+                           name);
+    if (!*desc || utf8_chars(desc) > 1024)
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md: description must be 1-1024 characters");
+    const json_t *c = json_object_get(fm, "compatibility");
+    if (c &&
+        (!json_is_string(c) || !json_string_length(c) || utf8_chars(json_string_value(c)) > 500))
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md: compatibility must be 1-500 characters");
+    const json_t *md = json_object_get(fm, "metadata");
+    if (md) {
+        const char *k;
+        const json_t *v;
+        if (!json_is_object(md))
+            return skd_err_set(err, SKD_EINVAL, "SKILL.md: metadata must map strings to strings");
+        json_object_foreach ((json_t *)md, k, v)
+            if (!json_is_string(v))
+                return skd_err_set(err, SKD_EINVAL,
+                                   "SKILL.md: metadata.%.64s must be a string (quote it)", k);
+    }
+    const json_t *lic = json_object_get(fm, "license");
+    if (lic && !json_is_string(lic))
+        return skd_err_set(err, SKD_EINVAL, "SKILL.md: license must be a string");
+    return 0;
 }
 
 static json_t *build_manifest(int dirfd, const struct front *f, skd_err *err)
@@ -346,31 +299,77 @@ static json_t *build_manifest(int dirfd, const struct front *f, skd_err *err)
     return m;
 }
 
-int skd_skill_folder_read(const char *dir, json_t **manifest, skd_err *err)
+/* Read dir's SKILL.md into *fm; dirfd receives the open folder. */
+static int load_front(const char *dir, int *dirfd, json_t **fm, skd_err *err)
 {
-    struct front f;
     char *md = NULL;
     size_t len = 0;
-    int rc;
+    *fm = NULL;
+    *dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (*dirfd < 0)
+        return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "%s: %s", dir,
+                           strerror(errno));
+    int rc = read_file_at(*dirfd, "SKILL.md", SKD_SKILL_MD_MAX_BYTES, &md, &len, err);
+    if (rc == 0)
+        rc = skd__frontmatter_parse(md, len, fm, err);
+    free(md);
+    if (rc) {
+        close(*dirfd);
+        *dirfd = -1;
+    }
+    return rc;
+}
+
+/* The manifest for a folder whose front matter is fm; SKD_ENOENT when it
+ * names no entry and none of the default scripts exists. */
+static int folder_manifest(int dirfd, const json_t *fm, json_t **manifest, skd_err *err)
+{
+    struct front f;
+    int rc = front_from_json(fm, &f, err);
+    if (rc == 0)
+        rc = pick_entry(dirfd, &f, err);
+    if (rc == 0 && !(*manifest = build_manifest(dirfd, &f, err)))
+        rc = err->code ? err->code : SKD_EINTERNAL;
+    return rc;
+}
+
+int skd_skill_folder_read(const char *dir, json_t **manifest, skd_err *err)
+{
+    json_t *fm = NULL;
+    int dirfd = -1;
     skd_err local = {0};
     if (!err)
         err = &local;
     *manifest = NULL;
-    memset(&f, 0, sizeof(f));
-    int dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dirfd < 0)
-        return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "%s: %s", dir,
-                           strerror(errno));
-    if ((rc = read_file_at(dirfd, "SKILL.md", SKD_SKILL_MD_MAX_BYTES, &md, &len, err)) != 0)
-        goto out;
-    if ((rc = parse_md(md, len, &f, err)) != 0)
-        goto out;
-    if ((rc = pick_entry(dirfd, &f, err)) != 0)
-        goto out;
-    if (!(*manifest = build_manifest(dirfd, &f, err)))
-        rc = err->code ? err->code : SKD_EINTERNAL;
-out:
-    free(md);
-    close(dirfd);
+    int rc = load_front(dir, &dirfd, &fm, err);
+    if (rc == 0) {
+        rc = folder_manifest(dirfd, fm, manifest, err);
+        close(dirfd);
+    }
+    json_decref(fm);
     return rc;
+}
+
+int skd__skill_folder_load(const char *dir, json_t **frontmatter, json_t **manifest, skd_err *err)
+{
+    json_t *fm = NULL;
+    int dirfd = -1;
+    *frontmatter = *manifest = NULL;
+    int rc = load_front(dir, &dirfd, &fm, err);
+    if (rc)
+        return rc;
+    if ((rc = skd__skill_bundle_check(fm, err)) == 0) {
+        /* Without an entry script the bundle is served but not callable. */
+        if (json_object_get(fm, "entry") || has_default_entry(dirfd))
+            rc = folder_manifest(dirfd, fm, manifest, err);
+    }
+    close(dirfd);
+    if (rc) {
+        json_decref(fm);
+        json_decref(*manifest);
+        *manifest = NULL;
+        return rc;
+    }
+    *frontmatter = fm;
+    return 0;
 }

@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -341,8 +342,10 @@ static void cut(struct egress_conn *c, const char *what, int64_t cap, const char
 }
 
 /* Splice from fd into b, keeping at most `allow` bytes; returns the bytes
- * kept, 0 on EOF, -1 when it would block, -2 on an error, and sets *over
- * when the source had more than allowed (that byte stays held in b). */
+ * kept, 0 on EOF, -1 when the socket would block, -3 when the pipe is full
+ * (the socket stays readable: try again once b drained), -2 on an error,
+ * and sets *over when the source had more than allowed (that byte stays
+ * held in b). */
 static ssize_t take(int fd, struct xpipe *b, int64_t allow, int *over)
 {
     size_t want = xspace(b);
@@ -354,8 +357,19 @@ static ssize_t take(int fd, struct xpipe *b, int64_t allow, int *over)
     do
         n = splice(fd, NULL, b->w, NULL, want, SPLICE_F_NONBLOCK | SPLICE_F_MOVE);
     while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        /* Either the socket has nothing, or the pipe has no free slot
+         * (its capacity is in pages, and a short segment takes a whole
+         * one): the two need different waits. */
+        int avail = 0;
+        if (b->len && ioctl(fd, FIONREAD, &avail) == 0 && avail > 0)
+            return -3;
+        /* (With an empty pipe, bytes counted now came after the EAGAIN:
+         * their arrival is an edge of its own.) */
+        return -1;
+    }
     if (n < 0)
-        return errno == EAGAIN || errno == EWOULDBLOCK ? -1 : -2;
+        return -2;
     b->len += (size_t)n;
     if (n > allow) {
         *over = 1;

@@ -320,8 +320,43 @@ static int setup_v2(void)
     return 0;
 }
 
+/* v1: thaw the frozen runs of dead skilld processes first, so that the
+ * other hierarchies' stale runs (reaped before the freezer's, in controller
+ * order) can be killed and removed at once. */
+static void thaw_stale_v1(void)
+{
+    char mnt[PATH_MAX], self[PATH_MAX], parent[PATH_MAX];
+    if (find_mount(ctl_names[C_FREEZER], mnt, sizeof(mnt)) ||
+        self_path(ctl_names[C_FREEZER], self, sizeof(self)) ||
+        snprintf(parent, sizeof(parent), "%s%s/skilld", mnt, self) >= (int)sizeof(parent))
+        return;
+    DIR *d = opendir(parent);
+    struct dirent *de;
+    while (d && (de = readdir(d)) != NULL) {
+        int64_t pid;
+        char dir[PATH_MAX];
+        if (skd_parse_i64(de->d_name, 1, INT_MAX, &pid) != 0 || (pid_t)pid == getpid() ||
+            !pid_gone((pid_t)pid) ||
+            snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
+            continue;
+        DIR *r = opendir(dir);
+        struct dirent *re;
+        while (r && (re = readdir(r)) != NULL) {
+            char run[PATH_MAX];
+            if (re->d_type == DT_DIR && re->d_name[0] != '.' &&
+                snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) < (int)sizeof(run))
+                write_file(run, "freezer.state", "THAWED");
+        }
+        if (r)
+            closedir(r);
+    }
+    if (d)
+        closedir(d);
+}
+
 static int setup_v1(void)
 {
+    thaw_stale_v1();
     for (int c = 0; c < C_COUNT; c++) {
         char mnt[PATH_MAX], self[PATH_MAX];
         if (find_mount(ctl_names[c], mnt, sizeof(mnt)) ||
@@ -369,6 +404,12 @@ static void remove_runs(const char *dir)
         if (de->d_type != DT_DIR || de->d_name[0] == '.' ||
             snprintf(run, sizeof(run), "%s/%s", dir, de->d_name) >= (int)sizeof(run))
             continue;
+        /* A spawner killed between freezing a run and thawing it (the
+         * v1 kill sequence below) leaves it frozen: its processes cannot
+         * die of SIGKILL until thawed, and every later spawner would wait
+         * here for nothing. */
+        write_file(run, "freezer.state", "THAWED");
+        write_file(run, "cgroup.freeze", "0");
         for (int i = 0; i < 50 && rmdir(run) != 0 && errno == EBUSY; i++) {
             kill_procs(run);
             struct timespec ts = {0, 2000000};

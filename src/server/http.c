@@ -641,7 +641,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     int v6 = 0, rc = parse_listen(listen, &addr, &alen, &v6, err);
     if (rc)
         return rc;
-    if ((rc = skd__test_skills_register(e, err)) != 0)
+    if ((rc = skd__test_skills_register(e, (const struct sockaddr *)&addr, err)) != 0)
         return rc;
     skd_metrics_set_outbound_rejected_fn(outbound_rejected);
     skd_server *s = calloc(1, sizeof(*s));
@@ -661,7 +661,11 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     int64_t rate = skd_config_int(cfg, "SKILLD_RATE_LIMIT_PER_KEY");
     if ((rc = skd__conns_new(&co, &s->conns, err)) != 0)
         goto out;
-    s->rl = skd__ratelimit_new(rate, skd_config_int(cfg, "SKILLD_RATE_LIMIT_BURST"), 1u << 16);
+    /* Replicas on one PostgreSQL share each key's bucket (docs/store.md). */
+    int64_t burst = skd_config_int(cfg, "SKILLD_RATE_LIMIT_BURST");
+    s->rl = strcmp(skd_store_backend(skd_engine_store(e)), "postgresql") == 0
+                ? skd__ratelimit_store_new(skd_engine_store(e), rate, burst)
+                : skd__ratelimit_new(rate, burst, 1u << 16);
     s->calls = skd__calls_new();
     s->mcp = s->calls ? skd__mcp_new(e, s->calls) : NULL;
     s->a2a = skd__a2a_new(e);

@@ -1,6 +1,8 @@
 /*
  * MCP dispatcher: sessions, lifecycle, logging, progress and cancellation
- * (see mcp.h). The tool catalogue and tools/call live in mcp_tools.c.
+ * (see mcp.h). The tool catalogue and tools/call live in mcp_tools.c, the
+ * Skills extension and resources in mcp_skills.c, the 2026-07-28 era (a
+ * request that claims it in its _meta envelope) in mcp_modern.c.
  *
  * Trust: every message comes from a client and is checked before use
  * (jsonrpc.c for framing, here for params). The session's key id and scopes
@@ -22,6 +24,14 @@ static const char *const versions[] = {SKD_MCP_LATEST, "2025-06-18", "2025-03-26
 static const char *const log_levels[] = {"debug", "info",     "notice", "warning",
                                          "error", "critical", "alert",  "emergency"};
 #define NLEVELS (sizeof(log_levels) / sizeof(log_levels[0]))
+
+int skd__mcp_log_level(const char *name)
+{
+    for (size_t i = 0; name && i < NLEVELS; i++)
+        if (strcmp(name, log_levels[i]) == 0)
+            return (int)i;
+    return -1;
+}
 
 int skd__mcp_version_supported(const char *v)
 {
@@ -62,6 +72,7 @@ static void notify_sessions(skd_mcp *m, const json_t *n)
         if (s->sink && s->initialized)
             s->sink(s->sink_arg, n);
     }
+    skd__mcp_notify_listeners(m); /* 2026-07-28 subscriptions */
     pthread_mutex_unlock(&m->mu);
 }
 
@@ -246,6 +257,7 @@ void skd__mcp_free(skd_mcp *m)
         drop_sink(m->sessions[i]);
         skd__mcp_session_unref(m->sessions[i]);
     }
+    skd__mcp_drop_listeners(m);
     free(m->sessions);
     pthread_cond_destroy(&m->tick_cv);
     pthread_mutex_destroy(&m->mu);
@@ -418,8 +430,9 @@ void skd__mcp_session_close(skd_mcp_session *s)
     }
     s->closed = 1;
     drop_sink(s);
+    skd__mcp_remove_listeners(m, s, NULL);
     for (struct mcp_call *c = m->inflight; c; c = c->next)
-        if (c->s == s)
+        if (c->s == s || c->s->conn == s)
             skd_cancel_fire(c->cancel);
     pthread_mutex_unlock(&m->mu);
     skd_store_session_delete(skd_engine_store(m->e), s->id, NULL); /* ended on every replica */
@@ -491,6 +504,20 @@ void skd__mcp_log(skd_mcp_session *s, skd_mcp_io *io, int level, const char *fmt
 
 /* ---- methods --------------------------------------------------------- */
 
+/* What the server offers, in both eras. New reference. */
+json_t *skd__mcp_capabilities(void)
+{
+    return json_pack("{s:{s:b}, s:{}, s:{s:b}, s:{s:{s:b}}}", "tools", "listChanged", 1, "logging",
+                     "resources", "listChanged", 0, "extensions", SKD_MCP_SKILLS_EXT,
+                     "directoryRead", 1);
+}
+
+json_t *skd__mcp_server_info(void)
+{
+    return json_pack("{s:s, s:s, s:s}", "name", "skilld", "title", "skilld skills server",
+                     "version", SKD_VERSION);
+}
+
 static json_t *do_initialize(skd_mcp_session *s, const json_t *id, const json_t *params)
 {
     const char *asked = skd_json_str(params, "protocolVersion", NULL);
@@ -509,24 +536,19 @@ static json_t *do_initialize(skd_mcp_session *s, const json_t *id, const json_t 
     if (again)
         return skd__rpc_error(id, SKD_RPC_INVALID_REQUEST, "the session is already initialized");
     session_save(s);
-    json_t *r = json_pack(
-        "{s:s, s:{s:{s:b}, s:{}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen,
-        "capabilities", "tools", "listChanged", 1, "logging", "serverInfo", "name", "skilld",
-        "title", "skilld skills server", "version", SKD_VERSION, "instructions",
-        "skilld runs skills (file access in your own workspace, web requests, sandboxed "
-        "commands). Call skills_list to see them, then call a skill's tool or skills_execute.");
+    json_t *r = json_pack("{s:s, s:o, s:o, s:s}", "protocolVersion", chosen, "capabilities",
+                          skd__mcp_capabilities(), "serverInfo", skd__mcp_server_info(),
+                          "instructions", SKD_MCP_INSTRUCTIONS);
     return skd__rpc_result(id, r);
 }
 
 static json_t *do_set_level(skd_mcp_session *s, const json_t *id, const json_t *params)
 {
-    const char *level = skd_json_str(params, "level", NULL);
-    for (size_t i = 0; level && i < NLEVELS; i++) {
-        if (strcmp(level, log_levels[i]) == 0) {
-            atomic_store(&s->log_level, (int)i);
-            session_save(s);
-            return skd__rpc_result(id, json_object());
-        }
+    int level = skd__mcp_log_level(skd_json_str(params, "level", NULL));
+    if (level >= 0) {
+        atomic_store(&s->log_level, level);
+        session_save(s);
+        return skd__rpc_result(id, json_object());
     }
     return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS,
                           "level must be one of debug, info, notice, warning, error, critical, "
@@ -541,12 +563,39 @@ static void do_cancelled(skd_mcp_session *s, const json_t *params)
     skd_mcp *m = s->m;
     pthread_mutex_lock(&m->mu);
     for (struct mcp_call *c = m->inflight; c; c = c->next) {
-        if (c->s == s && json_equal((json_t *)c->id, (json_t *)rid)) {
+        if ((c->s == s || c->s->conn == s) && json_equal((json_t *)c->id, (json_t *)rid)) {
             c->cancelled = 1;
             skd_cancel_fire(c->cancel);
         }
     }
+    skd__mcp_remove_listeners(m, s, rid); /* ends a stdio subscriptions/listen */
     pthread_mutex_unlock(&m->mu);
+}
+
+/* The methods both eras share. NULL: not one of them. */
+json_t *skd__mcp_common_method(skd_mcp_session *s, const char *method, const json_t *id,
+                               const json_t *params, skd_mcp_io *io)
+{
+    static const struct {
+        const char *name;
+        json_t *(*fn)(skd_mcp_session *, const json_t *, const json_t *);
+    } table[] = {
+        {"tools/list", skd__mcp_tools_list},
+        {"skills/list", skd__mcp_skills_list},
+        {"skills/get", skd__mcp_skills_get},
+        {"resources/list", skd__mcp_resources_list},
+        {"resources/read", skd__mcp_resources_read},
+        {"resources/directory/read", skd__mcp_resources_dir},
+        {"resources/templates/list", skd__mcp_templates_list},
+    };
+    if (strcmp(method, "ping") == 0 && !s->modern) /* 2026-07-28 removed ping */
+        return skd__rpc_result(id, json_object());
+    if (strcmp(method, "tools/call") == 0)
+        return skd__mcp_tools_call(s, id, params, io);
+    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+        if (strcmp(method, table[i].name) == 0)
+            return table[i].fn(s, id, params);
+    return NULL;
 }
 
 static json_t *handle_request(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io)
@@ -556,15 +605,10 @@ static json_t *handle_request(skd_mcp_session *s, const json_t *msg, skd_mcp_io 
     const json_t *params = json_object_get(msg, "params");
     if (strcmp(method, "initialize") == 0)
         return do_initialize(s, id, params);
-    if (strcmp(method, "ping") == 0)
-        return skd__rpc_result(id, json_object());
-    if (strcmp(method, "tools/list") == 0)
-        return skd__mcp_tools_list(s, id, params);
-    if (strcmp(method, "tools/call") == 0)
-        return skd__mcp_tools_call(s, id, params, io);
     if (strcmp(method, "logging/setLevel") == 0)
         return do_set_level(s, id, params);
-    return skd__rpc_error(id, SKD_RPC_METHOD_NOT_FOUND, "method not found: %s", method);
+    json_t *r = skd__mcp_common_method(s, method, id, params, io);
+    return r ? r : skd__rpc_error(id, SKD_RPC_METHOD_NOT_FOUND, "method not found: %s", method);
 }
 
 json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io)
@@ -589,6 +633,9 @@ json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io)
     case SKD_RPC_REQUEST:
         break;
     }
+    const char *claimed = skd__mcp_claimed_version(msg);
+    if (claimed && (!*claimed || skd__mcp_is_modern(claimed)))
+        return skd__mcp_handle_modern(s, msg, claimed, io);
     return handle_request(s, msg, io);
 }
 

@@ -12,7 +12,16 @@
 #include "server/jsonrpc.h"
 #include "skilld/skilld.h"
 
-#define SKD_MCP_LATEST "2025-11-25"
+#define SKD_MCP_LATEST "2025-11-25" /* newest revision negotiated by initialize */
+#define SKD_MCP_MODERN "2026-07-28" /* the stateless revision: server/discover, _meta */
+#define SKD_MCP_META_VERSION "io.modelcontextprotocol/protocolVersion"
+#define SKD_MCP_META_CAPS "io.modelcontextprotocol/clientCapabilities"
+#define SKD_MCP_META_LOGLEVEL "io.modelcontextprotocol/logLevel"
+#define SKD_MCP_META_SUBSCRIPTION "io.modelcontextprotocol/subscriptionId"
+#define SKD_MCP_SKILLS_EXT "io.modelcontextprotocol/skills"
+#define SKD_RPC_HEADER_MISMATCH -32020
+#define SKD_RPC_MISSING_CAPABILITY -32021
+#define SKD_RPC_UNSUPPORTED_VERSION -32022
 
 typedef struct skd_mcp skd_mcp;
 typedef struct skd_mcp_session skd_mcp_session;
@@ -66,8 +75,27 @@ int skd__mcp_session_logging(const skd_mcp_session *s);
 void skd__mcp_session_set_sink(skd_mcp_session *s, skd_mcp_send_fn send, void *arg,
                                void (*release)(void *arg));
 
-/* 1 when v is a protocol revision this server speaks. */
+/* 1 when v is a 2025-era protocol revision this server speaks. */
 int skd__mcp_version_supported(const char *v);
+
+/* The protocol revision a request claims in its _meta envelope
+ * (params._meta["io.modelcontextprotocol/protocolVersion"]), or NULL when
+ * it carries none (2025-era traffic). Borrowed from msg. */
+const char *skd__mcp_claimed_version(const json_t *msg);
+
+/* 1 when v names the 2026-07-28 era or later ("2026-07-28" <= v). */
+int skd__mcp_is_modern(const char *v);
+
+/* Open a subscriptions/listen stream for a 2026-07-28 request msg
+ * (borrowed) on a transport that keeps it open: send (arg)
+ * receives notifications/subscriptions/acknowledged at once, then the
+ * change notifications asked for, each with the subscriptionId. gone (may
+ * be NULL) tells when the transport's end went away; release (may be
+ * NULL) is called on arg when the stream is dropped (dispatcher freed,
+ * gone). Returns NULL, or a JSON-RPC error reply (new reference) to
+ * send instead. */
+json_t *skd__mcp_listen(skd_mcp *m, const json_t *msg, skd_mcp_send_fn send, void *arg,
+                        void (*release)(void *), int (*gone)(void *));
 
 /* Handle one parsed message (borrowed). Returns a new reference to the
  * reply, or NULL when none is due (a notification, a response). A request
@@ -76,8 +104,29 @@ int skd__mcp_version_supported(const char *v);
  * Thread-safe: a session may handle many messages concurrently. */
 json_t *skd__mcp_handle(skd_mcp_session *s, const json_t *msg, skd_mcp_io *io);
 
+/* A session for one 2026-07-28 request of key_id with scopes: not in the
+ * session table (nothing finds it, nothing of it outlives the request).
+ * The transport hands it to skd__mcp_handle, and to a hang-up that cancels
+ * the request, then drops it with skd__mcp_session_unref. NULL when out of
+ * memory. */
+skd_mcp_session *skd__mcp_session_transient(skd_mcp *m, const char *key_id, unsigned scopes);
+
+/* The checks of a 2026-07-28 request's _meta envelope, made before any
+ * dispatch: NULL when it is fine, else the error reply (new reference):
+ * -32602 for a malformed envelope, -32022 (data.supported, data.requested)
+ * for a revision this server does not speak. */
+json_t *skd__mcp_check_envelope(const json_t *msg);
+
 /* Parse len bytes and handle them (parse errors yield -32700/-32600). */
 json_t *skd__mcp_handle_raw(skd_mcp_session *s, const char *data, size_t len, skd_mcp_io *io);
+
+/* The input schema of the tool name as key_id sees it (a fixture tool, or
+ * a skill exposed as a tool), or NULL. New reference. For the HTTP
+ * transport's Mcp-Param-* header check (SEP-2243). */
+json_t *skd__mcp_tool_schema(skd_mcp *m, const char *key_id, const char *name);
+
+/* 1 when msg is a 2026-07-28 subscriptions/listen request. */
+int skd__mcp_is_listen(const json_t *msg);
 
 /* 1 when msg is a tools/call request that carries a progress token. */
 int skd__mcp_wants_progress(const json_t *msg);

@@ -1,6 +1,8 @@
 /*
- * MCP Streamable HTTP at /mcp (protocol 2025-11-25, 2025-06-18,
- * 2025-03-26), on top of the transport-neutral dispatcher in mcp.c.
+ * MCP Streamable HTTP at /mcp, on top of the transport-neutral dispatcher
+ * in mcp.c: the 2025 revisions (2025-11-25, 2025-06-18, 2025-03-26) with
+ * sessions, and 2026-07-28 without any, chosen per request by the body's
+ * _meta envelope claim (see post_modern below).
  *
  *   POST   one JSON-RPC message. initialize creates a session (its id goes
  *          back in Mcp-Session-Id); every other message must carry that
@@ -15,11 +17,20 @@
  *          (notifications/tools/list_changed).
  *   DELETE ends the session (its running calls are cancelled).
  *
+ * 2026-07-28 (a request whose params._meta claims that revision or a later
+ * one): no session at all. MCP-Protocol-Version and Mcp-Method must be sent
+ * and agree with the body, Mcp-Name with params.name/uri, Mcp-Param-* with
+ * the arguments a tool mirrors (-32020, 400); the envelope is checked
+ * (-32602 or -32022, 400); the call runs with the key's identity only and
+ * nothing of it is kept; an unknown method is 404. subscriptions/listen
+ * answers with an SSE stream that stays open for change notifications.
+ *
  * Trust: the caller's identity is the bearer key checked by http.c; the
  * session id only selects state of that same key. MCP-Protocol-Version,
  * when sent, must be one this server speaks (400 otherwise).
  */
 #include "server/http.h"
+#include "builtins/fileskill.h"
 #include "server/sse.h"
 
 #include <stdlib.h>
@@ -133,6 +144,8 @@ static void do_initialize(skd_http_req *req, const json_t *msg, skd_http_reply *
     skd__mcp_session_unref(s);
 }
 
+/* A call answered on an SSE stream, with the session it runs on (a 2025
+ * session, or a 2026-07-28 request's transient one). */
 struct sse_job {
     skd_mcp_session *sess;
     json_t *msg;
@@ -210,6 +223,267 @@ static void do_request(skd_http_req *req, skd_mcp_session *s, json_t *msg, skd_h
     rpc_reply(out, MHD_HTTP_OK, reply);
 }
 
+/* ---- 2026-07-28 ------------------------------------------------------ */
+
+#define METHOD_HEADER "Mcp-Method"
+#define NAME_HEADER "Mcp-Name"
+
+static void header_mismatch(skd_http_reply *out, const json_t *id, const char *why)
+{
+    rpc_reply(out, MHD_HTTP_BAD_REQUEST,
+              skd__rpc_error(id, SKD_RPC_HEADER_MISMATCH,
+                             "Bad Request: the request headers and body disagree: %s", why));
+}
+
+/* A header value without the optional white space around it (RFC 9110).
+ * Returns a malloc'd string or NULL. */
+static char *ows_trimmed(const char *h)
+{
+    while (*h == ' ' || *h == '\t')
+        h++;
+    size_t n = strlen(h);
+    while (n && (h[n - 1] == ' ' || h[n - 1] == '\t'))
+        n--;
+    return strndup(h, n);
+}
+
+/* 1 when header name is present and (OWS trimmed) equal to want; -1 when
+ * absent. */
+static int header_is(skd_http_req *req, const char *name, const char *want)
+{
+    const char *h = skd__http_header(req, name);
+    if (!h)
+        return -1;
+    char *t = ows_trimmed(h);
+    int same = t && strcmp(t, want) == 0;
+    free(t);
+    return same;
+}
+
+/* Mcp-Name as sent: plain, or the =?base64?...?= form. Returns a malloc'd
+ * string, or NULL when the encoding is invalid. */
+static char *decode_name(const char *raw)
+{
+    char *h = ows_trimmed(raw);
+    if (!h)
+        return NULL;
+    size_t n = strlen(h);
+    if (n >= 11 && strncmp(h, "=?base64?", 9) == 0 && strcmp(h + n - 2, "?=") == 0) {
+        unsigned char *out = NULL;
+        size_t len = 0;
+        char *s =
+            skd__base64_decode(h + 9, n - 11, 8192, &out, &len, NULL) == 0 ? malloc(len + 1) : NULL;
+        if (s) {
+            memcpy(s, out, len);
+            s[len] = '\0';
+        }
+        free(out);
+        free(h);
+        return s;
+    }
+    return h;
+}
+
+/* The standard headers of a 2026-07-28 request: MCP-Protocol-Version and
+ * Mcp-Method are required and must agree with the body, Mcp-Name with
+ * params.name (tools/call, prompts/get) or params.uri (resources/read).
+ * 0, or -32020 on HTTP 400 in out. */
+static int check_modern_headers(skd_http_req *req, const json_t *msg, const char *claimed,
+                                int request, skd_http_reply *out)
+{
+    const json_t *id = json_object_get(msg, "id");
+    const char *method = skd_json_str(msg, "method", "");
+    int hv = header_is(req, VERSION_HEADER, claimed);
+    int hm = header_is(req, METHOD_HEADER, method);
+    if (hv == 0) {
+        header_mismatch(out, id, "the MCP-Protocol-Version header names another revision");
+        return -1;
+    }
+    if (hm == 0) {
+        header_mismatch(out, id, "the Mcp-Method header names another method");
+        return -1;
+    }
+    if (!request)
+        return 0;
+    if (hv < 0 || hm < 0) {
+        header_mismatch(out, id,
+                        hv < 0 ? "the required MCP-Protocol-Version header is absent"
+                               : "the required Mcp-Method header is absent");
+        return -1;
+    }
+    const json_t *params = json_object_get(msg, "params");
+    const char *field = strcmp(method, "resources/read") == 0 ? "uri"
+                        : strcmp(method, "tools/call") == 0 || strcmp(method, "prompts/get") == 0
+                            ? "name"
+                            : NULL;
+    const char *body = field ? skd_json_str(params, field, NULL) : NULL;
+    if (!body)
+        return 0;
+    const char *hn = skd__http_header(req, NAME_HEADER);
+    char *dec = hn ? decode_name(hn) : NULL;
+    int bad = !dec || strcmp(dec, body) != 0;
+    free(dec);
+    if (bad) {
+        header_mismatch(out, id,
+                        !hn ? "the required Mcp-Name header is absent"
+                            : "the Mcp-Name header does not name the body's tool or resource");
+        return -1;
+    }
+    return 0;
+}
+
+/* The text an argument value is carried as in its Mcp-Param-* header:
+ * strings as they are, integers in decimal, booleans as true/false. NULL
+ * for other types (the schema extension allows no others). */
+static char *param_text(const json_t *v)
+{
+    char num[32];
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    if (json_is_integer(v)) {
+        snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(v));
+        return strdup(num);
+    }
+    if (json_is_boolean(v))
+        return strdup(json_is_true(v) ? "true" : "false");
+    return NULL;
+}
+
+/* SEP-2243: a tool whose input schema marks a top-level property with
+ * "x-mcp-header": NAME has that argument mirrored in Mcp-Param-NAME. When
+ * the body carries the argument, the header must be there and (after the
+ * =?base64?...?= decoding) equal to it; a header without the argument, or
+ * one that does not decode, disagrees too. 0, or -32020 on HTTP 400. */
+static int check_param_headers(skd_http_req *req, const json_t *msg, skd_http_reply *out)
+{
+    const json_t *params = json_object_get(msg, "params");
+    const json_t *id = json_object_get(msg, "id");
+    json_t *schema = skd__mcp_tool_schema(skd__server_mcp(req->srv), req->key.id,
+                                          skd_json_str(params, "name", NULL));
+    const json_t *args = json_object_get(params, "arguments");
+    const char *prop;
+    json_t *def;
+    int rc = 0;
+    json_object_foreach (json_object_get(schema, "properties"), prop, def) {
+        const char *h = skd_json_str(def, "x-mcp-header", NULL);
+        char hname[128];
+        if (!h || snprintf(hname, sizeof(hname), "Mcp-Param-%s", h) >= (int)sizeof(hname))
+            continue;
+        const char *sent = skd__http_header(req, hname);
+        const json_t *v = json_object_get(args, prop);
+        char *want = v ? param_text(v) : NULL, *got = sent ? decode_name(sent) : NULL;
+        const char *why = NULL;
+        if (sent && !got)
+            why = "an Mcp-Param header is not valid (=?base64?...?= that does not decode)";
+        else if (v && !sent)
+            why = "an argument the tool mirrors in an Mcp-Param header was sent without it";
+        else if (!v && sent)
+            why = "an Mcp-Param header was sent without its argument";
+        else if (v && (!want || strcmp(want, got) != 0))
+            why = "an Mcp-Param header does not match its argument";
+        free(want);
+        free(got);
+        if (why) {
+            header_mismatch(out, id, why);
+            rc = -1;
+            break;
+        }
+    }
+    json_decref(schema);
+    return rc;
+}
+
+static void release_listen(void *arg)
+{
+    skd_sse *sse = arg;
+    skd__sse_close(sse);
+    skd__sse_unref(sse);
+}
+
+static int listen_gone(void *arg)
+{
+    return skd__sse_gone(arg);
+}
+
+/* subscriptions/listen: an SSE stream that stays open; the dispatcher owns
+ * its first reference. */
+static void do_listen(skd_http_req *req, const json_t *msg, skd_http_reply *out)
+{
+    skd_sse *sse = skd__sse_new(MAX_STREAM_BYTES, NULL);
+    struct MHD_Response *resp = sse ? skd__sse_response(sse) : NULL;
+    if (!resp) {
+        skd__sse_unref(sse);
+        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error", "out of memory");
+        return;
+    }
+    json_t *err = skd__mcp_listen(skd__server_mcp(req->srv), msg, skd__sse_send, sse,
+                                  release_listen, listen_gone);
+    if (err) {
+        MHD_destroy_response(resp);
+        release_listen(sse);
+        rpc_reply(out, MHD_HTTP_OK, err);
+        return;
+    }
+    out->status = MHD_HTTP_OK;
+    out->resp = resp;
+    out->sse = sse;
+}
+
+/* One 2026-07-28 message: no session, nothing kept between requests. */
+static void post_modern(skd_http_req *req, json_t *msg, enum skd_rpc_kind kind, const char *claimed,
+                        skd_http_reply *out)
+{
+    if (check_modern_headers(req, msg, claimed, kind == SKD_RPC_REQUEST, out))
+        return;
+    if (kind == SKD_RPC_REQUEST && strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0 &&
+        check_param_headers(req, msg, out))
+        return;
+    if (kind != SKD_RPC_REQUEST) {
+        /* Notifications of this revision change nothing here: a request is
+         * cancelled by hanging up, and there is no session to tell. */
+        skd__http_empty(out, MHD_HTTP_ACCEPTED);
+        return;
+    }
+    json_t *bad = skd__mcp_check_envelope(msg);
+    if (bad) {
+        rpc_reply(out, MHD_HTTP_BAD_REQUEST, bad);
+        return;
+    }
+    if (skd__mcp_is_listen(msg)) {
+        do_listen(req, msg, out);
+        return;
+    }
+    const json_t *meta = json_object_get(json_object_get(msg, "params"), "_meta");
+    int streams = skd__mcp_wants_progress(msg) ||
+                  (json_object_get(meta, SKD_MCP_META_LOGLEVEL) &&
+                   strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0);
+    skd_mcp_session *conn =
+        skd__mcp_session_transient(skd__server_mcp(req->srv), req->key.id, req->key.scopes);
+    if (!conn) {
+        rpc_reply(
+            out, MHD_HTTP_INTERNAL_SERVER_ERROR,
+            skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INTERNAL_ERROR, "out of memory"));
+        return;
+    }
+    cancel_on_hangup(req, conn, msg); /* hanging up is how this revision cancels */
+    if (accepts(req, "text/event-stream") && streams) {
+        request_sse(req, conn, msg, out);
+        skd__mcp_session_unref(conn);
+        return;
+    }
+    skd_mcp_io io = {0};
+    json_t *reply = skd__mcp_handle(conn, msg, &io);
+    skd__mcp_session_unref(conn);
+    /* The revision's statuses: an unknown method is 404, a capability the
+     * client did not declare 400; every other answer is in-band. */
+    json_int_t code = json_integer_value(json_object_get(json_object_get(reply, "error"), "code"));
+    rpc_reply(out,
+              code == SKD_RPC_METHOD_NOT_FOUND     ? MHD_HTTP_NOT_FOUND
+              : code == SKD_RPC_MISSING_CAPABILITY ? MHD_HTTP_BAD_REQUEST
+                                                   : MHD_HTTP_OK,
+              reply);
+}
+
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
 {
     const char *ct = skd__http_header(req, MHD_HTTP_HEADER_CONTENT_TYPE);
@@ -219,8 +493,6 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
             skd__rpc_error(NULL, SKD_RPC_INVALID_REQUEST, "Content-Type must be application/json"));
         return;
     }
-    if (check_version(req, out))
-        return;
     json_t *err = NULL;
     json_t *msg = skd__rpc_parse(req->body, req->body_len, &err);
     if (!msg) {
@@ -232,6 +504,28 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
         rpc_reply(out, MHD_HTTP_BAD_REQUEST, err);
         goto out;
     }
+    /* The era is the body's (its _meta envelope claim); the header only
+     * cross-checks it, as the 2026-07-28 revision asks. */
+    const char *claimed = kind == SKD_RPC_RESPONSE ? NULL : skd__mcp_claimed_version(msg);
+    const char *hv = skd__http_header(req, VERSION_HEADER);
+    if (claimed && (!*claimed || skd__mcp_is_modern(claimed))) {
+        post_modern(req, msg, kind, claimed, out);
+        goto out;
+    }
+    if (hv && skd__mcp_is_modern(hv)) {
+        if (kind == SKD_RPC_NOTIFICATION) {
+            post_modern(req, msg, kind, hv, out);
+        } else if (strcmp(skd_json_str(msg, "method", ""), "initialize") == 0) {
+            header_mismatch(out, json_object_get(msg, "id"),
+                            "an initialize request (2025 handshake) was sent with a "
+                            "2026-07-28 MCP-Protocol-Version header");
+        } else {
+            rpc_reply(out, MHD_HTTP_BAD_REQUEST, skd__mcp_check_envelope(msg));
+        }
+        goto out;
+    }
+    if (check_version(req, out))
+        goto out;
     if (kind == SKD_RPC_REQUEST && strcmp(skd_json_str(msg, "method", ""), "initialize") == 0) {
         do_initialize(req, msg, out);
         goto out;

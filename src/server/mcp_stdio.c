@@ -170,7 +170,7 @@ int skd_mcp_stdio_run(skd_engine *e, const char *key_id, unsigned scopes, int in
     struct stdio_srv st = {.out_fd = out_fd};
     int rc = 0;
     pthread_mutex_init(&st.out_mu, NULL);
-    if ((rc = skd__test_skills_register(e, err)) != 0)
+    if ((rc = skd__test_skills_register(e, NULL, err)) != 0)
         goto out;
     st.max_calls = (size_t)skd_config_int(cfg, "SKILLD_MCP_STDIO_MAX_CALLS");
     st.calls = skd__calls_new();

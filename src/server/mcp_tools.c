@@ -16,6 +16,8 @@
 #include "server/mcp_int.h"
 
 #include "server/metrics.h"
+#include "server/test_skills.h"
+#include "skilld/buf.h"
 #include "skilld/store.h"
 #include "skilld/tenancy.h"
 
@@ -99,6 +101,9 @@ static json_t *all_tools(skd_mcp_session *s)
     json_t *tools = json_array();
     for (size_t i = 0; tools && i < sizeof(generic) / sizeof(generic[0]); i++)
         json_array_append_new(tools, generic_tool(s, generic[i]));
+    json_t *fixtures = skd__test_fixture_tools(s->m->e); /* empty unless test mode */
+    json_array_extend(tools, fixtures);
+    json_decref(fixtures);
     if (!tools || !s->m->expose_skills)
         return tools;
     size_t n = 0;
@@ -155,12 +160,23 @@ static json_t *tool_result(const skd_mcp_session *s, const json_t *result)
             json_object_set(r, "structuredContent", (json_t *)result);
         return r;
     }
+    /* A failure: "code: message" for the model; a command that ran and
+     * failed also shows its exit code and output, which say why. */
     const json_t *e = json_object_get(result, "error");
-    char text[1200];
-    snprintf(text, sizeof(text), "%s: %s", skd_json_str(e, "code", "internal_error"),
-             skd_json_str(e, "message", "the skill failed"));
-    return json_pack("{s:[{s:s, s:s}], s:b}", "content", "type", "text", "text", text, "isError",
-                     1);
+    const json_t *code = json_object_get(result, "exitCode");
+    skd_buf text;
+    skd_buf_init(&text, 1u << 20);
+    if (e || !code)
+        skd_buf_printf(&text, "%s: %s", skd_json_str(e, "code", "internal_error"),
+                       skd_json_str(e, "message", "the skill failed"));
+    else
+        skd_buf_printf(&text, "command_failed: exit code %lld\nstdout: %s\nstderr: %s",
+                       (long long)json_integer_value(code), skd_json_str(result, "stdout", ""),
+                       skd_json_str(result, "stderr", ""));
+    json_t *r = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
+                          text.data ? text.data : "", text.len, "isError", 1);
+    skd_buf_free(&text);
+    return r;
 }
 
 static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *skill,
@@ -251,6 +267,26 @@ static int skill_tool_exists(skd_mcp_session *s, const char *name)
     return ok;
 }
 
+json_t *skd__mcp_tool_schema(skd_mcp *m, const char *key_id, const char *name)
+{
+    if (!name)
+        return NULL;
+    json_t *fixtures = skd__test_fixture_tools(m->e), *found = NULL;
+    size_t i;
+    json_t *t;
+    json_array_foreach (fixtures, i, t)
+        if (strcmp(skd_json_str(t, "name", ""), name) == 0)
+            found = json_incref(json_object_get(t, "inputSchema"));
+    json_decref(fixtures);
+    if (found || is_generic(name) || !m->expose_skills || !skd_skill_name_valid(name))
+        return found;
+    skd_skill *sk = skd_registry_lookup(skd_engine_registry(m->e), name, key_id, NULL);
+    if (sk && skd_skill_enabled(sk))
+        found = json_incref(skd_skill_input_schema(sk));
+    skd_skill_unref(sk);
+    return found;
+}
+
 json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *params,
                             skd_mcp_io *io)
 {
@@ -260,6 +296,9 @@ json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "tools/call needs a tool name");
     if (args && !json_is_null(args) && !json_is_object(args))
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "arguments must be an object");
+    json_t *fixture = skd__test_fixture_call(s, id, params, io);
+    if (fixture)
+        return fixture;
     if (!is_generic(name) && !skill_tool_exists(s, name))
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "unknown tool: %s", name);
     json_t *empty = NULL;

@@ -34,6 +34,12 @@ struct skd_ratelimit {
  * dropped, and when none is full the oldest goes. NULL when out of memory. */
 skd_ratelimit *skd__ratelimit_new(int64_t per_second, int64_t burst, size_t max_keys);
 
+/* The limiter backed by the store's shared buckets (ratelimit_store.c),
+ * used when replicas share a PostgreSQL store. NULL when per_second is 0 or
+ * out of memory. */
+typedef struct skd_store skd_store;
+skd_ratelimit *skd__ratelimit_store_new(skd_store *st, int64_t per_second, int64_t burst);
+
 /* Dispatch to the implementation; rl NULL allows everything. */
 int skd__ratelimit_take(skd_ratelimit *rl, const char *key_id, int64_t now_ms,
                         unsigned *retry_after_s);

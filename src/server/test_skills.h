@@ -7,8 +7,30 @@
 
 #include "skilld/skilld.h"
 
+struct sockaddr;
+struct skd_mcp_session;
+struct skd_mcp_io;
+
 /* Register debug_sleep into e's registry when SKILLD_TEST_SKILLS is on;
- * 0 otherwise. Registering twice is fine. */
-int skd__test_skills_register(skd_engine *e, skd_err *err);
+ * 0 otherwise. Registering twice is fine. Test mode is for tests only: it
+ * is refused (SKD_ECONFIG) for a server listening on listen (NULL: stdio,
+ * always local) unless that is a loopback address. */
+int skd__test_skills_register(skd_engine *e, const struct sockaddr *listen, skd_err *err);
+
+/* The conformance suite's fixture tools (test_simple_text, ...), served
+ * over MCP in test mode only. skd__test_fixture_tools: their Tool objects
+ * (new reference; empty when test mode is off). skd__test_fixture_call:
+ * the reply to tools/call for a fixture name, or NULL when name is none. */
+json_t *skd__test_fixture_tools(skd_engine *e);
+json_t *skd__test_fixture_call(struct skd_mcp_session *s, const json_t *id, const json_t *params,
+                               struct skd_mcp_io *io);
+
+/* The conformance suite's fixture resources when SKILLD_TEST_SKILLS is on
+ * (empty arrays otherwise). New references. */
+json_t *skd__test_resources_list(skd_engine *e);
+json_t *skd__test_resource_templates(skd_engine *e);
+/* The ReadResourceResult for a fixture URI, or NULL (not test mode, or not
+ * a fixture). New reference. */
+json_t *skd__test_resource_read(skd_engine *e, const char *uri);
 
 #endif

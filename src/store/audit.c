@@ -6,10 +6,11 @@
 
 #include <string.h>
 
-#define AUDIT_COLS "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256"
+#define AUDIT_COLS                                                                                 \
+    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress"
 
 static skd__sql q_add =
-    SKD__SQL("INSERT INTO executions(" AUDIT_COLS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9)");
+    SKD__SQL("INSERT INTO executions(" AUDIT_COLS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
 static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
 static skd__sql q_get = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 AND id=?2");
@@ -30,6 +31,7 @@ int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err)
     skd__q_int(&q, 7, a->duration_ms);
     skd__q_int(&q, 8, a->created_ms);
     skd__q_text(&q, 9, a->input_digest ? a->input_digest : "");
+    skd__q_text(&q, 10, a->egress); /* NULL for a call without network */
     rc = skd__q_run(&q, NULL, err);
 out:
     skd__q_end(&q);
@@ -52,6 +54,14 @@ static json_t *row_json(skd__q *q)
     if (o) {
         const char *code = skd__q_col(q, 5);
         json_object_set_new(o, "errorCode", code ? json_string(code) : json_null());
+        /* The egress record as the engine wrote it from the run's result; a
+         * row without one has no "egress". */
+        const char *eg = skd__q_col(q, 9);
+        json_t *ej = eg ? json_loads(eg, 0, NULL) : NULL;
+        if (json_is_array(ej))
+            json_object_set_new(o, "egress", ej);
+        else
+            json_decref(ej);
     }
     return o;
 }

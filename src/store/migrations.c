@@ -60,6 +60,18 @@ static const char *const sqlite_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms INTEGER NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
+    /* 7: what a sandboxed run reached through the egress proxy (a JSON array,
+     * src/net/egress.h), NULL for a call without network */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8: SKILL.md bundles served over MCP (src/store/bundles.c); owner '' is the
+     * operator's; record holds the front matter and every file's size and digest */
+    "CREATE TABLE skill_bundles ("
+    "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
+    "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
+    "  created_ms INTEGER NOT NULL, updated_ms INTEGER NOT NULL, PRIMARY KEY (name, owner));",
+    /* 9: per-key request rate buckets shared by every replica (ratelimit.c) */
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
+     "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 static const char *const pg_migrations[] = {
@@ -103,6 +115,16 @@ static const char *const pg_migrations[] = {
     "  version TEXT NOT NULL, initialized INTEGER NOT NULL, log_level INTEGER NOT NULL,"
     "  updated_ms BIGINT NOT NULL);"
     "CREATE INDEX mcp_sessions_time ON mcp_sessions(updated_ms);",
+    /* 7 */
+    "ALTER TABLE executions ADD COLUMN egress TEXT;",
+    /* 8 */
+    "CREATE TABLE skill_bundles ("
+    "  name TEXT NOT NULL, owner TEXT NOT NULL DEFAULT '', dir TEXT NOT NULL,"
+    "  public INTEGER NOT NULL DEFAULT 0, record TEXT NOT NULL,"
+    "  created_ms BIGINT NOT NULL, updated_ms BIGINT NOT NULL, PRIMARY KEY (name, owner));",
+    /* 9 */
+    ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
+     "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -57,6 +57,7 @@ struct skd__replica {
     int64_t skills_seq; /* -1 until first read */
     skd__conn listen;   /* PostgreSQL: LISTEN skilld */
     int64_t listen_retry_ms;
+    int64_t next_prune_ms;
 };
 
 static skd__sql q_insert =
@@ -82,6 +83,11 @@ static skd__sql q_sweep = SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NO
                                     " WHERE state='running' AND lease_until_ms < " NOW_SQLITE,
                                     "UPDATE runs SET state='lost', ended_ms=" NOW_PG
                                     " WHERE state='running' AND lease_until_ms < " NOW_PG);
+/* Ended runs are kept a day for GET /v1/runs and the tests that read them. */
+#define KEEP_ENDED_MS (24LL * 3600 * 1000)
+static skd__sql q_prune =
+    SKD__SQL2("DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_SQLITE " - ?1",
+              "DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_PG " - $1");
 static skd__sql q_mine_lost = SKD__SQL2(
     "UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE " WHERE replica=?1 AND state='running'",
     "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
@@ -501,6 +507,11 @@ static void renew_and_sweep(struct skd__replica *r, skd__conn *c)
     if (run1(c, &q_sweep, NULL, NULL, NULL, 0, &lost, NULL) == 0 && lost > 0)
         skd_warn("store: %lld run(s) of a replica that stopped renewing marked lost",
                  (long long)lost);
+    if (skd_mono_ms() >= r->next_prune_ms) { /* once a minute is plenty */
+        int64_t keep = KEEP_ENDED_MS;
+        run1(c, &q_prune, NULL, NULL, &keep, 1, NULL, NULL);
+        r->next_prune_ms = skd_mono_ms() + 60000;
+    }
 }
 
 static void act_on_cancels(struct skd__replica *r, skd__conn *c)

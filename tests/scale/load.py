@@ -5,6 +5,11 @@
                                     hold {i}; prints one JSON line per call
   load.py mcp URL SECRET N CONC      N MCP sessions (5 requests each), CONC
                                     at once; one JSON line per session
+  load.py stateless URL SECRET N CONC
+                                    N MCP 2026-07-28 stateless tools/call
+                                    (no initialize, no session): file_write
+                                    of a path then file_read of it as the
+                                    next call; one JSON line per call
   load.py loop URL SECRET STOPFILE WORKERS OUT
                                     WORKERS threads call file_write then
                                     file_read of their own path in a loop
@@ -151,11 +156,61 @@ def mcp_sessions(url, secret, n, conc):
         print(json.dumps(r))
 
 
+def stateless(url, secret, n, conc):
+    """n stateless 2026-07-28 calls, conc at once: call 2k writes
+    s1x/k.txt, call 2k+1 reads it back (each a request of its own, through
+    whichever replica the balancer picks). One JSON line per call."""
+    u = urllib.parse.urlparse(url)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    def post(i, name, args):
+        h = {"Authorization": "Bearer " + secret, "Content-Type": "application/json",
+             "Accept": "application/json, text/event-stream",
+             "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+        body = {"jsonrpc": "2.0", "id": i, "method": "tools/call",
+                "params": {"name": name, "arguments": args, "_meta": meta}}
+        c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+        c.request("POST", "/mcp", json.dumps(body), h)
+        r = c.getresponse()
+        data = r.read()
+        c.close()
+        return r.status, (json.loads(data) if data else None), r.getheader("Skilld-Replica") or ""
+    out = [None] * n
+    def pair(k):
+        text = "stateless %d" % k
+        for i, (name, args) in ((2 * k, ("file_write", {"path": "s1x/%d.txt" % k, "content": text,
+                                                        "mkdirs": True})),
+                                (2 * k + 1, ("file_read", {"path": "s1x/%d.txt" % k}))):
+            if i >= n:
+                return
+            try:
+                st, j, rep = post(i, name, args)
+                res = (j or {}).get("result") or {}
+                ok = (st == 200 and not res.get("isError") and res.get("resultType") == "complete"
+                      and (name != "file_read" or text in json.dumps(res)))
+                out[i] = {"ok": ok, "replica": rep, "why": "" if ok else "%s %s" % (st, str(j)[:200])}
+            except Exception as e:
+                out[i] = {"ok": False, "replica": "", "why": str(e)[:200]}
+    sem = threading.Semaphore(conc)
+    def guarded(k):
+        with sem:
+            pair(k)
+    ts = [threading.Thread(target=guarded, args=(k,)) for k in range((n + 1) // 2)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for r in out:
+        print(json.dumps(r))
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "par":
         par(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
     elif sys.argv[1] == "mcp":
         mcp_sessions(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+    elif sys.argv[1] == "stateless":
+        stateless(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif sys.argv[1] == "loop":
         loop(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), sys.argv[6])
     else:

@@ -42,6 +42,15 @@ print(sum(r["ok"] for r in rows), sum(len([x for x in r["replicas"] if x]) >= 2 
 if [ "$s1ok" = 300 ]; then pass "S1_300_mcp_sessions_all_succeed"; else fail "S1_300_mcp_sessions_all_succeed" "$s1ok ok: $(grep -m2 '"ok": false' "$TMP/s1.jsonl")"; fi
 if [ "$s1multi" -ge 270 ]; then pass "S1_90pct_sessions_served_by_2_or_more_replicas"; else fail "S1_90pct_sessions_served_by_2_or_more_replicas" "$s1multi of 300"; fi
 echo "# S1: $s1ok sessions ok, $s1multi served by two or more replicas"
+# S1, second half: 300 stateless 2026-07-28 calls (a write, then the read of
+# it as a separate request), nothing kept between them in any replica.
+python3 "$LOAD" stateless "$LB" "$ADMIN" 300 20 >"$TMP/s1x.jsonl"
+read -r s1xok s1xreps <<<"$(python3 -c '
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(sum(r["ok"] for r in rows), len({r["replica"] for r in rows if r["replica"]}))' "$TMP/s1x.jsonl")"
+if [ "$s1xok" = 300 ]; then pass "S1_300_stateless_2026_calls_all_succeed"; else fail "S1_300_stateless_2026_calls_all_succeed" "$s1xok ok: $(grep -m2 '"ok": false' "$TMP/s1x.jsonl")"; fi
+if [ "$s1xreps" = 3 ]; then pass "S1_stateless_calls_spread_over_every_replica"; else fail "S1_stateless_calls_spread_over_every_replica" "$s1xreps replicas"; fi
 
 # ---------------- S2 ----------------
 rreq 1 POST /v1/keys "${ADM[@]}" -d '{"name":"s2","scopes":["skills:read","skills:execute"]}'
@@ -62,15 +71,25 @@ rreq 1 POST /v1/skills "${ADM[@]}" -d "$MAN"
 reg=$STATUS
 t0=$(now_ms); ok=0
 while [ $(($(now_ms) - t0)) -lt 1000 ]; do
-    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"
-    [ "$STATUS" = 200 ] && { ok=1; break; }
+    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"; g3=$STATUS
+    rreq 2 GET /v1/skills/s2echo "${ADM[@]}"; g2=$STATUS
+    [ "$g3" = 200 ] && [ "$g2" = 200 ] && { ok=1; break; }
 done
 dt=$(($(now_ms) - t0))
 rreq 3 POST /v1/execute "${ADM[@]}" -d '{"skill":"s2echo","input":{"text":"from r3"}}'
 if [ "$reg" = 201 ] && [ "$ok" = 1 ] && [ "$(json_get "$BODY" 'j.get("echo")')" = "from r3" ]; then
     pass "S2_skill_registered_on_r1_runs_on_r3"
 else fail "S2_skill_registered_on_r1_runs_on_r3" "register $reg, visible $ok after ${dt} ms, run: ${BODY:0:200}"; fi
-echo "# S2: registration visible on r3 after ${dt} ms"
+echo "# S2: registration visible on r2 and r3 after ${dt} ms"
+rreq 2 DELETE /v1/skills/s2echo "${ADM[@]}"
+del=$STATUS
+t0=$(now_ms); ok=0
+while [ $(($(now_ms) - t0)) -lt 1000 ]; do
+    rreq 1 GET /v1/skills/s2echo "${ADM[@]}"; g1=$STATUS
+    rreq 3 GET /v1/skills/s2echo "${ADM[@]}"; g3=$STATUS
+    [ "$g1" = 404 ] && [ "$g3" = 404 ] && { ok=1; break; }
+done
+if [ "$del" = 204 ] || [ "$del" = 200 ] && [ "$ok" = 1 ]; then pass "S2_skill_deleted_on_r2_gone_from_r1_r3_within_1s"; else fail "S2_skill_deleted_on_r2_gone_from_r1_r3_within_1s" "delete $del, r1 $g1 r3 $g3"; fi
 
 # ---------------- S3 ----------------
 rreq 1 POST /v1/keys "${ADM[@]}" -d '{"name":"s3","scopes":["skills:read","skills:execute"]}'
@@ -195,7 +214,7 @@ echo "# S5: replicas back $(($(now_ms) - t0)) ms after the restart"
 wait_lb_up 3 10 || fail "S5_haproxy_sees_all_up_again" "$(lb_up_count) up"
 
 # ---------------- S4 ----------------
-S4_SECONDS=${SKILLD_SCALE_S4_SECONDS:-30}
+S4_SECONDS=${SKILLD_SCALE_S4_SECONDS:-60} # kill at 1/3, restart at 2/3 (the issue's 60/20/40)
 rm -f "$TMP/stop4"
 python3 "$LOAD" loop "$LB" "$ADMIN" "$TMP/stop4" 4 "$TMP/s4.jsonl" &
 LOADPID=$!

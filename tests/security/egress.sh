@@ -114,6 +114,12 @@ if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" 
 else
     fail "curl through HTTP_PROXY gets the bytes" "$out"
 fi
+out=$(sbx "curl -sS -p http://allowed.test:$APP_PORT/text")
+if [ "$(stdout_of "$out")" = "hello from the fixture" ] && [ "$(verdicts "$out" allowed.test)" = allowed ]; then
+    pass "curl through a CONNECT tunnel (as for https) gets the bytes"
+else
+    fail "curl through a CONNECT tunnel (as for https) gets the bytes" "$out"
+fi
 out=$(sbx "python3 -c 'import urllib.request; print(urllib.request.urlopen(\"http://allowed.test:$APP_PORT/text\").read().decode(), end=\"\")'")
 if [ "$(stdout_of "$out")" = "hello from the fixture" ]; then
     pass "python urllib through the proxy gets the bytes"
@@ -409,6 +415,9 @@ else
     fail "cut downloads through the server" "rss $rss0 -> $rss1 KiB; $BODY"
 fi
 req POST /v1/execute "${A[@]}" -d "{\"skill\":\"execute_command\",\"input\":{\"command\":\"curl\",\"args\":[\"-s\",\"http://169.254.169.254:$P/\"],\"networkEnabled\":true}}"
+xid=$(json_get "$BODY" 'j.get("executionId","")')
+req GET "/v1/executions/$xid" "${A[@]}"
+expect_json "the audit row holds the egress record" 'any(r["host"]=="169.254.169.254" and r["verdict"]=="refused" and "cloud metadata" in r["reason"] for r in (j.get("execution") or j).get("egress",[]))'
 req GET /metrics "${A[@]}"
 if echo "$BODY" | grep -Eq '^skilld_egress_cut_total [1-9][0-9]*$' &&
     echo "$BODY" | grep -Eq '^skilld_egress_refused_total [1-9][0-9]*$'; then

@@ -124,6 +124,7 @@ fi
 
 # -- 3. the workspace quota holds inside the sandbox ------------------------------------
 WS="$DATA/workspaces/$(printf %s "$AID" | sha256sum | cut -d' ' -f1)"
+RUN_IDS=""
 used() { find "$WS" -type f -printf '%s\n' 2>/dev/null | awk '{s+=$1} END {print s+0}'; }
 for R in native docker podman; do
     restart SKILLS_WORKSPACE_QUOTA_BYTES=10485760 SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test
@@ -142,14 +143,27 @@ for R in native docker podman; do
     if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["timedOut"] is True and j["workspace"]["kept"] is False else 1)' "$BODY" && [ ! -e "$WS/killed-$R" ]; then
         pass "$R: a killed run changes nothing in the workspace"
     else fail "$R: a killed run changes nothing in the workspace" "${BODY:0:400}"; fi
+    RUN_IDS="$RUN_IDS $(json_get "$BODY" 'j.get("sandboxId","")')"
     # The store still works: the audit of those runs is there, and a skill registers.
     req GET /v1/executions "${A[@]}"
     expect_json "$R: the store still works after the quota refusal (executions listed)" 'len(j["executions"]) >= 3'
 done
 req POST /v1/skills "${A[@]}" -d "$(manifest after-quota)"
 expect_status "the store still takes a registration" 201
-mounts=$(grep -c skilld-wsq /proc/self/mounts)
-[ "$mounts" = 0 ] && pass "no quota overlay left mounted" || fail "no quota overlay left mounted" "$(grep skilld-wsq /proc/self/mounts)"
+# doctor says which mechanism holds the quota.
+for mode in overlay off; do
+    out=$(SKILLS_SANDBOX_WORKSPACE_QUOTA=$mode "$SKILLD" --data-dir "$DATA" doctor --json 2>/dev/null)
+    want=$([ $mode = overlay ] && echo ok || echo warn)
+    if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); c=[x for x in j["checks"] if x["name"]=="workspace_quota"]; sys.exit(0 if c and c[0]["status"]==sys.argv[2] and ("mechanism "+sys.argv[3]) in c[0]["detail"] else 1)' "$out" "$want" "$mode"; then
+        pass "doctor reports the quota mechanism ($mode: $want)"
+    else fail "doctor reports the quota mechanism ($mode: $want)" "$(echo "$out" | grep -A3 workspace_quota)"; fi
+done
+# None of this test's runs left its overlay mounted (other users of the
+# machine may have theirs mounted right now: only our run ids count).
+left=""
+for id in $RUN_IDS; do grep -q "/$id" /proc/self/mounts && left="$left $id"; done
+[ -n "$RUN_IDS" ] && [ -z "$left" ] && pass "no quota overlay of these runs left mounted" ||
+    fail "no quota overlay of these runs left mounted" "ids: ${RUN_IDS:-none} left:$left"
 
 # The store's reserve: a tenant write that would eat into it is refused;
 # the store itself keeps working.

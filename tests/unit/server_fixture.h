@@ -115,7 +115,7 @@ static inline int fixture_open(struct fixture *f, const char *page_size)
         skd_config_set(f->cfg, "SKILLD_MCP_PAGE_SIZE", page_size, &err) ||
         skd_config_set(f->cfg, "SKILLD_MCP_PROGRESS_INTERVAL_MS", "50", &err) ||
         skd_engine_open(f->cfg, &f->e, &err) || fixture_clear(f) ||
-        skd__test_skills_register(f->e, &err) ||
+        skd__test_skills_register(f->e, NULL, &err) ||
         fixture_add_echo(f, "echo")) {
         fprintf(stderr, "fixture: %s\n", skd_err_msg(&err));
         return -1;

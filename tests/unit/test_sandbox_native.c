@@ -231,7 +231,11 @@ static int orphan_helper(const char *token)
     const char *argv[] = {"sleep", token, NULL};
     skd_sandbox_spec spec = {.argv = argv};
     skd_sandbox_result res;
-    return skd_sandbox_run(r, &spec, &res, &err); /* killed before it returns */
+    int rc = skd_sandbox_run(r, &spec, &res, &err); /* the first is killed before it returns */
+    if (rc == 0)
+        skd_sandbox_result_free(&res);
+    skd_runner_free(r);
+    return rc;
 }
 
 static char *SELF;

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "sandbox/container.h"
 #include "sandbox/ws_quota.h"
 #include "skilld/workspace.h"
 
@@ -96,8 +97,8 @@ TEST(commit_applies_changes)
     CHECK_EQ_INT(put(path, "was-here", 70), 0);
     skd__wsq *q = NULL;
     skd_err err = {0};
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "11111111-1111-1111-1111-111111111111", 1 << 20, &q, &err),
-                 0);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "11111111-1111-1111-1111-111111111111", 1 << 20, &q, &err), 0);
     if (!q) {
         printf("# %s\n", err.msg);
         return;
@@ -153,8 +154,8 @@ TEST(over_quota_changes_nothing)
     skd__wsq *q = NULL;
     skd_err err = {0};
     int64_t quota = 10LL << 20;
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222222", quota, &q, &err),
-                 0);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222222", quota, &q, &err), 0);
     if (!q)
         return;
     /* 50 MiB cannot even be written: the upper layer's tmpfs is full first. */
@@ -167,8 +168,8 @@ TEST(over_quota_changes_nothing)
     CHECK(!exists(g_ws, "big.bin"));
     CHECK_EQ_INT(usage(), 1 << 20);
     /* Just within: kept. Replacing base.txt frees its 1 MiB. */
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222223", quota, &q, &err),
-                 0);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "22222222-2222-2222-2222-222222222223", quota, &q, &err), 0);
     if (!q)
         return;
     CHECK_EQ_INT(put(skd__wsq_merged(q), "base.txt", 10), 0);
@@ -184,8 +185,8 @@ TEST(killed_run_changes_nothing)
     CHECK_EQ_INT(put(g_ws, "a", 10), 0);
     skd__wsq *q = NULL;
     skd_err err = {0};
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333333", 1 << 20, &q, &err),
-                 0);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333333", 1 << 20, &q, &err), 0);
     if (!q)
         return;
     char path[PATH_MAX];
@@ -198,8 +199,8 @@ TEST(killed_run_changes_nothing)
     CHECK(exists(g_ws, "a"));
     CHECK(!exists(g_ws, "b"));
     /* The reserve: a filesystem that cannot keep it free takes nothing. */
-    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333334", 1 << 20, &q, &err),
-                 0);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333334", 1 << 20, &q, &err), 0);
     if (!q)
         return;
     CHECK_EQ_INT(put(skd__wsq_merged(q), "c", 10), 0);
@@ -211,14 +212,20 @@ TEST(killed_run_changes_nothing)
 
 TEST(nothing_left_mounted)
 {
+    /* This process's own runs only: other skilld processes on the machine
+     * may have runs of their own under SKD__WSQ_DIR/<their owner>. */
     char dir[PATH_MAX];
-    snprintf(dir, sizeof(dir), "%s", SKD__WSQ_DIR);
+    snprintf(dir, sizeof(dir), "%s/%s/", SKD__WSQ_DIR, skd__ctr_owner());
     FILE *f = fopen("/proc/self/mounts", "r");
     char line[4096];
     int left = 0;
+    /* Only this test's run ids count: other users of the machine may have
+     * overlays of their own mounted right now. */
+    static const char *const ids[] = {"/11111111-", "/22222222-", "/33333333-"};
     while (f && fgets(line, sizeof(line), f))
-        if (strstr(line, dir))
-            left++;
+        for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
+            if (strstr(line, dir) && strstr(line, ids[i]))
+                left++;
     if (f)
         fclose(f);
     CHECK_EQ_INT(left, 0);

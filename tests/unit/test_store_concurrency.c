@@ -12,7 +12,8 @@
  *     migrations exactly once;
  *   - two store handles as two replicas: a per-key cap of 2 holds over
  *     both, a cancel request through one reaches the other's run, and a
- *     replica that stops renewing has its runs marked lost.
+ *     replica that stops renewing has its runs marked lost, and a key's
+ *     rate bucket is one for both.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
@@ -539,6 +540,40 @@ TEST(dead_replica_runs_are_marked_lost)
     skd_store_close(live);
 }
 
+/* ---- the rate bucket is shared by every replica ---- */
+
+TEST(rate_bucket_is_shared_by_replicas)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    pg_reset();
+    skd_store *a = NULL, *b = NULL;
+    skd_err err = {0};
+    CHECK(skd_store_open(where, &a, &err) == 0);
+    CHECK(skd_store_open(where, &b, &err) == 0);
+    if (!a || !b) {
+        skd_store_close(a);
+        skd_store_close(b);
+        return;
+    }
+    unsigned retry = 0;
+    /* 1 a second, burst 3: three requests through either, then refused. */
+    CHECK_EQ_INT(skd_store_rate_take(a, "key", 1, 3, &retry, &err), 0);
+    CHECK_EQ_INT(skd_store_rate_take(b, "key", 1, 3, &retry, &err), 0);
+    CHECK_EQ_INT(skd_store_rate_take(a, "key", 1, 3, &retry, &err), 0);
+    CHECK_EQ_INT(skd_store_rate_take(b, "key", 1, 3, &retry, &err), SKD_EBUSY);
+    CHECK(retry >= 1);
+    CHECK_EQ_INT(skd_store_rate_take(a, "key", 1, 3, &retry, NULL), SKD_EBUSY);
+    /* another key has its own bucket */
+    CHECK_EQ_INT(skd_store_rate_take(b, "other", 1, 3, &retry, &err), 0);
+    /* a token comes back after a second */
+    usleep(1100 * 1000);
+    CHECK_EQ_INT(skd_store_rate_take(b, "key", 1, 3, &retry, &err), 0);
+    CHECK_EQ_INT(skd_store_rate_take(a, "key", 1, 3, &retry, NULL), SKD_EBUSY);
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
 int main(void)
 {
     TAP_BEGIN("store_concurrency");
@@ -560,6 +595,7 @@ int main(void)
     RUN(concurrent_first_opens_migrate_once);
     RUN(run_cap_holds_over_two_replicas);
     RUN(dead_replica_runs_are_marked_lost);
+    RUN(rate_bucket_is_shared_by_replicas);
     /* remove the temporary files */
     for (int i = 0; i < seq; i++) {
         const char *sfx[] = {"", "-wal", "-shm"};
