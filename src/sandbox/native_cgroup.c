@@ -253,9 +253,16 @@ static int enable_controllers(const char *base, int delegated)
         snprintf(G.leaf, sizeof(G.leaf), "%s/skilld-server", base) >= (int)sizeof(G.leaf) ||
         mkdir_ok(G.leaf))
         return -1;
-    if (delegated ? move_procs(base, G.leaf) : write_file(G.leaf, "cgroup.procs", pid))
-        return -1;
-    return write_file(base, "cgroup.subtree_control", "+memory +pids +cpu");
+    if ((delegated ? move_procs(base, G.leaf) : write_file(G.leaf, "cgroup.procs", pid)) == 0 &&
+        write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") == 0)
+        return 0;
+    /* Leave base as we found it: back in, and no leaf left behind. */
+    int saved = errno;
+    move_procs(G.leaf, base);
+    rmdir(G.leaf);
+    G.leaf[0] = '\0';
+    errno = saved;
+    return -1;
 }
 
 static int setup_v2(void)

@@ -24,7 +24,8 @@ s=$(jget 'j["stdout"]')
 if echo "$s" | grep -q $'NoNewPrivs:\t1' && echo "$s" | grep -q $'CapEff:\t0000000000000000' &&
    echo "$s" | grep -q $'Seccomp:\t2'; then pass "status line"; else fail "status line" "$s"; fi
 
-exec_json --timeout 300 -- sh -c 'echo partial; sleep 30'
+# 3 s: the sh must start and print first, also on an emulated CPU (tests/platform).
+exec_json --timeout 3000 -- sh -c 'echo partial; sleep 30'
 if [ "$RC" = 1 ] && [ "$(jget 'j["timedOut"]')" = true ] && [ "$(jget 'j["stdout"]')" = partial ] &&
    [ "$(jget 'j["exitCode"]')" = null ]; then pass "timeout"; else fail "timeout" "$OUT"; fi
 

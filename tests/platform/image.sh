@@ -52,8 +52,9 @@ grep -q '^CONFIG_EXT4_FS=y' "$WORK/k/boot/config-$kver" || { log "kernel has no 
 I=$WORK/initrd
 mkdir -p "$I/bin" "$I/mod" "$I/dev" "$I/proc" "$I/sys" "$I/newroot"
 cp /bin/busybox "$I/bin/busybox"
-# In dependency order (each module's depends= in its .modinfo).
-for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk; do
+# In dependency order (each module's depends= in its .modinfo); overlay for
+# the sandbox's workspace quota overlay (the root has no /lib/modules).
+for m in virtio_ring virtio virtio_pci_legacy_dev virtio_pci_modern_dev virtio_pci virtio_blk overlay; do
     f=$(find "$WORK/k/lib/modules/$kver" -name "$m.ko*" | head -n1)
     [ -n "$f" ] || { log "module $m missing from $kdeb"; exit 1; }
     case $f in *.xz) xz -dc "$f" >"$I/mod/$m.ko" ;; *.zst) zstd -qdc "$f" >"$I/mod/$m.ko" ;; *) cp "$f" "$I/mod/$m.ko" ;; esac
