@@ -21,8 +21,11 @@ def ok(c, n, why=""):
         print(f"FAIL {name}: {n}: {why}")
 
 env = dict(os.environ, SKILLD_TEST_SKILLS="true", SKILLD_MCP_PAGE_SIZE="2")
+# Unbuffered: recv() selects on the descriptor, so no line may wait in a
+# Python buffer where select cannot see it (several lines often arrive in
+# one read: progress notifications, then the result).
 p = subprocess.Popen([skilld, "--data-dir", data, "mcp", "--key", key], stdin=subprocess.PIPE,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, bufsize=0)
 raw_lines = []
 def send(obj):
     p.stdin.write((json.dumps(obj) if not isinstance(obj, bytes) else obj.decode()).encode() + b"\n")
