@@ -445,19 +445,18 @@ static int fill_child(struct nstate *s, skd_err *err)
     /* Rootless: the workspace (files owned by our uid, shown as the sandbox
      * user by the id map) and the skill folder are plain binds made by the
      * child, as no detached mount can be opened here. */
-    char fdp[64];
+    /* (Not /proc/self/fd/N: a descriptor opened in the spawner's mount
+     * namespace names a mount the child's new namespace does not own, and
+     * a bind of it fails with EINVAL. The path was checked by the spawner
+     * to name the very directory of the descriptor, and rootless the server
+     * and the spawner are the same user: no boundary to cross.) */
     if (rc == 0 && N.rootless && q->workspace) {
-        if (q->workspace_fd >= 0) /* the child still has the descriptor */
-            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->workspace_fd);
-        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace_fd >= 0 ? fdp : q->workspace, 0);
+        rc = add_ent(s, MNT_BIND_DIR, "workspace", q->workspace, 0);
         if (rc == 0)
             s->ents[s->nents - 1].writable = !q->cfg->workspace_read_only;
     }
-    if (rc == 0 && N.rootless && q->skill_dir) {
-        if (q->skill_fd >= 0)
-            snprintf(fdp, sizeof(fdp), "/proc/self/fd/%d", q->skill_fd);
-        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_fd >= 0 ? fdp : q->skill_dir, 0);
-    }
+    if (rc == 0 && N.rootless && q->skill_dir)
+        rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_dir, 0);
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;

@@ -82,6 +82,7 @@ StandardOutput=file:/tmp/ring-u/$n.out
 StandardError=append:/tmp/ring-u/$n.out
 Delegate=yes
 TimeoutStartSec=infinity
+Environment=SKILLS_SANDBOX_WORKSPACE_QUOTA=off
 UNIT
     chown alice: "/home/alice/.config/systemd/user/$n.service"
     ctl daemon-reload
