@@ -151,6 +151,8 @@ for t in tests/integration/*.sh; do
     store_errors.sh) continue ;; # SQLite's own failure cases
     echo_example.sh) continue ;; # the C API example finds itself beside build/skilld
     server_spawner_stress.sh) continue ;; # the spawner's own stress, nothing of the store (95 s)
+    lazy_libs.sh) continue ;; # inspects the binary itself (the PostgreSQL SKILLD is a wrapper script)
+    sandbox_stale_frozen.sh) continue ;; # cgroup clean-up of the spawner, nothing of the store
     esac
     [ -x "$t" ] && pg_labels+=("pg/${t#tests/}")
 done
