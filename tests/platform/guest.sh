@@ -279,6 +279,13 @@ for CASE in $RING_CASES; do
         ok "alice's user manager runs" ctl show-environment
         doctor_clean /usr/local/bin/skilld "${U[@]}"
         run_tests /usr/local/bin/skilld "${U[@]}"
+        # The ring's default limits, as the service case puts them in
+        # /etc/skilld/skilld.conf (which the user unit does not read).
+        mkdir -p /home/alice/.config/systemd/user/skilld-user.service.d
+        printf '[Service]\nEnvironment=SKILLS_SANDBOX_MEMORY_MB=%s SKILLS_SANDBOX_PIDS_LIMIT=%s SKILLS_SANDBOX_CPU_PERCENT=%s\n' \
+            "$RING_MEM_MB" "$RING_PIDS" "$RING_CPU" >/home/alice/.config/systemd/user/skilld-user.service.d/ring.conf
+        chown -R alice: /home/alice/.config/systemd
+        ctl daemon-reload
         ctl start skilld-user
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         note "skilld-user's log: $(journalctl _UID=1000 --no-pager -n 15 -o cat 2>&1 | tr '\n' '|')"
