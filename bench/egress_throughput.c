@@ -7,10 +7,15 @@
  * SKILLS_OUTBOUND_ALLOW_CIDRS=127.0.0.1/32 so the guard lets loopback by)
  * serves a loopback listener; a client reads the bytes and drops them,
  * either directly or through a CONNECT tunnel. Rounds alternate direct and
- * proxied; the medians and their ratio are printed.
+ * proxied; the medians, their ratio and the CPU time each thread spent
+ * per 100 MiB are printed.
  *
- *   build/bench/egress_throughput [-m MIB] [-n ROUNDS] [--plain]
+ *   build/bench/egress_throughput [-m MIB] [-n ROUNDS] [--plain] [--raw]
+ *                                 [--only-direct | --only-proxy]
  *   --plain: a plain-HTTP GET through the proxy instead of CONNECT.
+ *   --raw: also one line a download (what bench/egress-compare reads).
+ *   --only-direct, --only-proxy: ROUNDS downloads of one kind and nothing
+ *   else (no warm-up, no table), for perf record / strace.
  */
 #include "net/egress.h"
 #include "skilld/config.h"
@@ -202,7 +207,7 @@ static double row(const char *name, const struct sample *s, int n)
 
 int main(int argc, char **argv)
 {
-    int mib = 100, rounds = 7, via = 1, only = -1;
+    int mib = 100, rounds = 7, via = 1, only = -1, raw = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-m") == 0 && i + 1 < argc)
             mib = (int)strtol(argv[++i], NULL, 10);
@@ -210,14 +215,17 @@ int main(int argc, char **argv)
             rounds = (int)strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--plain") == 0)
             via = 2;
+        else if (strcmp(argv[i], "--raw") == 0)
+            raw = 1;
         else if (strcmp(argv[i], "--only-direct") == 0)
             only = 0;
         else if (strcmp(argv[i], "--only-proxy") == 0)
             only = 1;
         else {
-            fprintf(stderr,
-                    "usage: %s [-m MIB] [-n ROUNDS] [--plain] [--only-direct | --only-proxy]\n",
-                    argv[0]);
+            fprintf(
+                stderr,
+                "usage: %s [-m MIB] [-n ROUNDS] [--plain] [--raw] [--only-direct | --only-proxy]\n",
+                argv[0]);
             return 2;
         }
     }
@@ -265,6 +273,12 @@ int main(int argc, char **argv)
             proxied[i] = once(proxy_port, via);
         }
     }
+    for (int i = 0; raw && i < rounds; i++) /* one line a download, for bench/egress-compare */
+        for (int k = 0; k < 2; k++) {
+            const struct sample *x = k ? &proxied[i] : &direct[i];
+            printf("raw %d %s %.1f %.2f %.2f %.2f\n", i, k ? "proxy" : "direct", x->mibs,
+                   x->per100.client, x->per100.upstream, x->per100.proxy);
+        }
     printf("download of %d MiB over loopback, %d rounds (median, min..max MiB/s; median CPU ms "
            "per 100 MiB)\n",
            mib, rounds);
