@@ -23,8 +23,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -533,17 +531,6 @@ static void connected(skd_egress *e, struct egress_conn *c)
     }
     c->st = CONN_TUNNEL;
     c->verdict = "allowed";
-    /* Let at most SKD__EGRESS_NOTSENT bytes wait unsent in either socket;
-     * the rest waits in the pipe and the source's buffers. Bytes then reach
-     * the reader soon after the sender wrote them, while they are still in
-     * the CPU's cache: on loopback the sandbox's receive costs about 40% less
-     * CPU and the proxy's a little more, a tenth less in all (bench/README.md,
-     * the egress section). Bytes in flight are not
-     * limited, so a distant upstream keeps its window. A failure only means
-     * more is queued: nothing of the run's limits depends on it. */
-    int lowat = SKD__EGRESS_NOTSENT;
-    (void)setsockopt(c->cfd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
-    (void)setsockopt(c->ufd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &lowat, sizeof(lowat));
     c->u_rd = c->u_wr = c->c_rd = c->c_wr = 1;
     if (c->req.connect) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";

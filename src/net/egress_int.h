@@ -12,11 +12,10 @@
 #include <pthread.h>
 #include <sys/socket.h>
 
-#define SKD__EGRESS_PIPE (256 * 1024)    /* bytes buffered each way per connection (a pipe) */
-#define SKD__EGRESS_NOTSENT (128 * 1024) /* TCP_NOTSENT_LOWAT of both sockets of a tunnel */
-#define SKD__EGRESS_MAX_ADDRS 8          /* addresses tried per destination */
-#define SKD__EGRESS_MAX_RECORDS 128      /* destination records kept per run */
-#define SKD__EGRESS_MAX_CONNS 4096       /* connections at once, all runs together */
+#define SKD__EGRESS_PIPE (256 * 1024) /* bytes buffered each way per connection (a pipe) */
+#define SKD__EGRESS_MAX_ADDRS 8       /* addresses tried per destination */
+#define SKD__EGRESS_MAX_RECORDS 128   /* destination records kept per run */
+#define SKD__EGRESS_MAX_CONNS 4096    /* connections at once, all runs together */
 #define SKD__EGRESS_RESOLVERS 2
 #define SKD__EGRESS_REPLY_MS 2000 /* time to deliver a refusal before closing */
 

@@ -677,8 +677,8 @@ static unsigned char pattern(size_t i)
 TEST(proxy_tunnel_both_ways_at_once)
 {
     /* 4 MiB up a CONNECT tunnel, echoed back down by the upstream while the
-     * client is still sending: both directions move at once, each with its
-     * pipe and its sockets' unsent queues filling up, and every byte comes
+     * client is still sending: both directions of flow_once() move at once,
+     * each with its pipe and socket buffers filling up, and every byte comes
      * back once and in order, counted both ways. */
     struct env v;
     CHECK_EQ_INT(env_start(&v), 0);
