@@ -58,7 +58,7 @@ mkfs.ext4 -q -F -L payload -d "$PL" "$W/payload.img" || fail "payload disk" "mkf
 # TCG (no KVM on these machines), 2 vCPUs, no network device; the serial
 # console is the guest's ttyS0, where root is logged in automatically.
 t0=$SECONDS
-timeout "${RING_VM_TIMEOUT:-1500}" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nic none -nographic -no-reboot \
+timeout "${RING_VM_TIMEOUT:-2700}" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nic none -nographic -no-reboot \
     -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 systemd.show_status=false" \
     -drive "file=$CACHE/root.img,format=raw,if=virtio,snapshot=on" \
