@@ -16,6 +16,7 @@ static int fail(skd__conn *c, int rc, skd_err *err, const char *what)
 {
     sqlite3 *db = c->db;
     int prim = rc & 0xff;
+    c->busy = prim == SQLITE_BUSY || prim == SQLITE_LOCKED;
     if (prim == SQLITE_CONSTRAINT)
         return skd_err_set(err, SKD_EEXISTS, "store: %s: %s", what, sqlite3_errmsg(db));
     /* A corrupt or unreadable file may be repaired or replaced behind us:
@@ -121,6 +122,7 @@ int skd__sqlite_exec(skd__conn *c, const char *sql, skd_err *err)
     if (rc == SQLITE_OK)
         return 0;
     int prim = rc & 0xff;
+    c->busy = prim == SQLITE_BUSY || prim == SQLITE_LOCKED;
     if (prim != SQLITE_BUSY && prim != SQLITE_LOCKED && prim != SQLITE_CONSTRAINT)
         c->broken = 1;
     rc = skd_err_set(err, prim == SQLITE_CONSTRAINT ? SKD_EEXISTS : SKD_ESTORE, "store: %s",

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int skd_store_is_url(const char *where)
 {
@@ -34,19 +35,36 @@ static void defaults(skd_store_opts *o)
 }
 
 /* First connection: WAL (SQLite; persistent, and not allowed inside a
- * transaction) and the migrations. */
+ * transaction) and the migrations.
+ *
+ * Switching a fresh SQLite database to WAL needs its exclusive lock, and
+ * SQLite does not call the busy handler for that lock: when several
+ * processes open a new database at once, all but one can get "database is
+ * locked" at once (seen in test_store_concurrency). So a busy or locked
+ * failure here is tried again, every 20 ms, until the busy timeout. */
 static int prepare_schema(skd_store *st, skd_err *err)
 {
-    skd__conn *c = NULL;
-    int rc = skd__conn_get(st, &c, err);
-    if (rc)
-        return rc;
-    if (st->kind == SKD__STORE_SQLITE)
-        rc = skd__conn_exec(c, "PRAGMA journal_mode=WAL;", err);
-    if (rc == 0)
-        rc = skd__store_migrate(c, err);
-    skd__conn_put(st, c);
-    return rc;
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        skd__conn *c = NULL;
+        int rc = skd__conn_get(st, &c, err);
+        if (rc)
+            return rc;
+        c->busy = 0;
+        if (st->kind == SKD__STORE_SQLITE)
+            rc = skd__conn_exec(c, "PRAGMA journal_mode=WAL;", err);
+        if (rc == 0)
+            rc = skd__store_migrate(c, err);
+        int again = rc != 0 && st->kind == SKD__STORE_SQLITE && c->busy;
+        skd__conn_put(st, c);
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        long ms = (now.tv_sec - t0.tv_sec) * 1000L + (now.tv_nsec - t0.tv_nsec) / 1000000L;
+        if (!again || ms >= st->opts.busy_timeout_ms)
+            return rc;
+        struct timespec nap = {0, 20 * 1000000L};
+        nanosleep(&nap, NULL);
+    }
 }
 
 int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store **out,

@@ -145,6 +145,7 @@ struct skd__conn {
     void *db;                    /* sqlite3 * or PGconn * */
     int broken;                  /* the connection failed: close it when it comes back */
     int in_tx;                   /* between skd__conn_begin and commit/rollback */
+    int busy;                    /* SQLite: the last failure was SQLITE_BUSY or SQLITE_LOCKED */
     void *stmts[SKD__MAX_STMTS]; /* SQLite: sqlite3_stmt *; PG: non-NULL once prepared */
 };
 int skd__sqlite_connect(skd__conn *c, skd_err *err);
