@@ -519,8 +519,7 @@ static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
     return 0;
 }
 
-int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
-                       skd_err *err)
+int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
 {
     *out = NULL;
     int rc = skd__cgroup_detect(err);
@@ -539,17 +538,35 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
             goto fail;
         cg->n = c + 1;
     }
-    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0) {
-        if (G.version == 2 &&
-            (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-            goto fail;
-        *out = cg;
-        return 0;
-    }
+    if (G.version == 2 &&
+        (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        goto fail;
+    *out = cg;
+    return 0;
 fail:
     rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step, strerror(errno),
                      skd__cgroup_describe());
     skd__cgroup_destroy(cg);
+    return rc;
+}
+
+int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err)
+{
+    const char *step = "limits";
+    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0)
+        return 0;
+    return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
+                       strerror(errno), skd__cgroup_describe());
+}
+
+int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
+                       skd_err *err)
+{
+    int rc = skd__cgroup_create_bare(id, out, err);
+    if (rc == 0 && (rc = skd__cgroup_apply(*out, cfg, err)) != 0) {
+        skd__cgroup_destroy(*out);
+        *out = NULL;
+    }
     return rc;
 }
 

@@ -344,6 +344,15 @@ static void close_spawned(skd__spawned *sp)
         }
 }
 
+/* Keep a pre-made native sandbox waiting (native.c) when native runs
+ * here; after the reply, so it is never on a request's path. */
+static void warm_fill(void)
+{
+    const char *rt = S.conf->runtime;
+    if (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0)
+        skd__native_warm_fill();
+}
+
 static void on_spawn(skd__spawn_msg *m)
 {
     struct srun *r = find(m->handle);
@@ -388,6 +397,7 @@ static void on_spawn(skd__spawn_msg *m)
         r->prov->kill(r->pstate); /* the server is gone or broken: the run is too */
     skd__spawn_out_free(&o);
     close_spawned(&sp); /* the server holds its copies now */
+    warm_fill();        /* the next run's sandbox, while this one runs */
 }
 
 /* Reap r's process if it has exited (or wait up to ms for it). */
@@ -465,6 +475,8 @@ static void on_cleanup(skd__spawn_msg *m)
     }
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
+    skd__native_flush(); /* the overlay's mounts, now the outcome is out */
+    warm_fill();         /* in case a prepared run took it and was never spawned */
 }
 
 /* The server is gone: nothing of its runs may outlive this process. */
@@ -486,6 +498,8 @@ static void on_message(void)
     int rc = skd__spawn_recv(S.sock, &m, &err);
     if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
         shutdown_all();
+        skd__native_flush();
+        skd__native_warm_drop();
         skd__cgroup_release(); /* the cgroups this spawner made; _exit skips atexit */
         _exit(0);
     }
@@ -551,10 +565,12 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         _exit(127);
     skd__native_forget();
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
+    skd__native_defer_teardown(1);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
      * spawner that died before us. */
     if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
         skd__provider_native.detect(&err);
+    warm_fill();
     if (is_container(conf->runtime))
         skd__containers_reap_once(conf->runtime);
     for (;;) {
