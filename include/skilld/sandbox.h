@@ -210,6 +210,9 @@ typedef struct skd_runner_opts {
      * sandbox's idmapped workspace mount maps it to the sandbox user. */
     int owner_uid_set;
     unsigned owner_uid, owner_gid;
+    /* 1: the caller starts at most one sandbox (skilld exec): the spawner
+     * makes one pre-made native sandbox at start and no other after it. */
+    int one_run;
 } skd_runner_opts;
 
 /* Start a runner and its supervisor thread. cfg is borrowed and must outlive

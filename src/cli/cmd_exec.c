@@ -116,6 +116,7 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
         return skd__cli_usage("exec", "--key must not be empty");
     skd_err err = {0};
     /* The runner and the store (for the audit row); no skills. */
+    cli->one_run = 1;
     if (!skd__cli_engine_flags(cli, SKD_ENGINE_NO_SKILLS))
         return CLI_FAIL;
     skd_workspace *ws = NULL;

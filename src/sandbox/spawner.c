@@ -345,11 +345,12 @@ static void close_spawned(skd__spawned *sp)
 }
 
 /* Keep a pre-made native sandbox waiting (native.c) when native runs
- * here; after the reply, so it is never on a request's path. */
-static void warm_fill(void)
+ * here: one at start, and another after each outcome was sent (not after
+ * the spawn: its set-up would compete for the CPU with the run). */
+static void warm_fill(int at_start)
 {
     const char *rt = S.conf->runtime;
-    if (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0)
+    if (S.conf->warm > (at_start ? 0 : 1) && (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0))
         skd__native_warm_fill();
 }
 
@@ -397,7 +398,6 @@ static void on_spawn(skd__spawn_msg *m)
         r->prov->kill(r->pstate); /* the server is gone or broken: the run is too */
     skd__spawn_out_free(&o);
     close_spawned(&sp); /* the server holds its copies now */
-    warm_fill();        /* the next run's sandbox, while this one runs */
 }
 
 /* Reap r's process if it has exited (or wait up to ms for it). */
@@ -476,7 +476,7 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
     skd__native_flush(); /* the overlay's mounts, now the outcome is out */
-    warm_fill();         /* in case a prepared run took it and was never spawned */
+    warm_fill(0);        /* the next run's, after this one's outcome is out */
 }
 
 /* The server is gone: nothing of its runs may outlive this process. */
@@ -570,7 +570,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
      * spawner that died before us. */
     if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
         skd__provider_native.detect(&err);
-    warm_fill();
+    warm_fill(1);
     if (is_container(conf->runtime))
         skd__containers_reap_once(conf->runtime);
     for (;;) {

@@ -25,6 +25,9 @@ typedef struct skd__spawner_conf {
      * workspace may hold after a run (0: no overlay), and the bytes of
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
+    /* Pre-made native sandboxes (native.c): 0 none, 1 one at start only
+     * (skilld exec), 2 one kept waiting (a server). */
+    int warm;
 } skd__spawner_conf;
 
 /* Fork the zygote (which forks the first spawner at the server's first
