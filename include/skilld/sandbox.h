@@ -224,6 +224,13 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
  * completions, stop the supervisor and free. NULL ok. */
 void skd_runner_free(skd_runner *r);
 
+/* The first half of skd_runner_free: kill every run, wait for their
+ * completions, stop the supervisor and let the spawner begin its exit
+ * (its cgroups and mounts are removed in it) without waiting for it; no
+ * run can start afterwards. skd_runner_free then waits. For a caller with
+ * work left to do meanwhile (skilld exec writes its audit row). NULL ok. */
+void skd_runner_stop(skd_runner *r);
+
 /* Run and wait. Fills res (caller releases with skd_sandbox_result_free)
  * and returns 0 when the run was attempted — res->error then says whether
  * the command really ran. Returns SKD_EINVAL / SKD_ENOMEM / SKD_ESANDBOX

@@ -137,6 +137,9 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
     int64_t started = skd_mono_ms();
     rc = skd_sandbox_run(r, &spec, &res, &err);
     skd_workspace_close(ws);
+    /* The only run is over: the spawner tears down while the audit row is
+     * written (main's skd_engine_close waits for it). */
+    skd_runner_stop(r);
     if (rc) {
         write_audit(cli, &o, argv, 0, skd_errcode(rc), started);
         fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));

@@ -468,7 +468,8 @@ static void set_opts(struct nstate *s)
 {
     long long t = (long long)s->req->cfg->tmp_size;
     snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777", t);
-    snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777", t < (64 << 20) ? t : (64 << 20));
+    snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777",
+             t < (64 << 20) ? t : (64 << 20));
 }
 
 static int fill_child(struct nstate *s, skd_err *err)
@@ -779,8 +780,10 @@ static int warm_spawn(struct nstate *s, skd__spawned *out, skd_err *err)
     for (; q->envp[envc]; envc++)
         len += strlen(q->envp[envc]) + 1;
     if (len > SKD__WARM_MSG_MAX)
-        return skd_err_set(err, SKD_ETOOBIG, "native sandbox: arguments and environment are larger "
-                                             "than %u bytes", SKD__WARM_MSG_MAX);
+        return skd_err_set(err, SKD_ETOOBIG,
+                           "native sandbox: arguments and environment are larger "
+                           "than %u bytes",
+                           SKD__WARM_MSG_MAX);
     struct skd__warm_msg hd = {.magic = SKD__WARM_MAGIC,
                                .argc = (unsigned)argc,
                                .envc = (unsigned)envc,

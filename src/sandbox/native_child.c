@@ -403,7 +403,8 @@ static void keep_own_fds(struct skd__native_child *c)
             die("keep descriptors", NULL);
         if (lo < 0)
             lo = fd;
-        else if (fd > prev + 1 && syscall(SYS_close_range, (unsigned)prev + 1, (unsigned)fd - 1, 0U))
+        else if (fd > prev + 1 &&
+                 syscall(SYS_close_range, (unsigned)prev + 1, (unsigned)fd - 1, 0U))
             die("close inherited descriptors", NULL);
         *own[i] = prev = fd;
     }

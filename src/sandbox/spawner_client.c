@@ -320,16 +320,26 @@ long skd__spawner_client_pid(skd__spawner_client *c, int zygote)
     return pid;
 }
 
-void skd__spawner_client_free(skd__spawner_client *c)
+void skd__spawner_client_close(skd__spawner_client *c)
 {
     if (!c)
         return;
     /* Closing both sockets ends the spawner (it kills and cleans up its
-     * runs first) and the zygote; then reap the zygote. */
+     * runs first) and the zygote. */
+    pthread_mutex_lock(&c->mu);
     if (c->sock >= 0)
         close(c->sock);
     if (c->ctrl >= 0)
         close(c->ctrl);
+    c->sock = c->ctrl = -1;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void skd__spawner_client_free(skd__spawner_client *c)
+{
+    if (!c)
+        return;
+    skd__spawner_client_close(c); /* then reap the zygote */
     if (c->zygote > 0) {
         /* Bounded: the zygote waits for its spawner, which kills and cleans
          * up its runs; past 5 s it is killed (and the spawner with it). */
