@@ -672,6 +672,32 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
     }
 }
 
+int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid_t me = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        tie_to_parent(me);
+        close(sv[0]);
+        keep_only_fd(sv[1]);
+        default_signals();
+        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
+        spawner_main(conf, 3);
+    }
+    close(sv[1]);
+    *sock_out = sv[0];
+    *pid_out = pid;
+    return 0;
+}
+
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out)
 {
     int sv[2];

@@ -34,5 +34,10 @@ typedef struct skd__spawner_conf {
  * request). Returns 0 with the control socket and the zygote's pid, or -1
  * with errno. */
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out);
+/* Fork a spawner without a zygote, for a caller with one run and the
+ * native provider (skilld exec): nothing to fork again should it die (the
+ * run fails), and no container to clean up after it. Returns 0 with the
+ * spawner's socket and pid, or -1 with errno. */
+int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out);
 
 #endif
