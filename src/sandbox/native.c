@@ -54,11 +54,16 @@ static struct {
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 struct nstate;
 static struct nstate *warm; /* the pre-made sandbox waiting for a run, or NULL */
-/* The spawner's deferred teardown: quota overlays already committed, whose
- * unmounting and removal (each rmdir of a mount point waits for an RCU grace
- * period) is done after the outcome was sent (skd__native_flush). */
+/* The spawner's deferred teardown, done after the outcome was sent
+ * (skd__native_flush): quota overlays already committed, whose unmounting
+ * and removal (each rmdir of a mount point waits for an RCU grace period)
+ * is all that is left of them, and the cgroups of reaped runs (their OOM
+ * state read; removing them may wait for dying tasks). */
 static int defer_on;
-static skd__wsq *deferred[64];
+static struct {
+    skd__wsq *wsq;
+    skd__cgroup *cg;
+} deferred[64];
 static size_t ndeferred;
 
 void skd__native_defer_teardown(int on)
@@ -68,8 +73,11 @@ void skd__native_defer_teardown(int on)
 
 void skd__native_flush(void)
 {
-    while (ndeferred > 0)
-        skd__wsq_free(deferred[--ndeferred]);
+    while (ndeferred > 0) {
+        ndeferred--;
+        skd__cgroup_destroy(deferred[ndeferred].cg);
+        skd__wsq_free(deferred[ndeferred].wsq);
+    }
 }
 
 void skd__native_set_owner(unsigned uid, unsigned gid)
@@ -913,14 +921,24 @@ static void native_cleanup(void *state, skd__outcome *out)
     close_spawned_ends(&s->ends);
     if (out && s->cg)
         out->oom_killed = skd__cgroup_oom_killed(s->cg);
-    skd__cgroup_destroy(s->cg);
+    /* Deferred only once the sandbox's init has exited (its pidfd is
+     * readable): every task of its pid namespace is gone with it, so the
+     * commit below cannot race a writer; otherwise destroy kills what is
+     * left first, as before. */
+    struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
+    int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
+                (s->pidfd < 0 || poll(&gone, 1, 0) == 1);
+    if (defer)
+        deferred[ndeferred].cg = s->cg;
+    else
+        skd__cgroup_destroy(s->cg);
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
         skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
                                 s->req->cfg->data_reserve, out);
-    if (s->wsq && defer_on && ndeferred < sizeof(deferred) / sizeof(deferred[0]))
-        deferred[ndeferred++] = s->wsq; /* committed; only its mounts are left */
+    if (defer)
+        deferred[ndeferred++].wsq = s->wsq; /* committed: only its mounts are left */
     else
         skd__wsq_free(s->wsq);
     if (s->pidfd >= 0)
