@@ -53,7 +53,11 @@ static struct {
 } N = {.idmap_fd = -1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 struct nstate;
-static struct nstate *warm; /* the pre-made sandbox waiting for a run, or NULL */
+/* The pre-made sandboxes waiting for a run, oldest first (the oldest has
+ * had the most time to finish its set-up). */
+#define WARM_MAX 2
+static struct nstate *warm[WARM_MAX];
+static int nwarm;
 /* The spawner's deferred teardown, done after the outcome was sent
  * (skd__native_flush): quota overlays already committed, whose unmounting
  * and removal (each rmdir of a mount point waits for an RCU grace period)
@@ -93,7 +97,7 @@ void skd__native_forget(void)
     memset(&N, 0, sizeof(N));
     N.idmap_fd = -1;
     once = (pthread_once_t)PTHREAD_ONCE_INIT;
-    warm = NULL; /* the parent's (if any) is not ours to use */
+    nwarm = 0; /* the parent's (if any) are not ours to use */
     ndeferred = 0;
     defer_on = 0;
     skd__cgroup_forget();
@@ -550,22 +554,28 @@ static struct nstate *nstate_new(const skd__sandbox_req *req)
  * built), not rootless. Everything else starts cold, as before. */
 static int warm_fits(const skd__sandbox_req *req)
 {
-    return warm && !N.rootless && !req->rootfs && !req->skill_dir && !req->cfg->network_enabled &&
+    return nwarm > 0 && !N.rootless && !req->rootfs && !req->skill_dir &&
+           !req->cfg->network_enabled &&
            (!req->image || !*req->image || strcmp(req->image, "host") == 0);
 }
 
-/* The waiting sandbox is still there (it dies if its set-up failed). */
-static int warm_alive(void)
+/* Take the oldest waiting sandbox that is still there (one dies if its
+ * set-up failed), or NULL. */
+static struct nstate *warm_take(void)
 {
-    struct pollfd p = {.fd = warm->pidfd, .events = POLLIN};
-    if (poll(&p, 1, 0) == 0)
-        return 1;
-    char why[256] = "";
-    ssize_t n = read(warm->ends.status_fd, why, sizeof(why) - 1);
-    why[n > 0 ? n : 0] = '\0';
-    skd_warn("native sandbox: a pre-made sandbox died before its run (%s); starting cold", why);
-    skd__native_warm_drop();
-    return 0;
+    while (nwarm > 0) {
+        struct nstate *w = warm[0];
+        memmove(warm, warm + 1, (size_t)(--nwarm) * sizeof(warm[0]));
+        struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0)
+            return w;
+        char why[256] = "";
+        ssize_t n = read(w->ends.status_fd, why, sizeof(why) - 1);
+        why[n > 0 ? n : 0] = '\0';
+        skd_warn("native sandbox: a pre-made sandbox died before its run (%s)", why);
+        native_cleanup(w, NULL);
+    }
+    return NULL;
 }
 
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
@@ -588,9 +598,8 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
                            "image %.200s is not imported for the native sandbox; run skilld "
                            "image import",
                            req->image);
-    if (warm_fits(req) && warm_alive()) {
-        struct nstate *w = warm;
-        warm = NULL; /* used once: the next one is made after this spawn */
+    struct nstate *w = warm_fits(req) ? warm_take() : NULL; /* each is used once */
+    if (w) {
         w->req = req;
         set_opts(w);
         if ((rc = open_mounts(w, err)) || (rc = skd__cgroup_apply(w->cg, req->cfg, err))) {
@@ -854,7 +863,7 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
 
 /* ---- pre-made sandboxes ---- */
 
-void skd__native_warm_fill(void)
+void skd__native_warm_fill(int depth)
 {
     static unsigned seq;
     static skd_sandbox_config cfg = {.tmp_size = 1 << 20, .file_size_limit = 1};
@@ -867,7 +876,9 @@ void skd__native_warm_fill(void)
                                          .workspace_fd = -1,
                                          .skill_fd = -1};
     skd_err err = {0};
-    if (warm || native_detect(&err) != 0 || N.rootless)
+    if (depth > WARM_MAX)
+        depth = WARM_MAX;
+    if (nwarm >= depth || native_detect(&err) != 0 || N.rootless)
         return;
     struct nstate *s = nstate_new(&req);
     char name[32];
@@ -885,14 +896,13 @@ void skd__native_warm_fill(void)
     close(sp.pidfd); /* s->pidfd is the provider's own copy */
     sp.pidfd = -1;
     s->ends = sp;
-    warm = s;
+    warm[nwarm++] = s;
 }
 
 void skd__native_warm_drop(void)
 {
-    struct nstate *s = warm;
-    warm = NULL;
-    native_cleanup(s, NULL);
+    while (nwarm > 0)
+        native_cleanup(warm[--nwarm], NULL);
 }
 
 static void native_kill(void *state)

@@ -161,10 +161,11 @@ int skd__native_rootless(void);
  * c->ctl_fd (and exits quietly on EOF: the sandbox was discarded). */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
 
-/* Pre-made sandboxes of this process (native.c). Fill makes one when none
- * is waiting and this process can (root, native usable); drop kills it and
- * removes its cgroup. Both are no-ops otherwise. */
-void skd__native_warm_fill(void);
+/* Pre-made sandboxes of this process (native.c). Fill makes one when fewer
+ * than depth (at most 2) are waiting and this process can (root, native
+ * usable); drop kills every waiting one and removes its cgroup. Both are
+ * no-ops otherwise. */
+void skd__native_warm_fill(int depth);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
  * overlay to skd__native_flush, which the spawner calls once the run's

@@ -351,7 +351,7 @@ static void warm_fill(int at_start)
 {
     const char *rt = S.conf->runtime;
     if (S.conf->warm > (at_start ? 0 : 1) && (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0))
-        skd__native_warm_fill();
+        skd__native_warm_fill(S.conf->warm); /* one for skilld exec, two for a server */
 }
 
 static void on_spawn(skd__spawn_msg *m)
@@ -570,7 +570,8 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
      * spawner that died before us. */
     if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
         skd__provider_native.detect(&err);
-    warm_fill(1);
+    for (int i = 0; i < S.conf->warm; i++)
+        warm_fill(1);
     if (is_container(conf->runtime))
         skd__containers_reap_once(conf->runtime);
     for (;;) {

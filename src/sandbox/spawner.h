@@ -26,7 +26,7 @@ typedef struct skd__spawner_conf {
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
     /* Pre-made native sandboxes (native.c): 0 none, 1 one at start only
-     * (skilld exec), 2 one kept waiting (a server). */
+     * (skilld exec), 2 two kept waiting, one made after each run (a server). */
     int warm;
 } skd__spawner_conf;
 
