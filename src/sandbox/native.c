@@ -554,9 +554,17 @@ static struct nstate *nstate_new(const skd__sandbox_req *req)
  * built), not rootless. Everything else starts cold, as before. */
 static int warm_fits(const skd__sandbox_req *req)
 {
-    return nwarm > 0 && !N.rootless && !req->rootfs && !req->skill_dir &&
-           !req->cfg->network_enabled &&
-           (!req->image || !*req->image || strcmp(req->image, "host") == 0);
+    if (nwarm == 0 || N.rootless || req->rootfs || req->skill_dir || req->cfg->network_enabled ||
+        (req->image && *req->image && strcmp(req->image, "host") != 0))
+        return 0;
+    /* Its message must fit the child's buffer (warm_spawn; the two size
+     * options are under 64 bytes each); larger ones start cold. */
+    size_t len = strlen(req->cwd) + strlen(env_path(req->envp)) + 2 * 64 + 4;
+    for (char *const *a = req->argv; *a; a++)
+        len += strlen(*a) + 1;
+    for (char *const *e = req->envp; *e; e++)
+        len += strlen(*e) + 1;
+    return len <= SKD__WARM_MSG_MAX;
 }
 
 /* Take the oldest waiting sandbox that is still there (one dies if its

@@ -106,6 +106,15 @@ wait "$PPID2"
 if [ -n "$peak" ] && [ "$peak" -lt 40000000 ]; then pass "memory counter of a run starts fresh ($peak bytes)"; else
     fail "memory counter of a run starts fresh" "peak '$peak' after a run that used 60 MB"; fi
 
+# Arguments larger than a pre-made sandbox's message buffer (128 KiB) start
+# cold; smaller ones are served by the waiting sandbox; both run in full.
+big=$(python3 -c 'print("x" * 100000)')
+o=$("$SKILLD" --data-dir "$DATA" exec -- sh -c 'echo ${#1} ${#2}' sh "$big" "$big" 2>&1)
+o2=$("$SKILLD" --data-dir "$DATA" exec -- sh -c 'echo ${#1}' sh "$big" 2>&1)
+if [ "$(json_get "$o" 'j["stdout"]')" = "100000 100000" ] && [ "$(json_get "$o2" 'j["stdout"]')" = 100000 ]; then
+    pass "200 KB of arguments (cold) and 100 KB (pre-made) run"; else
+    fail "200 KB of arguments (cold) and 100 KB (pre-made) run" "${o:0:200} ${o2:0:200}"; fi
+
 stop_server
 if [ -z "$(find /sys/fs/cgroup -maxdepth 8 -type d -path "*/skilld/$SPAWNER" 2>/dev/null)" ]; then
     pass "no cgroup left after the server stops (the waiting sandbox's too)"; else
