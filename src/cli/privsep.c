@@ -61,8 +61,8 @@ static int own_data_dir(const char *dir, const struct passwd *pw)
     if (mkdir(dir, 0700) == 0) {
         /* Made just now: the user's from the start, not a migration. */
         if (chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
-            fprintf(stderr, "skilld: cannot hand DATA_DIR %s to user %s: %s\n", dir,
-                    pw->pw_name, strerror(errno));
+            fprintf(stderr, "skilld: cannot hand DATA_DIR %s to user %s: %s\n", dir, pw->pw_name,
+                    strerror(errno));
             return -1;
         }
     } else if (errno != EEXIST) {
