@@ -210,6 +210,9 @@ typedef struct skd_runner_opts {
      * sandbox's idmapped workspace mount maps it to the sandbox user. */
     int owner_uid_set;
     unsigned owner_uid, owner_gid;
+    /* 1: the caller starts at most one sandbox (skilld exec): the spawner
+     * makes one pre-made native sandbox at start and no other after it. */
+    int one_run;
 } skd_runner_opts;
 
 /* Start a runner and its supervisor thread. cfg is borrowed and must outlive
@@ -220,6 +223,13 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
 /* Kill every run (queued runs complete with killed), wait for their
  * completions, stop the supervisor and free. NULL ok. */
 void skd_runner_free(skd_runner *r);
+
+/* The first half of skd_runner_free: kill every run, wait for their
+ * completions, stop the supervisor and let the spawner begin its exit
+ * (its cgroups and mounts are removed in it) without waiting for it; no
+ * run can start afterwards. skd_runner_free then waits. For a caller with
+ * work left to do meanwhile (skilld exec writes its audit row). NULL ok. */
+void skd_runner_stop(skd_runner *r);
 
 /* Run and wait. Fills res (caller releases with skd_sandbox_result_free)
  * and returns 0 when the run was attempted — res->error then says whether

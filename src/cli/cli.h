@@ -19,6 +19,7 @@ typedef struct skd_cli {
     skd_config *cfg;    /* loaded: defaults < file < environment < global flags */
     skd_engine *engine; /* NULL until skd__cli_engine() */
     const char *prog;
+    int one_run; /* the subcommand starts at most one sandbox (skilld exec) */
 } skd_cli;
 
 /* Open the engine on first use. Prints the error and returns NULL when it

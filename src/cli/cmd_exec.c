@@ -116,6 +116,7 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
         return skd__cli_usage("exec", "--key must not be empty");
     skd_err err = {0};
     /* The runner and the store (for the audit row); no skills. */
+    cli->one_run = 1;
     if (!skd__cli_engine_flags(cli, SKD_ENGINE_NO_SKILLS))
         return CLI_FAIL;
     skd_workspace *ws = NULL;
@@ -136,6 +137,9 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
     int64_t started = skd_mono_ms();
     rc = skd_sandbox_run(r, &spec, &res, &err);
     skd_workspace_close(ws);
+    /* The only run is over: the spawner tears down while the audit row is
+     * written (main's skd_engine_close waits for it). */
+    skd_runner_stop(r);
     if (rc) {
         write_audit(cli, &o, argv, 0, skd_errcode(rc), started);
         fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));

@@ -217,7 +217,7 @@ skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags)
     if (root && !(pw = service_user(cli, dir)))
         return NULL;
     skd_runner *r = NULL;
-    skd_runner_opts o = {0};
+    skd_runner_opts o = {.one_run = cli->one_run};
     if (root) {
         o.owner_uid_set = 1;
         o.owner_uid = pw->pw_uid;

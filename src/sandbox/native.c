@@ -11,6 +11,7 @@
  */
 #include "sandbox/native.h"
 #include "net/egress.h"
+#include "skilld/log.h"
 #include "sandbox/ws_quota.h"
 
 #include <dirent.h>
@@ -19,11 +20,13 @@
 #include <limits.h>
 #include <linux/mount.h>
 #include <linux/sched.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -35,6 +38,7 @@
 
 #define NS_FLAGS                                                                                   \
     (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
+#define WARM_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID)
 #define MAX_ENTS 128
 
 static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
@@ -48,6 +52,37 @@ static struct {
     char why[SKD_ERR_MSG_MAX];
 } N = {.idmap_fd = -1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+struct nstate;
+/* The pre-made sandboxes waiting for a run, oldest first (the oldest has
+ * had the most time to finish its set-up). */
+#define WARM_MAX 2
+static struct nstate *warm[WARM_MAX];
+static int nwarm;
+/* The spawner's deferred teardown, done after the outcome was sent
+ * (skd__native_flush): quota overlays already committed, whose unmounting
+ * and removal (each rmdir of a mount point waits for an RCU grace period)
+ * is all that is left of them, and the cgroups of reaped runs (their OOM
+ * state read; removing them may wait for dying tasks). */
+static int defer_on;
+static struct {
+    skd__wsq *wsq;
+    skd__cgroup *cg;
+} deferred[64];
+static size_t ndeferred;
+
+void skd__native_defer_teardown(int on)
+{
+    defer_on = on;
+}
+
+void skd__native_flush(void)
+{
+    while (ndeferred > 0) {
+        ndeferred--;
+        skd__cgroup_destroy(deferred[ndeferred].cg);
+        skd__wsq_free(deferred[ndeferred].wsq);
+    }
+}
 
 void skd__native_set_owner(unsigned uid, unsigned gid)
 {
@@ -62,6 +97,9 @@ void skd__native_forget(void)
     memset(&N, 0, sizeof(N));
     N.idmap_fd = -1;
     once = (pthread_once_t)PTHREAD_ONCE_INIT;
+    nwarm = 0; /* the parent's (if any) are not ours to use */
+    ndeferred = 0;
+    defer_on = 0;
     skd__cgroup_forget();
 }
 
@@ -80,6 +118,10 @@ struct nstate {
     char tmp_opts[64], shm_opts[64];
     struct skd__native_child child;
     skd__wsq *wsq; /* the workspace quota overlay, or NULL (src/sandbox/ws_quota.c) */
+    /* A pre-made sandbox: its control socket and the parent's pipe ends,
+     * held from its start until its run's spawn hands them out. */
+    int warm, handed, ctl;
+    skd__spawned ends;
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -433,6 +475,15 @@ static const char *env_path(char *const *envp)
     return "/usr/local/bin:/usr/bin:/bin";
 }
 
+/* The run's /tmp and /dev/shm sizes. */
+static void set_opts(struct nstate *s)
+{
+    long long t = (long long)s->req->cfg->tmp_size;
+    snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777", t);
+    snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777",
+             t < (64 << 20) ? t : (64 << 20));
+}
+
 static int fill_child(struct nstate *s, skd_err *err)
 {
     static const char *const rels[] = {"proc",      "dev",           "tmp",  "dev/shm",
@@ -463,9 +514,7 @@ static int fill_child(struct nstate *s, skd_err *err)
     if (rc)
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cannot lay out the root of %s",
                            q->image);
-    snprintf(s->tmp_opts, sizeof(s->tmp_opts), "size=%lld,mode=1777", (long long)q->cfg->tmp_size);
-    snprintf(s->shm_opts, sizeof(s->shm_opts), "size=%lld,mode=1777",
-             (long long)(q->cfg->tmp_size < (64 << 20) ? q->cfg->tmp_size : (64 << 20)));
+    set_opts(s);
     c->stage = N.stage;
     c->stage_opts = "size=1m,nr_inodes=4096,mode=0755";
     c->ents = s->ents;
@@ -488,6 +537,55 @@ static int fill_child(struct nstate *s, skd_err *err)
     return skd__seccomp_program(&c->seccomp, err);
 }
 
+static struct nstate *nstate_new(const skd__sandbox_req *req)
+{
+    struct nstate *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    s->req = req;
+    s->pidfd = s->ctl = -1;
+    s->child.ws_fd = s->child.img_fd = s->child.skill_fd = s->child.ctl_fd = -1;
+    s->ends = (skd__spawned){-1, -1, -1, -1, -1, -1};
+    return s;
+}
+
+/* A run a pre-made sandbox can serve: the host image, no skill folder, no
+ * network (those need mounts or a socket placed before the root is
+ * built), not rootless. Everything else starts cold, as before. */
+static int warm_fits(const skd__sandbox_req *req)
+{
+    if (nwarm == 0 || N.rootless || req->rootfs || req->skill_dir || req->cfg->network_enabled ||
+        (req->image && *req->image && strcmp(req->image, "host") != 0))
+        return 0;
+    /* Its message must fit the child's buffer (warm_spawn; the two size
+     * options are under 64 bytes each); larger ones start cold. */
+    size_t len = strlen(req->cwd) + strlen(env_path(req->envp)) + 2 * 64 + 4;
+    for (char *const *a = req->argv; *a; a++)
+        len += strlen(*a) + 1;
+    for (char *const *e = req->envp; *e; e++)
+        len += strlen(*e) + 1;
+    return len <= SKD__WARM_MSG_MAX;
+}
+
+/* Take the oldest waiting sandbox that is still there (one dies if its
+ * set-up failed), or NULL. */
+static struct nstate *warm_take(void)
+{
+    while (nwarm > 0) {
+        struct nstate *w = warm[0];
+        memmove(warm, warm + 1, (size_t)(--nwarm) * sizeof(warm[0]));
+        struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
+        if (poll(&p, 1, 0) == 0)
+            return w;
+        char why[256] = "";
+        ssize_t n = read(w->ends.status_fd, why, sizeof(why) - 1);
+        why[n > 0 ? n : 0] = '\0';
+        skd_warn("native sandbox: a pre-made sandbox died before its run (%s)", why);
+        native_cleanup(w, NULL);
+    }
+    return NULL;
+}
+
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
 {
     *state = NULL;
@@ -508,12 +606,20 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
                            "image %.200s is not imported for the native sandbox; run skilld "
                            "image import",
                            req->image);
-    struct nstate *s = calloc(1, sizeof(*s));
+    struct nstate *w = warm_fits(req) ? warm_take() : NULL; /* each is used once */
+    if (w) {
+        w->req = req;
+        set_opts(w);
+        if ((rc = open_mounts(w, err)) || (rc = skd__cgroup_apply(w->cg, req->cfg, err))) {
+            native_cleanup(w, NULL);
+            return rc;
+        }
+        *state = w;
+        return 0;
+    }
+    struct nstate *s = nstate_new(req);
     if (!s)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    s->req = req;
-    s->pidfd = -1;
-    s->child.ws_fd = s->child.img_fd = s->child.skill_fd = -1;
     if ((rc = fill_child(s, err)) || (rc = open_mounts(s, err)) ||
         (rc = skd__cgroup_create(req->id, req->cfg, &s->cg, err))) {
         native_cleanup(s, NULL);
@@ -570,9 +676,29 @@ static void close_join_fds(struct skd__native_child *c)
         close(c->cg_fds[--c->ncg]);
 }
 
-static int native_spawn(void *state, skd__spawned *out, skd_err *err)
+/* The child's end of a pre-made sandbox's control socket. */
+static void close_ctl_child(struct nstate *s)
 {
-    struct nstate *s = state;
+    if (s->warm && s->child.ctl_fd >= 0)
+        close(s->child.ctl_fd);
+    s->child.ctl_fd = -1;
+}
+
+static void close_spawned_ends(skd__spawned *sp)
+{
+    int *fds[] = {&sp->pidfd,     &sp->stdin_fd,  &sp->stdout_fd,
+                  &sp->stderr_fd, &sp->status_fd, &sp->egress_fd};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (*fds[i] >= 0) {
+            close(*fds[i]);
+            *fds[i] = -1;
+        }
+}
+
+/* Pipes, clone3, id maps, release: a started child (cold: its run's;
+ * warm: one that builds the root and waits on its control socket). */
+static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
+{
     int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, sy[2] = {-1, -1};
     int pidfd = -1, rc = 0, egress_fd = -1;
     if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
@@ -592,9 +718,21 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
         goto fail;
     }
     s->child.ncg = ncg;
+    if (s->warm) {
+        int sv[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+            rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: socketpair: %s", strerror(errno));
+            goto fail;
+        }
+        s->ctl = sv[0];
+        s->child.ctl_fd = sv[1];
+    }
     struct clone_args ca;
     memset(&ca, 0, sizeof(ca));
-    ca.flags = NS_FLAGS | CLONE_PIDFD;
+    /* A pre-made sandbox makes its other namespaces itself (the network
+     * namespace above all is slow to create), so the spawner's clone3 is
+     * short; owned by its new user namespace all the same. */
+    ca.flags = (s->warm ? WARM_CLONE_FLAGS : NS_FLAGS) | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
     if (skd__cgroup_clone_fd(s->cg) >= 0) {
@@ -612,6 +750,7 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
     in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
     close_join_fds(&s->child);
+    close_ctl_child(s);
     /* networkEnabled: the egress proxy's socket goes on the sandbox's
      * loopback before the child is released, so it is there when the
      * command starts (src/net/egress_place.c). */
@@ -640,8 +779,138 @@ static int native_spawn(void *state, skd__spawned *out, skd_err *err)
     return 0;
 fail:
     close_join_fds(&s->child);
+    close_ctl_child(s);
     close_pair(in), close_pair(o), close_pair(e), close_pair(st), close_pair(sy);
     return rc;
+}
+
+static char *put_str(char *p, const char *str)
+{
+    size_t n = strlen(str) + 1;
+    memcpy(p, str, n);
+    return p + n;
+}
+
+/* Send the run to its pre-made sandbox and hand out the descriptors it
+ * was started with. The run's limits are on its cgroup already (prepare). */
+static int warm_spawn(struct nstate *s, skd__spawned *out, skd_err *err)
+{
+    const skd__sandbox_req *q = s->req;
+    size_t len = 0, argc = 0, envc = 0;
+    const char *head[] = {s->tmp_opts, s->shm_opts, q->cwd, env_path(q->envp)};
+    for (size_t i = 0; i < 4; i++)
+        len += strlen(head[i]) + 1;
+    for (; q->argv[argc]; argc++)
+        len += strlen(q->argv[argc]) + 1;
+    for (; q->envp[envc]; envc++)
+        len += strlen(q->envp[envc]) + 1;
+    if (len > SKD__WARM_MSG_MAX)
+        return skd_err_set(err, SKD_ETOOBIG,
+                           "native sandbox: arguments and environment are larger "
+                           "than %u bytes",
+                           SKD__WARM_MSG_MAX);
+    struct skd__warm_msg hd = {.magic = SKD__WARM_MAGIC,
+                               .argc = (unsigned)argc,
+                               .envc = (unsigned)envc,
+                               .has_ws = s->child.ws_fd >= 0,
+                               .fsize = (unsigned long long)q->cfg->file_size_limit,
+                               .len = (unsigned)len};
+    char *buf = malloc(sizeof(hd) + len), *p = buf + sizeof(hd);
+    if (!buf)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    memcpy(buf, &hd, sizeof(hd));
+    for (size_t i = 0; i < 4; i++)
+        p = put_str(p, head[i]);
+    for (size_t i = 0; i < argc; i++)
+        p = put_str(p, q->argv[i]);
+    for (size_t i = 0; i < envc; i++)
+        p = put_str(p, q->envp[i]);
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct iovec iov = {buf, sizeof(hd) + len};
+    struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+    memset(&cm, 0, sizeof(cm));
+    if (hd.has_ws) {
+        mh.msg_control = cm.b;
+        mh.msg_controllen = sizeof(cm.b);
+        struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &s->child.ws_fd, sizeof(int));
+    }
+    ssize_t n;
+    do
+        n = sendmsg(s->ctl, &mh, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    int saved = errno;
+    free(buf);
+    close(s->ctl);
+    s->ctl = -1;
+    if (n != (ssize_t)iov.iov_len)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: hand the run to its sandbox: %s",
+                           n < 0 ? strerror(saved) : "short write");
+    *out = s->ends;
+    out->pidfd = fcntl(s->pidfd, F_DUPFD_CLOEXEC, 3);
+    s->ends = (skd__spawned){-1, -1, -1, -1, -1, -1};
+    s->handed = 1;
+    if (out->pidfd < 0) {
+        close_spawned_ends(out);
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: pidfd: %s", strerror(errno));
+    }
+    return 0;
+}
+
+static int native_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    struct nstate *s = state;
+    return s->warm ? warm_spawn(s, out, err) : start_child(s, out, err);
+}
+
+/* ---- pre-made sandboxes ---- */
+
+void skd__native_warm_fill(int depth)
+{
+    static unsigned seq;
+    static skd_sandbox_config cfg = {.tmp_size = 1 << 20, .file_size_limit = 1};
+    static char *const argv[] = {"true", NULL}, *const envp[] = {NULL};
+    static const skd__sandbox_req req = {.image = "host",
+                                         .argv = argv,
+                                         .envp = envp,
+                                         .cwd = "/",
+                                         .cfg = &cfg,
+                                         .workspace_fd = -1,
+                                         .skill_fd = -1};
+    skd_err err = {0};
+    if (depth > WARM_MAX)
+        depth = WARM_MAX;
+    if (nwarm >= depth || native_detect(&err) != 0 || N.rootless)
+        return;
+    struct nstate *s = nstate_new(&req);
+    char name[32];
+    snprintf(name, sizeof(name), "warm-%u", ++seq);
+    skd__spawned sp = {-1, -1, -1, -1, -1, -1};
+    if (!s)
+        return;
+    s->warm = s->child.warm = 1;
+    if (fill_child(s, &err) || skd__cgroup_create_bare(name, &s->cg, &err) ||
+        start_child(s, &sp, &err)) {
+        skd_debug("native sandbox: no pre-made sandbox: %s", skd_err_msg(&err));
+        native_cleanup(s, NULL);
+        return;
+    }
+    close(sp.pidfd); /* s->pidfd is the provider's own copy */
+    sp.pidfd = -1;
+    s->ends = sp;
+    warm[nwarm++] = s;
+}
+
+void skd__native_warm_drop(void)
+{
+    while (nwarm > 0)
+        native_cleanup(warm[--nwarm], NULL);
 }
 
 static void native_kill(void *state)
@@ -657,15 +926,39 @@ static void native_cleanup(void *state, skd__outcome *out)
     struct nstate *s = state;
     if (!s)
         return;
+    if (s->warm && !s->handed && s->pidfd >= 0) {
+        /* Made, never given a run (discarded, or its run ended before the
+         * spawn): it waits on its socket; end it and reap it here, as no
+         * one else will. */
+        siginfo_t si;
+        syscall(SYS_pidfd_send_signal, s->pidfd, SIGKILL, NULL, 0);
+        waitid((idtype_t)P_PIDFD, (id_t)s->pidfd, &si, WEXITED);
+    }
+    if (s->ctl >= 0)
+        close(s->ctl);
+    close_spawned_ends(&s->ends);
     if (out && s->cg)
         out->oom_killed = skd__cgroup_oom_killed(s->cg);
-    skd__cgroup_destroy(s->cg);
+    /* Deferred only once the sandbox's init has exited (its pidfd is
+     * readable): every task of its pid namespace is gone with it, so the
+     * commit below cannot race a writer; otherwise destroy kills what is
+     * left first, as before. */
+    struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
+    int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
+                (s->pidfd < 0 || poll(&gone, 1, 0) == 1);
+    if (defer)
+        deferred[ndeferred].cg = s->cg;
+    else
+        skd__cgroup_destroy(s->cg);
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
         skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
                                 s->req->cfg->data_reserve, out);
-    skd__wsq_free(s->wsq);
+    if (defer)
+        deferred[ndeferred++].wsq = s->wsq; /* committed: only its mounts are left */
+    else
+        skd__wsq_free(s->wsq);
     if (s->pidfd >= 0)
         close(s->pidfd);
     if (s->child.img_fd >= 0)

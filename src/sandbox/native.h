@@ -37,6 +37,11 @@ const char *skd__cgroup_describe(void);
 /* Create the run's cgroup and write every limit of cfg. Fail closed. */
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
                        skd_err *err);
+/* The same in two steps: the directory alone (no limit written yet: a
+ * pre-made sandbox's cgroup, made before its run is known), then the run's
+ * limits. A cgroup is never used for two runs. */
+int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err);
+int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err);
 /* cgroup v2: a directory fd of the run's cgroup for clone3's
  * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
 int skd__cgroup_clone_fd(const skd__cgroup *cg);
@@ -121,6 +126,23 @@ struct skd__native_child {
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
     int rootless; /* 1: no inside-root, no setgroups (unprivileged user namespace) */
+    /* A pre-made sandbox (native_warm.c): the root is built and pivoted
+     * before any run is known, /tmp, /dev/shm and the workspace are left
+     * out, and the child then waits on ctl_fd for the one run it serves. */
+    int warm;
+    int ctl_fd;
+};
+
+/* What the spawner sends a pre-made sandbox when its run arrives (one
+ * SOCK_SEQPACKET message, the workspace mount as SCM_RIGHTS when has_ws),
+ * followed by NUL-terminated strings: tmp options, /dev/shm options, cwd,
+ * PATH, argc arguments, envc environment entries. */
+#define SKD__WARM_MAGIC 0x4d524157u /* "WARM" */
+#define SKD__WARM_MSG_MAX (128u * 1024u)
+struct skd__warm_msg {
+    unsigned magic, argc, envc, has_ws;
+    unsigned long long fsize;
+    unsigned len; /* bytes of strings after the header */
 };
 
 /* Identities of the native provider in this process (native.c): who owns
@@ -134,7 +156,21 @@ void skd__native_forget(void);
 /* 1 when this process runs the native provider rootless. */
 int skd__native_rootless(void);
 
-/* Build the sandbox and exec the command; never returns. */
+/* Build the sandbox and exec the command; never returns. With c->warm the
+ * child builds the run-independent part, then waits for its run on
+ * c->ctl_fd (and exits quietly on EOF: the sandbox was discarded). */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
+
+/* Pre-made sandboxes of this process (native.c). Fill makes one when fewer
+ * than depth (at most 2) are waiting and this process can (root, native
+ * usable); drop kills every waiting one and removes its cgroup. Both are
+ * no-ops otherwise. */
+void skd__native_warm_fill(int depth);
+void skd__native_warm_drop(void);
+/* on: cleanup leaves the unmounting and removal of a committed quota
+ * overlay to skd__native_flush, which the spawner calls once the run's
+ * outcome is sent (nothing of the run is used after its commit). */
+void skd__native_defer_teardown(int on);
+void skd__native_flush(void);
 
 #endif

@@ -91,10 +91,62 @@ static int exists(const char *dir, const char *file)
     return access(p, F_OK) == 0;
 }
 
+/* /proc/self/cgroup and /proc/self/mountinfo, read once per set-up (a v1
+ * set-up asks for each of four controllers, plus the freezer's stale runs)
+ * and parsed from memory; cache_drop when our cgroup may have changed. */
+static struct {
+    char *text[2];
+    size_t len[2];
+} cache;
+
+static void cache_drop(void)
+{
+    for (int i = 0; i < 2; i++) {
+        free(cache.text[i]);
+        cache.text[i] = NULL;
+        cache.len[i] = 0;
+    }
+}
+
+/* A stream of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo). */
+static FILE *cached(int i)
+{
+    static const char *const names[2] = {"/proc/self/cgroup", "/proc/self/mountinfo"};
+    if (!cache.text[i]) {
+        FILE *f = fopen(names[i], "re");
+        if (!f)
+            return NULL;
+        char *buf = NULL;
+        size_t len = 0, cap = 0, n;
+        char chunk[4096];
+        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+            if (len + n > cap) {
+                char *nb = realloc(buf, cap = (len + n) * 2);
+                if (!nb) {
+                    free(buf);
+                    fclose(f);
+                    return NULL;
+                }
+                buf = nb;
+            }
+            memcpy(buf + len, chunk, n);
+            len += n;
+        }
+        fclose(f);
+        if (!len) {
+            free(buf);
+            return NULL;
+        }
+        cache.text[i] = buf;
+        cache.len[i] = len;
+    }
+    return fmemopen(cache.text[i], cache.len[i], "r");
+}
+
 /* Our own cgroup path for a v1 controller (or v2 when ctl is NULL). */
 static int self_path(const char *ctl, char *out, size_t cap)
 {
-    FILE *f = fopen("/proc/self/cgroup", "re");
+    FILE *f = cached(0);
     char line[1024];
     int found = -1;
     if (!f)
@@ -129,7 +181,7 @@ static int self_path(const char *ctl, char *out, size_t cap)
 /* Mount point of a cgroup v1 hierarchy carrying ctl, or of cgroup2. */
 static int find_mount(const char *ctl, char *out, size_t cap)
 {
-    FILE *f = fopen("/proc/self/mountinfo", "re");
+    FILE *f = cached(1);
     char line[2048];
     int found = -1;
     if (!f)
@@ -291,6 +343,7 @@ static int setup_v2(void)
             skd_strlcpy(G.why, skd_err_msg(&err), sizeof(G.why));
             return -2;
         }
+        cache_drop(); /* we are in the new scope now */
         if (self_path(NULL, self, sizeof(self)) ||
             snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base)) {
             snprintf(G.why, sizeof(G.why), "cgroups: cannot read our new cgroup");
@@ -388,8 +441,10 @@ static int setup_v1(void)
 static void setup(void)
 {
     G.owner = getpid();
+    cache_drop();
     if (setup_v2() == -1)
         setup_v1();
+    cache_drop();
     if (G.version)
         atexit(skd__cgroup_release);
 }
@@ -519,8 +574,7 @@ static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
     return 0;
 }
 
-int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
-                       skd_err *err)
+int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
 {
     *out = NULL;
     int rc = skd__cgroup_detect(err);
@@ -539,17 +593,35 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
             goto fail;
         cg->n = c + 1;
     }
-    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0) {
-        if (G.version == 2 &&
-            (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-            goto fail;
-        *out = cg;
-        return 0;
-    }
+    if (G.version == 2 &&
+        (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+        goto fail;
+    *out = cg;
+    return 0;
 fail:
     rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step, strerror(errno),
                      skd__cgroup_describe());
     skd__cgroup_destroy(cg);
+    return rc;
+}
+
+int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err)
+{
+    const char *step = "limits";
+    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0)
+        return 0;
+    return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
+                       strerror(errno), skd__cgroup_describe());
+}
+
+int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
+                       skd_err *err)
+{
+    int rc = skd__cgroup_create_bare(id, out, err);
+    if (rc == 0 && (rc = skd__cgroup_apply(*out, cfg, err)) != 0) {
+        skd__cgroup_destroy(*out);
+        *out = NULL;
+    }
     return rc;
 }
 

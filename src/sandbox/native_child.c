@@ -43,7 +43,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#include "skilld/sandbox.h"
 
 #define HIGH_FD 200
 
@@ -237,8 +240,16 @@ static void build_root(const struct skd__native_child *c)
         die("mkdir", c->proc_dir);
     if (sys_mount("proc", c->proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         die("mount", c->proc_dir);
-    mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
-    mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
+    /* A pre-made sandbox mounts /dev/shm and /tmp with its run's sizes
+     * (warm_finish); the mount points are made now, while / is writable. */
+    if (c->warm) {
+        if ((sys_mkdir(c->shm_dir, 0755) != 0 && errno != EEXIST) ||
+            (sys_mkdir(c->tmp_dir, 0755) != 0 && errno != EEXIST))
+            die("mkdir", c->tmp_dir);
+    } else {
+        mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+        mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
+    }
     if (sys_mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
         die("mkdir", c->ws_dir);
     if (c->ws_fd >= 0 &&
@@ -362,11 +373,135 @@ static void exec_command(const struct skd__native_child *c)
     errno = saved;
 }
 
-void skd__native_child_main(const struct skd__native_child *c)
+/* ---- a pre-made sandbox ---- */
+
+/* Preallocated (this process is a copy of the spawner; these pages are its
+ * own): the run's message and the vectors that point into it. */
+static char warm_buf[sizeof(struct skd__warm_msg) + SKD__WARM_MSG_MAX];
+static char *warm_argv[SKD_SANDBOX_MAX_ARGS + 1];
+static char *warm_envp[SKD_SANDBOX_MAX_ARGS + 1];
+
+/* Keep only the descriptors this child uses (it may wait long, and must not
+ * hold what the spawner had open when it was cloned: other runs' workspace
+ * and mount descriptors). Each is moved above every inherited one, then
+ * everything else is closed. */
+static void keep_own_fds(struct skd__native_child *c)
+{
+    int *own[8 + 4];
+    int n = 0, top = HIGH_FD;
+    own[n++] = &c->in_fd, own[n++] = &c->out_fd, own[n++] = &c->err_fd;
+    own[n++] = &c->sync_fd, own[n++] = &c->ctl_fd, own[n++] = &status_fd;
+    for (int i = 0; i < c->ncg; i++)
+        own[n++] = &c->cg_fds[i];
+    for (int i = 0; i < n; i++)
+        if (*own[i] >= top)
+            top = *own[i] + 1;
+    int lo = -1, prev = -1;
+    for (int i = 0; i < n; i++) {
+        int fd = (int)syscall(SYS_fcntl, *own[i], F_DUPFD_CLOEXEC, top);
+        if (fd < 0)
+            die("keep descriptors", NULL);
+        if (lo < 0)
+            lo = fd;
+        else if (fd > prev + 1 &&
+                 syscall(SYS_close_range, (unsigned)prev + 1, (unsigned)fd - 1, 0U))
+            die("close inherited descriptors", NULL);
+        *own[i] = prev = fd;
+    }
+    if (syscall(SYS_close_range, 0U, (unsigned)lo - 1, 0U) != 0 ||
+        syscall(SYS_close_range, (unsigned)prev + 1, ~0U, 0U) != 0)
+        die("close inherited descriptors", NULL);
+}
+
+/* Next NUL-terminated string of the message at *p (bounded by end). */
+static char *warm_str(char **p, char *end)
+{
+    char *s = *p;
+    while (*p < end && **p)
+        (*p)++;
+    if (*p >= end)
+        die("the run's message is malformed", NULL);
+    (*p)++;
+    return s;
+}
+
+/* Wait for the run, then mount what is its own (/dev/shm and /tmp with its
+ * sizes, its workspace) and fill c with its command. EOF: discarded. */
+static void warm_receive(struct skd__native_child *c)
+{
+    union {
+        struct cmsghdr h;
+        char b[CMSG_SPACE(sizeof(int))];
+    } cm;
+    struct iovec iov = {warm_buf, sizeof(warm_buf)};
+    struct msghdr mh;
+    memset(&mh, 0, sizeof(mh));
+    memset(&cm, 0, sizeof(cm));
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = cm.b;
+    mh.msg_controllen = sizeof(cm.b);
+    long n;
+    do
+        n = syscall(SYS_recvmsg, c->ctl_fd, &mh, MSG_CMSG_CLOEXEC);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0)
+        syscall(SYS_exit_group, 0); /* the spawner let this sandbox go */
+    struct skd__warm_msg hd;
+    if ((size_t)n < sizeof(hd) || (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+        die("the run's message is malformed", NULL);
+    memcpy(&hd, warm_buf, sizeof(hd));
+    if (hd.magic != SKD__WARM_MAGIC || hd.len != (size_t)n - sizeof(hd) || hd.argc < 1 ||
+        hd.argc > SKD_SANDBOX_MAX_ARGS || hd.envc > SKD_SANDBOX_MAX_ARGS)
+        die("the run's message is malformed", NULL);
+    int ws = -1;
+    struct cmsghdr *h = CMSG_FIRSTHDR(&mh);
+    if (hd.has_ws) {
+        if (!h || h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS ||
+            h->cmsg_len != CMSG_LEN(sizeof(int)))
+            die("the run's workspace mount is missing", NULL);
+        memcpy(&ws, CMSG_DATA(h), sizeof(int));
+    } else if (h) {
+        die("the run's message is malformed", NULL);
+    }
+    char *p = warm_buf + sizeof(hd), *end = warm_buf + n;
+    const char *tmp_opts = warm_str(&p, end), *shm_opts = warm_str(&p, end);
+    c->cwd = warm_str(&p, end);
+    c->path = warm_str(&p, end);
+    for (unsigned i = 0; i < hd.argc; i++)
+        warm_argv[i] = warm_str(&p, end);
+    warm_argv[hd.argc] = NULL;
+    for (unsigned i = 0; i < hd.envc; i++)
+        warm_envp[i] = warm_str(&p, end);
+    warm_envp[hd.envc] = NULL;
+    if (!warm_argv[0][0])
+        die("the run's message is malformed", NULL);
+    c->argv = warm_argv;
+    c->envp = warm_envp;
+    c->fsize = hd.fsize;
+    /* / and /dev are read-only already; mounting on their directories is
+     * still allowed, and these mounts stay writable as in a cold start. */
+    if (sys_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm_opts) != 0)
+        die("mount tmpfs on", "/dev/shm");
+    if (sys_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts) != 0)
+        die("mount tmpfs on", "/tmp");
+    if (ws >= 0) {
+        if (syscall(SYS_move_mount, ws, "", AT_FDCWD, "/workspace", MOVE_MOUNT_F_EMPTY_PATH) != 0)
+            die("mount the workspace on", "/workspace");
+        sys_close(ws);
+    }
+    sys_close(c->ctl_fd);
+}
+
+void skd__native_child_main(const struct skd__native_child *cc)
 {
     char go;
+    struct skd__native_child local = *cc; /* on this child's stack: the fds move */
+    struct skd__native_child *c = &local;
     status_fd = c->status_fd;
     reset_signals();
+    if (c->warm)
+        keep_own_fds(c);
     if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
     /* If the spawner died between clone3 and the line above, the sync read
@@ -389,16 +524,23 @@ void skd__native_child_main(const struct skd__native_child *c)
         die("become root of the user namespace", NULL);
     if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
+    /* Pre-made: the namespaces clone3 left out (native.c, WARM_CLONE_FLAGS),
+     * made here as root of the new user namespace, which owns them. */
+    if (c->warm &&
+        syscall(SYS_unshare, CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0)
+        die("new namespaces", NULL);
     build_root(c);
     if (syscall(SYS_sethostname, "sandbox", 7) != 0)
         die("hostname", NULL);
     loopback_up();
-    set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
     set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
     set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
     sys_close(c->sync_fd);
     if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0)
         die("cgroup namespace", NULL);
+    if (c->warm)
+        warm_receive(c); /* blocks until the run arrives */
+    set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
     arrange_fds(c);
     drop_privileges(c);
     if (sys_chdir(c->cwd) != 0)

@@ -436,6 +436,7 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->network_allowed = r->ceilings.network_allowed;
     k->workspace_quota = r->defaults.workspace_quota;
     k->data_reserve = r->defaults.data_reserve;
+    k->warm = opts->one_run ? 1 : 2;
     (void)cfg;
     return 0;
 }
@@ -492,19 +493,27 @@ fail:
     return rc;
 }
 
+void skd_runner_stop(skd_runner *r)
+{
+    if (!r || !r->thread_started)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stopping = 1;
+    for (struct run *run = r->head; run; run = run->next)
+        run->kill_req = 1;
+    pthread_mutex_unlock(&r->mu);
+    skd__runner_wake(r);
+    pthread_join(r->thread, NULL);
+    r->thread_started = 0;
+}
+
 void skd_runner_free(skd_runner *r)
 {
     if (!r)
         return;
-    if (r->thread_started) {
-        pthread_mutex_lock(&r->mu);
-        r->stopping = 1;
-        for (struct run *run = r->head; run; run = run->next)
-            run->kill_req = 1;
-        pthread_mutex_unlock(&r->mu);
-        skd__runner_wake(r);
-        pthread_join(r->thread, NULL);
-    }
+    skd_runner_stop(r);
+    skd__spawner_client_free(r->spawner); /* waits for the spawner's exit */
+    r->spawner = NULL;
     if (r->epfd >= 0)
         close(r->epfd);
     if (r->evfd >= 0)

@@ -344,6 +344,16 @@ static void close_spawned(skd__spawned *sp)
         }
 }
 
+/* Keep a pre-made native sandbox waiting (native.c) when native runs
+ * here: one at start, and another after each outcome was sent (not after
+ * the spawn: its set-up would compete for the CPU with the run). */
+static void warm_fill(int at_start)
+{
+    const char *rt = S.conf->runtime;
+    if (S.conf->warm > (at_start ? 0 : 1) && (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0))
+        skd__native_warm_fill(S.conf->warm); /* one for skilld exec, two for a server */
+}
+
 static void on_spawn(skd__spawn_msg *m)
 {
     struct srun *r = find(m->handle);
@@ -465,6 +475,8 @@ static void on_cleanup(skd__spawn_msg *m)
     }
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
+    skd__native_flush(); /* the overlay's mounts, now the outcome is out */
+    warm_fill(0);        /* the next run's, after this one's outcome is out */
 }
 
 /* The server is gone: nothing of its runs may outlive this process. */
@@ -486,6 +498,8 @@ static void on_message(void)
     int rc = skd__spawn_recv(S.sock, &m, &err);
     if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
         shutdown_all();
+        skd__native_flush();
+        skd__native_warm_drop();
         skd__cgroup_release(); /* the cgroups this spawner made; _exit skips atexit */
         _exit(0);
     }
@@ -551,10 +565,13 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         _exit(127);
     skd__native_forget();
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
+    skd__native_defer_teardown(1);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
      * spawner that died before us. */
     if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
         skd__provider_native.detect(&err);
+    for (int i = 0; i < S.conf->warm; i++)
+        warm_fill(1);
     if (is_container(conf->runtime))
         skd__containers_reap_once(conf->runtime);
     for (;;) {
@@ -654,6 +671,32 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
         if (rc == 0)
             skd__spawn_msg_free(&m);
     }
+}
+
+int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
+{
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid_t me = getpid();
+    pid_t pid = fork();
+    if (pid < 0) {
+        close(sv[0]);
+        close(sv[1]);
+        return -1;
+    }
+    if (pid == 0) {
+        tie_to_parent(me);
+        close(sv[0]);
+        keep_only_fd(sv[1]);
+        default_signals();
+        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
+        spawner_main(conf, 3);
+    }
+    close(sv[1]);
+    *sock_out = sv[0];
+    *pid_out = pid;
+    return 0;
 }
 
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out)

@@ -25,11 +25,19 @@ typedef struct skd__spawner_conf {
      * workspace may hold after a run (0: no overlay), and the bytes of
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
+    /* Pre-made native sandboxes (native.c): 0 none, 1 one at start only
+     * (skilld exec), 2 two kept waiting, one made after each run (a server). */
+    int warm;
 } skd__spawner_conf;
 
 /* Fork the zygote (which forks the first spawner at the server's first
  * request). Returns 0 with the control socket and the zygote's pid, or -1
  * with errno. */
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out);
+/* Fork a spawner without a zygote, for a caller with one run and the
+ * native provider (skilld exec): nothing to fork again should it die (the
+ * run fails), and no container to clean up after it. Returns 0 with the
+ * spawner's socket and pid, or -1 with errno. */
+int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out);
 
 #endif

@@ -31,10 +31,10 @@
 
 struct skd__spawner_client {
     pthread_mutex_t mu;
-    int ctrl;     /* to the zygote */
-    int sock;     /* to the current spawner, -1 when it died */
-    unsigned gen; /* bumped with every new spawner */
-    pid_t zygote;
+    int ctrl;         /* to the zygote */
+    int sock;         /* to the current spawner, -1 when it died */
+    unsigned gen;     /* bumped with every new spawner */
+    pid_t zygote;     /* reaped at the end: the zygote, or the lone spawner (one run) */
     long spawner_pid; /* the current spawner (told by the zygote) */
 };
 
@@ -293,6 +293,21 @@ int skd__spawner_client_new(const skd__spawner_conf *conf, skd__spawner_client *
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     pthread_mutex_init(&c->mu, NULL);
     c->sock = c->ctrl = -1;
+    if (conf->warm == 1 && strcmp(conf->runtime, "native") == 0) {
+        /* One run (skilld exec): the spawner alone, reaped as the zygote
+         * would be; no respawn (c->ctrl stays -1). */
+        if (skd__spawner_fork(conf, &c->sock, &c->zygote) != 0) {
+            int e = errno;
+            pthread_mutex_destroy(&c->mu);
+            free(c);
+            return skd_err_set(err, SKD_ESANDBOX, "cannot start the sandbox spawner: %s",
+                               strerror(e));
+        }
+        c->spawner_pid = (long)c->zygote;
+        c->gen = 1;
+        *out = c;
+        return 0;
+    }
     if (skd__zygote_fork(conf, &c->ctrl, &c->zygote) != 0) {
         int e = errno;
         pthread_mutex_destroy(&c->mu);
@@ -320,16 +335,26 @@ long skd__spawner_client_pid(skd__spawner_client *c, int zygote)
     return pid;
 }
 
-void skd__spawner_client_free(skd__spawner_client *c)
+void skd__spawner_client_close(skd__spawner_client *c)
 {
     if (!c)
         return;
     /* Closing both sockets ends the spawner (it kills and cleans up its
-     * runs first) and the zygote; then reap the zygote. */
+     * runs first) and the zygote. */
+    pthread_mutex_lock(&c->mu);
     if (c->sock >= 0)
         close(c->sock);
     if (c->ctrl >= 0)
         close(c->ctrl);
+    c->sock = c->ctrl = -1;
+    pthread_mutex_unlock(&c->mu);
+}
+
+void skd__spawner_client_free(skd__spawner_client *c)
+{
+    if (!c)
+        return;
+    skd__spawner_client_close(c); /* then reap the zygote */
     if (c->zygote > 0) {
         /* Bounded: the zygote waits for its spawner, which kills and cleans
          * up its runs; past 5 s it is killed (and the spawner with it). */

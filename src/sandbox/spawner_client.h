@@ -15,5 +15,8 @@ long skd__spawner_client_pid(skd__spawner_client *c, int zygote);
 /* Close the sockets (the spawner kills and cleans up every run) and reap
  * the zygote. NULL ok. */
 void skd__spawner_client_free(skd__spawner_client *c);
+/* Close both sockets, which starts the spawner's and the zygote's exit
+ * without waiting for it (skd__spawner_client_free waits). */
+void skd__spawner_client_close(skd__spawner_client *c);
 
 #endif

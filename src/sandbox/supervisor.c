@@ -469,8 +469,8 @@ static void *supervisor_main(void *arg)
             on_event(r, evs[i].data.ptr, evs[i].events);
         }
     }
-    skd__spawner_client_free(r->spawner);
-    r->spawner = NULL;
+    /* Its exit starts now; skd_runner_free reaps it. */
+    skd__spawner_client_close(r->spawner);
     return NULL;
 }
 
