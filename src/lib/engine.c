@@ -90,6 +90,8 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         .pool_size = (int)skd_config_int(cfg, "SKILLD_STORE_POOL"),
         .busy_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
         .statement_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+        .audit_flush_ms = (int)skd_config_int(cfg, "SKILLD_AUDIT_FLUSH_MS"),
+        .audit_sync = skd_config_bool(cfg, "SKILLD_AUDIT_SYNC"),
     };
     if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
