@@ -73,7 +73,7 @@ int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store
         goto out;
     }
     if ((rc = skd__pool_init(st, err)) != 0 || (rc = prepare_schema(st, err)) != 0 ||
-        (rc = skd__audit_init(st, err)) != 0)
+        (rc = skd__audit_init(st, err)) != 0 || (rc = skd__keycache_init(st, err)) != 0)
         goto out;
     *out = st;
     return 0;
@@ -94,6 +94,7 @@ void skd_store_close(skd_store *st)
     skd__audit_free(st); /* first: its last batch needs the pool */
     skd__replica_free(st);
     skd__pool_free(st);
+    skd__keycache_free(st);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
     pthread_mutex_destroy(&st->rep_mu);
