@@ -166,6 +166,23 @@ static int open_fast(int datafd, const char *hex)
     return (int)fd;
 }
 
+/* hex SHA-256 of key_id, remembered per thread for the last key (a worker
+ * serves the same few keys over and over). */
+static void workspace_name(const char *key_id, char hex[SKD_SHA256_HEX_LEN + 1])
+{
+    static __thread char last_key[64], last_hex[SKD_SHA256_HEX_LEN + 1];
+    size_t n = strlen(key_id);
+    if (n < sizeof(last_key) && last_hex[0] && memcmp(last_key, key_id, n + 1) == 0) {
+        memcpy(hex, last_hex, sizeof(last_hex));
+        return;
+    }
+    skd_sha256_hex(key_id, n, hex);
+    if (n < sizeof(last_key)) {
+        memcpy(last_key, key_id, n + 1);
+        memcpy(last_hex, hex, sizeof(last_hex));
+    }
+}
+
 int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out, skd_err *err)
 {
     char hex[SKD_SHA256_HEX_LEN + 1];
@@ -178,7 +195,7 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is empty");
     if (!key_id || !*key_id)
         return skd_err_set(err, SKD_EUNAUTH, "no API key id for the workspace");
-    skd_sha256_hex(key_id, strlen(key_id), hex);
+    workspace_name(key_id, hex);
     if (!(ws = calloc(1, sizeof(*ws))))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     ws->dirfd = -1;
