@@ -306,6 +306,23 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
     return result;
 }
 
+int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id)
+{
+    /* file_list is not: a recursive listing may stat 10,000 entries */
+    static const char *const quick[] = {"file_read"};
+    if (!e->store || !skill)
+        return 0;
+    skd_skill *s = skd_registry_lookup(e->reg, skill, key_id, NULL);
+    int yes = 0;
+    /* the built-in itself: global, direct, no manifest (a custom skill of
+     * the same name has one) */
+    if (s && !skd_skill_owner(s) && !skd_skill_manifest(s) && skd_skill_mode(s) == SKD_MODE_DIRECT)
+        for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++)
+            yes |= strcmp(skd_skill_name(s), quick[i]) == 0;
+    skd_skill_unref(s);
+    return yes;
+}
+
 json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
 {
     char id[SKD_UUID_LEN + 1];
