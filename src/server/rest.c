@@ -99,6 +99,10 @@ void skd__rest_skill(skd_http_req *req, skd_http_reply *out)
 
 int skd__rest_execute_quick(skd_http_req *req)
 {
+    /* A file_read's body is a few dozen bytes; a large body is parsed on
+     * the worker, as any other call's, not on the event thread. */
+    if (req->body_len > 4096)
+        return 0;
     if (!req->parsed) {
         skd_err err = {0};
         req->parsed = skd_json_parse(req->body, req->body_len, &err);
