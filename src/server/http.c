@@ -142,14 +142,15 @@ static struct MHD_Response *text_response(char *data, size_t len, const char *ty
 
 void skd__http_json(skd_http_reply *out, unsigned status, json_t *v)
 {
-    char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    size_t n = 0;
+    char *s = skd_json_dump_fast(v, &n); /* json_dumps' bytes, faster */
     json_decref(v);
     if (out->resp)
         MHD_destroy_response(out->resp);
     out->resp = NULL;
     out->status = status;
     if (s)
-        out->resp = text_response(s, strlen(s), "application/json");
+        out->resp = text_response(s, n, "application/json");
 }
 
 void skd__http_error(skd_http_reply *out, unsigned status, const char *code, const char *fmt, ...)
