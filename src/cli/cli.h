@@ -27,6 +27,14 @@ skd_engine *skd__cli_engine(skd_cli *cli);
 /* The same with skd_engine_open_flags flags; starts the sandbox spawner
  * and, as root, drops to SKILLD_USER first (src/cli/privsep.c). */
 skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags);
+/* Run fn(cli, arg, fd) in a child process that, when skilld was started as
+ * root, holds SKILLD_USER's ids and no capability (DATA_DIR handed to that
+ * user first), with no_new_privs either way; for work that parses hostile
+ * bytes without an engine. fn writes its answer to fd and returns CLI_OK or
+ * CLI_FAIL. On CLI_OK, *reply (malloc'd, *len bytes, at most cap) holds
+ * the answer as opaque bytes; otherwise the child's status. */
+int skd__cli_unprivileged(skd_cli *cli, int (*fn)(skd_cli *, void *, int), void *arg, char **reply,
+                          size_t *len, size_t cap);
 
 /* Print a usage error for subcommand cmd and return CLI_USAGE. */
 /* Block SIGINT and SIGTERM in this thread (threads started afterwards

@@ -14,20 +14,25 @@
  *   skilld image list [--json]                a table, or the JSON array
  *   skilld image rm NAME[:TAG]
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "sandbox/provider.h"
 #include "skilld/image.h"
+#include "skilld/util.h"
 
 /* Load the imported tarball into the container engines that engine names
  * ("docker", "podman", "all", "none"). Returns CLI_OK or CLI_FAIL. */
 static int load_into_engines(skd_cli *cli, const char *engine, const char *ref, const char *tar,
-                             const json_t *manifest)
+                             int archive)
 {
-    const char *source = skd_json_str(manifest, "source", "docker-export");
-    int archive = strcmp(source, "docker-export") != 0;
     int all = strcmp(engine, "all") == 0;
     static const char *const engines[] = {"docker", "podman"};
     for (size_t i = 0; i < 2; i++) {
@@ -43,6 +48,111 @@ static int load_into_engines(skd_cli *cli, const char *engine, const char *ref, 
     return CLI_OK;
 }
 
+/* In the unprivileged child: import job[1] as job[0] into DATA_DIR; write
+ * 'e' (a docker export) or 'a' (another archive) and the manifest as JSON
+ * text to fd. */
+struct import_job {
+    const char *ref, *tar;
+    int tar_fd; /* opened by the parent, which may read what the child may not */
+};
+
+/* A tarball the unprivileged child cannot open itself (a root-only file, as
+ * `docker save -o` writes them): copied from the parent's descriptor into
+ * DATA_DIR (its own), refused past cap bytes. Returns 0 (path filled) or
+ * -1 after saying why. */
+static int copy_in(skd_cli *cli, const struct import_job *job, int64_t cap, char *path, size_t size)
+{
+    char uuid[SKD_UUID_LEN + 1];
+    if (skd_uuid(uuid) != 0 || snprintf(path, size, "%s/.import-%s.tar",
+                                        skd_config_str(cli->cfg, "DATA_DIR"), uuid) >= (int)size)
+        return -1;
+    int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (out < 0) {
+        fprintf(stderr, "%s: image import: %s: %s\n", cli->prog, path, strerror(errno));
+        return -1;
+    }
+    char buf[65536];
+    int64_t total = 0;
+    int rc = 0;
+    while (total <= cap) {
+        ssize_t n = read(job->tar_fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        for (ssize_t off = 0; off < n && rc == 0;) {
+            ssize_t w = write(out, buf + off, (size_t)(n - off));
+            if (w < 0 && errno == EINTR)
+                continue;
+            rc = w > 0 ? 0 : -1;
+            off += w > 0 ? w : 0;
+        }
+        if (rc)
+            break;
+        total += n;
+    }
+    if (close(out) != 0 || rc != 0 || total > cap) {
+        if (total > cap)
+            fprintf(stderr,
+                    "%s: image import: %s is larger than %lld bytes (twice "
+                    "SKILLS_IMAGE_MAX_BYTES and 64 MiB; make it readable by the service user "
+                    "to import it in place) (invalid_input)\n",
+                    cli->prog, job->tar, (long long)cap);
+        else
+            fprintf(stderr, "%s: image import: copying %s: %s\n", cli->prog, job->tar,
+                    strerror(errno));
+        unlink(path);
+        return -1;
+    }
+    return 0;
+}
+
+static int import_child(skd_cli *cli, void *arg, int fd)
+{
+    const struct import_job *job = arg;
+    skd_err err = {0};
+    json_t *m = NULL;
+    skd_image_limits lim = {skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_BYTES"),
+                            skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_ENTRIES")};
+    const char *tar = job->tar;
+    char copy[PATH_MAX] = "";
+    if (access(tar, R_OK) != 0) {
+        int64_t cap = lim.max_bytes > 0 && lim.max_bytes < INT64_MAX / 4
+                          ? 2 * lim.max_bytes + (64LL << 20)
+                          : INT64_MAX - 1;
+        if (copy_in(cli, job, cap, copy, sizeof(copy)) != 0)
+            return CLI_FAIL;
+        tar = copy;
+    }
+    int rc = skd_image_import(skd_config_str(cli->cfg, "DATA_DIR"), job->ref, tar, &lim, &m, &err);
+    if (copy[0])
+        unlink(copy);
+    if (rc) {
+        fprintf(stderr, "%s: image import: %s (%s)\n", cli->prog, skd_err_msg(&err),
+                skd_errcode(rc));
+        return CLI_FAIL;
+    }
+    char kind = strcmp(skd_json_str(m, "source", "docker-export"), "docker-export") ? 'a' : 'e';
+    char *text = json_dumps(m, JSON_INDENT(2) | JSON_ENCODE_ANY);
+    json_decref(m);
+    if (!text)
+        return CLI_FAIL;
+    size_t n = strlen(text);
+    text[n] = '\n'; /* replaces the NUL: the length is known */
+    int ok = write(fd, &kind, 1) == 1;
+    for (size_t off = 0; ok && off < n + 1;) {
+        ssize_t w = write(fd, text + off, n + 1 - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        off += ok ? (size_t)w : 0;
+    }
+    free(text);
+    return ok ? CLI_OK : CLI_FAIL;
+}
+
 static int image_import(skd_cli *cli, int argc, char **argv)
 {
     const char *rt = skd_config_str(cli->cfg, "SKILLS_SANDBOX_RUNTIME");
@@ -56,24 +166,34 @@ static int image_import(skd_cli *cli, int argc, char **argv)
                       strcmp(engine, "all") && strcmp(engine, "none")))
         return skd__cli_usage(
             "image", "usage: image import NAME[:TAG] FILE.tar [--engine docker|podman|all|none]");
-    skd_err err = {0};
-    json_t *m = NULL;
-    skd_image_limits lim = {skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_BYTES"),
-                            skd_config_int(cli->cfg, "SKILLS_IMAGE_MAX_ENTRIES")};
-    int rc =
-        skd_image_import(skd_config_str(cli->cfg, "DATA_DIR"), argv[2], argv[3], &lim, &m, &err);
-    if (rc) {
-        fprintf(stderr, "%s: image import: %s (%s)\n", cli->prog, skd_err_msg(&err),
-                skd_errcode(rc));
+    /* The tarball is hostile input: libarchive reads it in a child without
+     * privileges (src/cli/privsep.c). Its answer is one byte (the archive
+     * kind the engines need) and the manifest's text, printed as it is. */
+    char *reply = NULL;
+    size_t len = 0;
+    struct import_job job = {argv[2], argv[3], open(argv[3], O_RDONLY | O_CLOEXEC)};
+    if (job.tar_fd < 0) {
+        fprintf(stderr, "%s: image import: %s: %s (%s)\n", cli->prog, argv[3], strerror(errno),
+                skd_errcode(errno == ENOENT ? SKD_ENOENT : SKD_EINVAL));
+        return CLI_FAIL;
+    }
+    int rc = skd__cli_unprivileged(cli, import_child, &job, &reply, &len, 1 << 20);
+    close(job.tar_fd);
+    if (rc != CLI_OK)
+        return CLI_FAIL;
+    if (len < 1 || (reply[0] != 'e' && reply[0] != 'a')) {
+        fprintf(stderr, "%s: image import: no answer from the import\n", cli->prog);
+        free(reply);
         return CLI_FAIL;
     }
     if (strcmp(engine, "none") != 0 &&
-        load_into_engines(cli, engine, argv[2], argv[3], m) != CLI_OK) {
-        json_decref(m);
+        load_into_engines(cli, engine, argv[2], argv[3], reply[0] == 'a') != CLI_OK) {
+        free(reply);
         return CLI_FAIL;
     }
-    skd__cli_print_json(m);
-    json_decref(m);
+    fwrite(reply + 1, 1, len - 1, stdout);
+    fflush(stdout);
+    free(reply);
     return CLI_OK;
 }
 

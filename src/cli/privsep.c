@@ -13,6 +13,11 @@
  *      so every byte from a client, the network, a manifest or a sandbox is
  *      parsed without privileges.
  * Started as an ordinary user (rootless), steps 1 and 3 do nothing.
+ *
+ * Subcommands that parse hostile bytes without an engine (`skilld image
+ * import`: a tarball through libarchive) do it in a child made by
+ * skd__cli_unprivileged, which holds SKILLD_USER's ids, no capability and
+ * no_new_privs; only opaque bytes come back to the privileged parent.
  */
 #include "cli/cli.h"
 #include "skilld/log.h"
@@ -28,7 +33,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static uid_t chown_uid;
@@ -51,7 +58,14 @@ static int chown_one(const char *path, const struct stat *st, int type, struct F
 static int own_data_dir(const char *dir, const struct passwd *pw)
 {
     struct stat st;
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+    if (mkdir(dir, 0700) == 0) {
+        /* Made just now: the user's from the start, not a migration. */
+        if (chown(dir, pw->pw_uid, pw->pw_gid) != 0) {
+            fprintf(stderr, "skilld: cannot hand DATA_DIR %s to user %s: %s\n", dir, pw->pw_name,
+                    strerror(errno));
+            return -1;
+        }
+    } else if (errno != EEXIST) {
         fprintf(stderr, "skilld: cannot create DATA_DIR %s: %s\n", dir, strerror(errno));
         return -1;
     }
@@ -97,6 +111,101 @@ static int drop_to(const struct passwd *pw)
     return 0;
 }
 
+/* Step 1 of the list above: SKILLD_USER, refusing to go on without it,
+ * and DATA_DIR handed to it. NULL (after saying why) when it cannot be. */
+static struct passwd *service_user(skd_cli *cli, const char *dir)
+{
+    const char *user = skd_config_str(cli->cfg, "SKILLD_USER");
+    errno = 0;
+    struct passwd *pw = getpwnam(user);
+    if (!pw || pw->pw_uid == 0) {
+        fprintf(stderr,
+                "skilld: started as root, skilld drops to the system user '%s' "
+                "(SKILLD_USER), which %s.\n"
+                "Create it:  useradd --system --no-create-home --shell /usr/sbin/nologin "
+                "%s\n(scripts/quickstart.sh and scripts/deps.sh do this), or set "
+                "SKILLD_USER to another unprivileged user.\n",
+                user, pw ? "is root" : "does not exist", user);
+        return NULL;
+    }
+    if (own_data_dir(dir, pw) != 0)
+        return NULL;
+    return pw;
+}
+
+int skd__cli_unprivileged(skd_cli *cli, int (*fn)(skd_cli *, void *, int), void *arg, char **reply,
+                          size_t *len, size_t cap)
+{
+    *reply = NULL;
+    *len = 0;
+    struct passwd *pw = NULL;
+    if (geteuid() == 0 && !(pw = service_user(cli, skd_config_str(cli->cfg, "DATA_DIR"))))
+        return CLI_FAIL;
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        fprintf(stderr, "skilld: pipe: %s\n", strerror(errno));
+        return CLI_FAIL;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "skilld: fork: %s\n", strerror(errno));
+        close(p[0]);
+        close(p[1]);
+        return CLI_FAIL;
+    }
+    if (pid == 0) {
+        /* This process has one thread (no engine, no runner yet): after
+         * fork the child may use the whole of libc. */
+        close(p[0]);
+        int rc = CLI_FAIL;
+        if ((!pw || drop_to(pw) == 0) && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0)
+            rc = fn(cli, arg, p[1]);
+        fflush(NULL);
+        _exit(rc);
+    }
+    close(p[1]);
+    char *buf = NULL;
+    size_t n = 0, size = 0;
+    int too_big = 0;
+    for (;;) {
+        if (n == size) {
+            size_t ns = size ? size * 2 : 4096;
+            char *nb = ns <= cap + 1 ? realloc(buf, ns) : NULL;
+            if (!nb) {
+                too_big = 1;
+                break;
+            }
+            buf = nb;
+            size = ns;
+        }
+        ssize_t r = read(p[0], buf + n, size - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
+    close(p[0]);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (too_big || n > cap) {
+        fprintf(stderr, "skilld: the unprivileged child's answer is over %zu bytes\n", cap);
+        free(buf);
+        return CLI_FAIL;
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        if (WIFSIGNALED(st))
+            fprintf(stderr, "skilld: the unprivileged child died of signal %d\n", WTERMSIG(st));
+        free(buf);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : CLI_FAIL;
+    }
+    *reply = buf;
+    *len = n;
+    return CLI_OK;
+}
+
 skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags)
 {
     if (cli->engine)
@@ -105,23 +214,8 @@ skd_engine *skd__cli_engine_flags(skd_cli *cli, unsigned flags)
     const char *dir = skd_config_str(cli->cfg, "DATA_DIR");
     struct passwd *pw = NULL;
     int root = geteuid() == 0;
-    if (root) {
-        const char *user = skd_config_str(cli->cfg, "SKILLD_USER");
-        errno = 0;
-        pw = getpwnam(user);
-        if (!pw || pw->pw_uid == 0) {
-            fprintf(stderr,
-                    "skilld: started as root, skilld drops to the system user '%s' "
-                    "(SKILLD_USER), which %s.\n"
-                    "Create it:  useradd --system --no-create-home --shell /usr/sbin/nologin "
-                    "%s\n(scripts/quickstart.sh and scripts/deps.sh do this), or set "
-                    "SKILLD_USER to another unprivileged user.\n",
-                    user, pw ? "is root" : "does not exist", user);
-            return NULL;
-        }
-        if (own_data_dir(dir, pw) != 0)
-            return NULL;
-    }
+    if (root && !(pw = service_user(cli, dir)))
+        return NULL;
     skd_runner *r = NULL;
     skd_runner_opts o = {0};
     if (root) {

@@ -5,7 +5,7 @@
  *   CONN_HEAD        reading the request head (at most SKD_EGRESS_HEAD_MAX)
  *   CONN_RESOLVING   a resolver thread looks the host up
  *   CONN_CONNECTING  a non-blocking connect() to an address the guard let by
- *   CONN_TUNNEL      bytes copied both ways through two fixed buffers
+ *   CONN_TUNNEL      bytes spliced both ways through two pipes (flow_once)
  *   CONN_REPLY       an error answer (403 with the reason, 502, ...) is
  *                    written, then the connection is closed
  *
@@ -424,6 +424,51 @@ static void pump_reply(skd_egress *e, struct egress_conn *c)
         skd__egress_conn_end(e, c, NULL, NULL);
 }
 
+/* One direction of a tunnel: bytes from src are spliced into the pipe b,
+ * and from b to dst. rd and eof belong to src, wr to dst; every pointer is
+ * borrowed from the connection or its run. */
+struct flow {
+    int src, dst;
+    struct xpipe *b;
+    int *rd, *eof, *wr;
+    int64_t *conn_bytes, *run_bytes; /* counted when taken */
+    int64_t cap;                     /* the run's byte cap this way */
+    const char *what, *setting;      /* for the cut's reason */
+};
+
+/* Move what one direction can move now: take from src (never past the
+ * run's cap), then give to dst. Returns 1 on progress, 0 on none, -1 when
+ * the connection has ended (it is dead: touch nothing of it). */
+static int flow_once(skd_egress *e, struct egress_conn *c, const struct flow *f)
+{
+    int progress = 0;
+    if (*f->rd && !*f->eof && !c->cut && xspace(f->b)) {
+        int over = 0;
+        ssize_t n = take(f->src, f->b, f->cap - *f->run_bytes, &over);
+        if (n == -1)
+            *f->rd = 0;
+        else if (n == -2 || (n == 0 && !over))
+            *f->eof = 1;
+        if (n > 0) {
+            *f->conn_bytes += n;
+            *f->run_bytes += n;
+            progress = 1;
+        }
+        if (over)
+            cut(c, f->what, f->cap, f->setting);
+    }
+    if (*f->wr && xlen(f->b)) {
+        int r = give(f->dst, f->b);
+        if (r < 0) {
+            skd__egress_conn_end(e, c, NULL, NULL);
+            return -1;
+        }
+        *f->wr = r;
+        progress |= r;
+    }
+    return progress;
+}
+
 /* Move bytes both ways until nothing more can move, or for PUMP_ROUNDS
  * rounds: then the connection is marked to go again after the other
  * events, so one fast transfer cannot hold the loop. */
@@ -434,68 +479,34 @@ static void pump(skd_egress *e, struct egress_conn *c)
         pump_reply(e, c);
         return;
     }
+    if (c->st != CONN_TUNNEL)
+        return;
     struct skd_egress_run *run = c->run;
     const skd_egress_limits *lim = &run->policy.limits;
+    const struct flow flows[2] = {
+        {c->cfd, c->ufd, &c->up, &c->c_rd, &c->c_eof, &c->u_wr, &c->bytes_up, &run->up,
+         lim->max_bytes_up, "upload", "SKILLS_SANDBOX_EGRESS_MAX_BYTES_UP"},
+        {c->ufd, c->cfd, &c->down, &c->u_rd, &c->u_eof, &c->c_wr, &c->bytes_down, &run->down,
+         lim->max_bytes_down, "download", "SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN"},
+    };
     c->again = 0;
     for (int round = 0;; round++) {
-        int progress = 0, over = 0;
         if (round == PUMP_ROUNDS) {
             c->again = 1;
             e->again = 1;
             break;
         }
-        if (c->st == CONN_TUNNEL && c->c_rd && !c->c_eof && !c->cut && xspace(&c->up)) {
-            ssize_t n = take(c->cfd, &c->up, lim->max_bytes_up - run->up, &over);
-            if (n == -1)
-                c->c_rd = 0;
-            else if (n == -2 || (n == 0 && !over))
-                c->c_eof = 1;
-            if (n > 0) {
-                c->bytes_up += n;
-                run->up += n;
-                progress = 1;
-            }
-            if (over)
-                cut(c, "upload", lim->max_bytes_up, "SKILLS_SANDBOX_EGRESS_MAX_BYTES_UP");
-        }
-        if (c->st == CONN_TUNNEL && c->u_wr && xlen(&c->up)) {
-            int r = give(c->ufd, &c->up);
-            if (r < 0) {
-                skd__egress_conn_end(e, c, NULL, NULL);
+        int progress = 0;
+        for (int i = 0; i < 2; i++) {
+            int r = flow_once(e, c, &flows[i]);
+            if (r < 0)
                 return;
-            }
-            c->u_wr = r;
-            progress |= r;
-        }
-        if (c->st == CONN_TUNNEL && c->u_rd && !c->u_eof && !c->cut && xspace(&c->down)) {
-            ssize_t n = take(c->ufd, &c->down, lim->max_bytes_down - run->down, &over);
-            if (n == -1)
-                c->u_rd = 0;
-            else if (n == -2 || (n == 0 && !over))
-                c->u_eof = 1;
-            if (n > 0) {
-                c->bytes_down += n;
-                run->down += n;
-                progress = 1;
-            }
-            if (over)
-                cut(c, "download", lim->max_bytes_down, "SKILLS_SANDBOX_EGRESS_MAX_BYTES_DOWN");
-        }
-        if (c->c_wr && xlen(&c->down)) {
-            int r = give(c->cfd, &c->down);
-            if (r < 0) {
-                skd__egress_conn_end(e, c, NULL, NULL);
-                return;
-            }
-            c->c_wr = r;
             progress |= r;
         }
         if (!progress)
             break;
         c->last_io = skd_mono_ms();
     }
-    if (c->st != CONN_TUNNEL)
-        return;
     if (c->c_eof && !xlen(&c->up) && !c->u_shut) {
         shutdown(c->ufd, SHUT_WR);
         c->u_shut = 1;

@@ -31,6 +31,19 @@ else
     fail "imported rootfs holds busybox, its applet links and the mount points" "$(ls -la "$ROOTFS" 2>&1 | head)"
 fi
 
+# Started as root, the tarball is read by a child holding SKILLD_USER's ids
+# (issue 10: no hostile byte is parsed as root): what it wrote is that
+# user's, and nothing under the image is root's.
+if [ "$(id -u)" = 0 ]; then
+    su=${SKILLD_USER:-skilld}
+    rootowned=$(find "$DATA_DIR/images" -user 0 2>/dev/null | head -n 3)
+    if [ "$(stat -c %U "$ROOTFS/bin/busybox" 2>&1)" = "$su" ] && [ -z "$rootowned" ]; then
+        pass "started as root, the import runs as $su (no file of the image is root's)"
+    else
+        fail "started as root, the import runs as $su" "busybox owned by $(stat -c %U "$ROOTFS/bin/busybox" 2>&1); root's: $rootowned"
+    fi
+fi
+
 if "$SKILLD" image import test:1 "$IMG" >/dev/null 2>"$TMP/err"; then
     fail "a second import of the same tag is refused" "exit 0"
 else

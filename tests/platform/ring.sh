@@ -43,7 +43,7 @@ cp -a tests/security/escape.sh "$PL/src/tests/security/"
 cp -a tests/platform "$PL/src/tests/"
 cp -a tests/platform/guest.sh "$PL/guest.sh"
 cat >"$PL/ring.env" <<EOF
-RING_CASES="${RING_CASES:-session service}"
+RING_CASES="${RING_CASES:-session service rootless}"
 RING_TESTS=${RING_TESTS:-1}
 RING_MEM_MB=64
 RING_PIDS=48
@@ -58,7 +58,7 @@ mkfs.ext4 -q -F -L payload -d "$PL" "$W/payload.img" || fail "payload disk" "mkf
 # TCG (no KVM on these machines), 2 vCPUs, no network device; the serial
 # console is the guest's ttyS0, where root is logged in automatically.
 t0=$SECONDS
-timeout "${RING_VM_TIMEOUT:-1500}" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nic none -nographic -no-reboot \
+timeout "${RING_VM_TIMEOUT:-2700}" qemu-system-x86_64 -accel tcg -smp 2 -m 2048 -nic none -nographic -no-reboot \
     -kernel "$CACHE/vmlinuz" -initrd "$CACHE/initrd.img" \
     -append "console=ttyS0 quiet loglevel=3 panic=-1 systemd.show_status=false" \
     -drive "file=$CACHE/root.img,format=raw,if=virtio,snapshot=on" \

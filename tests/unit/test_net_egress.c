@@ -669,6 +669,67 @@ TEST(proxy_many_small_segments)
     env_stop(&v);
 }
 
+static unsigned char pattern(size_t i)
+{
+    return (unsigned char)((i * 131u) ^ (i >> 12));
+}
+
+TEST(proxy_tunnel_both_ways_at_once)
+{
+    /* 4 MiB up a CONNECT tunnel, echoed back down by the upstream while the
+     * client is still sending: both directions of flow_once() move at once,
+     * each with its pipe and socket buffers filling up, and every byte comes
+     * back once and in order, counted both ways. */
+    struct env v;
+    CHECK_EQ_INT(env_start(&v), 0);
+    skd_egress_policy p;
+    skd__egress_policy_defaults(&p, v.cfg);
+    int port;
+    skd_egress_run *run = attach(&v, &p, &port);
+    CHECK(run != NULL);
+    char req[256], head[512];
+    int c = client(port);
+    snprintf(req, sizeof(req), "CONNECT allowed.test:%d HTTP/1.1\r\n\r\n", v.up.port);
+    write_all(c, req, strlen(req));
+    read_head(c, head, sizeof(head));
+    CHECK(strncmp(head, "HTTP/1.1 200 ", 13) == 0);
+    CHECK_EQ_INT(fcntl(c, F_SETFL, O_NONBLOCK), 0);
+    static unsigned char out[65536], in[65536];
+    size_t total = 4u << 20, sent = 0, got = 0, bad = 0;
+    int eof = 0;
+    int64_t deadline = skd_mono_ms() + 30000;
+    while (!eof && skd_mono_ms() < deadline) {
+        struct pollfd pfd = {.fd = c, .events = POLLIN | (sent < total ? POLLOUT : 0)};
+        poll(&pfd, 1, 1000);
+        if (sent < total && (pfd.revents & POLLOUT)) {
+            size_t k = total - sent < sizeof(out) ? total - sent : sizeof(out);
+            for (size_t i = 0; i < k; i++)
+                out[i] = pattern(sent + i);
+            ssize_t w = send(c, out, k, MSG_NOSIGNAL);
+            if (w > 0 && (sent += (size_t)w) == total)
+                shutdown(c, SHUT_WR);
+        }
+        ssize_t n = recv(c, in, sizeof(in), 0);
+        if (n == 0)
+            eof = 1;
+        for (ssize_t i = 0; i < n; i++)
+            bad += in[i] != pattern(got + (size_t)i);
+        if (n > 0)
+            got += (size_t)n;
+    }
+    CHECK(eof);
+    CHECK_EQ_INT(sent, total);
+    CHECK_EQ_INT(got, total);
+    CHECK_EQ_INT(bad, 0);
+    close(c);
+    json_t *rec = skd__egress_detach(v.eg, run);
+    json_t *o = find_record(rec, "allowed.test", "allowed");
+    CHECK(o != NULL && json_integer_value(json_object_get(o, "bytesUp")) >= (json_int_t)total);
+    CHECK(o != NULL && json_integer_value(json_object_get(o, "bytesDown")) >= (json_int_t)total);
+    json_decref(rec);
+    env_stop(&v);
+}
+
 static int fcntl_closed(int fd)
 {
     return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
@@ -722,6 +783,7 @@ int main(void)
     RUN(proxy_connection_cap_and_idle);
     RUN(proxy_client_hangs_up);
     RUN(proxy_many_small_segments);
+    RUN(proxy_tunnel_both_ways_at_once);
     RUN(proxy_detach_closes_everything);
     return TAP_END();
 }
