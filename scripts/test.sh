@@ -145,7 +145,7 @@ done
 # a database of its own in that cluster. tests/store/*.sh start their own
 # clusters (outages, several replicas). store_errors.sh is SQLite's own.
 echo "== store: PostgreSQL"
-pg_labels=(pg/unit/test_store_concurrency)
+pg_labels=(pg/unit/test_store_concurrency pg/unit/test_store_audit)
 for t in tests/integration/*.sh; do
     case $(basename "$t") in
     store_errors.sh) continue ;; # SQLite's own failure cases
@@ -166,6 +166,7 @@ if printf '%s\n' "${pg_labels[@]}" | grep -Eq "$filter"; then
             SKILLD_TEST_PG_HOST="$PG_DIR" SKILLD_TEST_PG_PORT="$PG_PORT"
         SKILLD_TEST_STORE="$PG_URL" run_prog pg/unit/test_store_concurrency \
             build/tests/test_store_concurrency
+        SKILLD_TEST_STORE="$PG_URL" run_prog pg/unit/test_store_audit build/tests/test_store_audit
         for label in "${pg_labels[@]}"; do
             case $label in
             pg/integration/*) SKILLD="$ROOT/tests/store/skilld-pg" run_prog "$label" "tests/${label#pg/}" ;;

@@ -62,6 +62,12 @@ typedef struct skd_call {
  * out of memory). exec_id, when not NULL, receives the execution id. */
 json_t *skd_engine_execute(skd_engine *e, const skd_call *call, char exec_id[37]);
 
+/* 1 when skill (a name or name@version as key_id sees it) is a built-in
+ * that reads one file of the caller's workspace (file_read): it takes
+ * no lock and starts no process, so a transport may run it on its event
+ * thread. 0 for anything else, unknown skills included. */
+int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id);
+
 /* Register the built-in skills (file_*, http_request, web_*, sandbox
  * skills) into reg. Called by skd_engine_open. */
 int skd__builtins_register(skd_registry *reg, skd_err *err);

@@ -28,6 +28,12 @@ typedef struct skd_store_opts {
     int busy_timeout_ms;      /* SQLite busy wait; wait for a free connection (5000) */
     int connect_timeout_s;    /* PostgreSQL connect_timeout (2) */
     int statement_timeout_ms; /* PostgreSQL statement_timeout (5000) */
+    /* Audit rows are queued and written by one thread, one transaction per
+     * audit_flush_ms (20) after the first queued row; a crash loses at most
+     * that window. audit_sync writes each row before skd_store_audit_add
+     * returns. */
+    int audit_flush_ms;
+    int audit_sync;
 } skd_store_opts;
 
 /* Open the store at where: a file path (SQLite) or a postgresql:// or
@@ -85,7 +91,14 @@ typedef struct skd_audit {
     const char *egress;       /* networkEnabled runs: the egress record (JSON text), else NULL */
 } skd_audit;
 
+/* Queue a (copied) for the audit writer; with opts.audit_sync, or when the
+ * queue stays full, write it at once (then SKD_ESTORE when the store
+ * fails). Rows queued are written in order; a batch the store refuses stays
+ * queued and is tried again; a row dropped (queue full and the store down,
+ * or refused on its own) is logged, never silently lost. */
 int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err);
+/* Write every queued row now (readers of the audit call it first). */
+int skd_store_audit_flush(skd_store *st, skd_err *err);
 /* The key's executions, newest first, at most limit. New ref (array). */
 json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_err *err);
 /* One execution of the key; NULL with SKD_ENOENT when absent or another

@@ -34,6 +34,11 @@ static const struct key keys[] = {
     {"SKILLD_STORE_POOL", K_INT, "8", 1, 256, 0, "store connections at most"},
     {"SKILLD_STORE_TIMEOUT_MS", K_INT, "5000", 100, 600000, 0,
      "longest wait for the store (busy database, statement, free connection)"},
+    {"SKILLD_AUDIT_FLUSH_MS", K_INT, "20", 1, 60000, 0,
+     "audit rows are written in one transaction this long after the first of a batch; a crash "
+     "loses at most this window (see SKILLD_AUDIT_SYNC)"},
+    {"SKILLD_AUDIT_SYNC", K_BOOL, "false", 0, 0, 0,
+     "write each call's audit row before the call is answered (per-call durability)"},
     {"SKILLD_REPLICA_ID", K_STR, "", 0, 0, 0,
      "this replica's name in the run table and the Skilld-Replica header (empty: host name)"},
     {"SKILLD_RUN_LEASE_MS", K_INT, "10000", 300, 600000, 0,

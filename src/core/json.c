@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 size_t skd_json_depth(const json_t *v)
@@ -84,6 +85,167 @@ json_t *skd_json_parse(const char *data, size_t len, skd_err *err)
 char *skd_json_dump(const json_t *v)
 {
     return json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+}
+
+/* A growable output buffer; fail set once an allocation failed. */
+struct out {
+    char *p;
+    size_t n, cap;
+    int fail;
+};
+
+static void put(struct out *o, const char *s, size_t n)
+{
+    if (o->fail)
+        return;
+    if (o->n + n + 1 > o->cap) {
+        size_t cap = o->cap ? o->cap : 256;
+        while (cap < o->n + n + 1)
+            cap *= 2;
+        char *p = realloc(o->p, cap);
+        if (!p) {
+            o->fail = 1;
+            return;
+        }
+        o->p = p;
+        o->cap = cap;
+    }
+    memcpy(o->p + o->n, s, n);
+    o->n += n;
+}
+
+/* A JSON string as jansson writes it without JSON_ENSURE_ASCII or
+ * JSON_ESCAPE_SLASH: runs of plain bytes copied, the seven short escapes,
+ * other control characters as \u00XX (upper-case hex). -1 on invalid UTF-8. */
+static int put_string(struct out *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    put(o, "\"", 1);
+    size_t i = 0, run = 0;
+    while (i < n) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x80) {
+            size_t l = skd_utf8_seq_len((const unsigned char *)s + i, n - i);
+            if (l == 0)
+                return -1;
+            i += l;
+            continue;
+        }
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            i++;
+            continue;
+        }
+        put(o, s + run, i - run);
+        char esc[6] = {'\\', 0, 0, 0, 0, 0};
+        size_t el = 2;
+        switch (c) {
+        case '"':
+            esc[1] = '"';
+            break;
+        case '\\':
+            esc[1] = '\\';
+            break;
+        case '\b':
+            esc[1] = 'b';
+            break;
+        case '\f':
+            esc[1] = 'f';
+            break;
+        case '\n':
+            esc[1] = 'n';
+            break;
+        case '\r':
+            esc[1] = 'r';
+            break;
+        case '\t':
+            esc[1] = 't';
+            break;
+        default:
+            esc[1] = 'u';
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = hex[c >> 4];
+            esc[5] = hex[c & 15];
+            el = 6;
+        }
+        put(o, esc, el);
+        run = ++i;
+    }
+    put(o, s + run, n - run);
+    put(o, "\"", 1);
+    return 0;
+}
+
+/* -1: a value this writer leaves to jansson (a real, invalid UTF-8). */
+static int put_value(struct out *o, const json_t *v, int depth)
+{
+    char num[32];
+    if (depth > 2 * SKD_JSON_MAX_DEPTH)
+        return -1;
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        put(o, "{", 1);
+        int first = 1;
+        /* insertion order, as json_dumps without JSON_SORT_KEYS */
+        for (void *it = json_object_iter((json_t *)v); it;
+             it = json_object_iter_next((json_t *)v, it)) {
+            if (!first)
+                put(o, ",", 1);
+            first = 0;
+            if (put_string(o, json_object_iter_key(it), json_object_iter_key_len(it)) ||
+                (put(o, ":", 1), put_value(o, json_object_iter_value(it), depth + 1)))
+                return -1;
+        }
+        put(o, "}", 1);
+        return 0;
+    }
+    case JSON_ARRAY:
+        put(o, "[", 1);
+        for (size_t i = 0; i < json_array_size(v); i++) {
+            if (i)
+                put(o, ",", 1);
+            if (put_value(o, json_array_get(v, i), depth + 1))
+                return -1;
+        }
+        put(o, "]", 1);
+        return 0;
+    case JSON_STRING:
+        return put_string(o, json_string_value(v), json_string_length(v));
+    case JSON_INTEGER: {
+        int k = snprintf(num, sizeof(num), "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        put(o, num, (size_t)k);
+        return 0;
+    }
+    case JSON_TRUE:
+        put(o, "true", 4);
+        return 0;
+    case JSON_FALSE:
+        put(o, "false", 5);
+        return 0;
+    case JSON_NULL:
+        put(o, "null", 4);
+        return 0;
+    default: /* JSON_REAL */
+        return -1;
+    }
+}
+
+char *skd_json_dump_fast(const json_t *v, size_t *len)
+{
+    struct out o = {0};
+    *len = 0;
+    if (!v)
+        return NULL;
+    if (put_value(&o, v, 0) != 0 || o.fail) {
+        free(o.p);
+        char *s = skd_json_dump(v);
+        if (s)
+            *len = strlen(s);
+        return s;
+    }
+    o.p[o.n] = '\0';
+    *len = o.n;
+    return o.p;
 }
 
 static json_t *get(const json_t *obj, const char *key)

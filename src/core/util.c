@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <pthread.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -38,12 +39,23 @@ int skd_uuid(char out[SKD_UUID_LEN + 1])
     return 0;
 }
 
+/* SHA-256 fetched once: EVP_sha256() in EVP_Digest looks the algorithm up
+ * in the provider tables on every call, a few microseconds each. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void sha256_fetch(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
+}
+
 void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
     static const char hex[] = "0123456789abcdef";
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    pthread_once(&sha256_once, sha256_fetch);
+    EVP_Digest(data, len, md, &mdlen, sha256_md ? sha256_md : EVP_sha256(), NULL);
     for (unsigned i = 0; i < 32; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];

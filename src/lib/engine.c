@@ -90,6 +90,8 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         .pool_size = (int)skd_config_int(cfg, "SKILLD_STORE_POOL"),
         .busy_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
         .statement_timeout_ms = (int)skd_config_int(cfg, "SKILLD_STORE_TIMEOUT_MS"),
+        .audit_flush_ms = (int)skd_config_int(cfg, "SKILLD_AUDIT_FLUSH_MS"),
+        .audit_sync = skd_config_bool(cfg, "SKILLD_AUDIT_SYNC"),
     };
     if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
@@ -302,6 +304,23 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
     }
     skd_cancel_free(own);
     return result;
+}
+
+int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id)
+{
+    /* file_list is not: a recursive listing may stat 10,000 entries */
+    static const char *const quick[] = {"file_read"};
+    if (!e->store || !skill)
+        return 0;
+    skd_skill *s = skd_registry_lookup(e->reg, skill, key_id, NULL);
+    int yes = 0;
+    /* the built-in itself: global, direct, no manifest (a custom skill of
+     * the same name has one) */
+    if (s && !skd_skill_owner(s) && !skd_skill_manifest(s) && skd_skill_mode(s) == SKD_MODE_DIRECT)
+        for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++)
+            yes |= strcmp(skd_skill_name(s), quick[i]) == 0;
+    skd_skill_unref(s);
+    return yes;
 }
 
 json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])

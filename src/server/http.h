@@ -37,6 +37,8 @@ typedef struct skd_http_req {
     skd_key_info key;
     skd_cancel *cancel; /* fired when the client goes away (borrowed) */
     void *priv;         /* http.c's request state */
+    json_t *parsed;     /* the body parsed by a SKD_ROUTE_QUICK check (owned; a
+                         * handler may take it and set NULL), else NULL */
 } skd_http_req;
 
 /* What a handler produces: a status and a response (owned; http.c queues
@@ -63,6 +65,11 @@ typedef struct skd_route {
 /* A JSON-RPC endpoint: refusals made before the handler are JSON-RPC
  * errors (id null) with the HTTP status. */
 #define SKD_ROUTE_JSONRPC 2u
+/* The handler runs on the event thread when skd__rest_execute_quick says
+ * the call cannot block (a file_read: no lock, no process, no network),
+ * else on a worker: a worker's hand-off and the connection's suspend and
+ * resume cost more than such a call itself. */
+#define SKD_ROUTE_QUICK 4u
 
 /* The route table (routes.c), terminated by a row with method NULL. */
 extern const skd_route skd__routes[];
@@ -75,6 +82,9 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skill(skd_http_req *req, skd_http_reply *out);
 void skd__rest_execute(skd_http_req *req, skd_http_reply *out);
+/* 1 when the body names a skill that skd_engine_skill_is_quick; keeps the
+ * parsed body in req->parsed for the handler. */
+int skd__rest_execute_quick(skd_http_req *req);
 void skd__rest_executions(skd_http_req *req, skd_http_reply *out);
 void skd__rest_execution(skd_http_req *req, skd_http_reply *out);
 void skd__rest_keys_list(skd_http_req *req, skd_http_reply *out);

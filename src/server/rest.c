@@ -97,9 +97,33 @@ void skd__rest_skill(skd_http_req *req, skd_http_reply *out)
     skd__http_json(out, MHD_HTTP_OK, s);
 }
 
+int skd__rest_execute_quick(skd_http_req *req)
+{
+    /* A file_read's body is a few dozen bytes; a large body is parsed on
+     * the worker, as any other call's, not on the event thread. */
+    if (req->body_len > 4096)
+        return 0;
+    if (!req->parsed) {
+        skd_err err = {0};
+        req->parsed = skd_json_parse(req->body, req->body_len, &err);
+    }
+    const json_t *skill = json_object_get(req->parsed, "skill"); /* NULL-safe */
+    const json_t *version = json_object_get(req->parsed, "version");
+    if (!json_is_string(skill) || version)
+        return 0; /* errors and pinned versions take the usual way */
+    return skd_engine_skill_is_quick(skd__server_engine(req->srv), json_string_value(skill),
+                                     req->key.id);
+}
+
 void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
 {
-    json_t *body = skd__http_body_object(req, out);
+    json_t *body = NULL;
+    if (json_is_object(req->parsed)) { /* parsed by skd__rest_execute_quick */
+        body = req->parsed;
+        req->parsed = NULL;
+    } else {
+        body = skd__http_body_object(req, out);
+    }
     if (!body)
         return;
     const json_t *skill = json_object_get(body, "skill");

@@ -3,7 +3,8 @@
  * matched in order; a path that matches with another method gets 405 with
  * an Allow header. Scopes: skills:read to look, skills:execute to run
  * (checked again by the engine), skills:admin for keys. Flags: handlers run
- * on a worker unless SKD_ROUTE_INLINE (they must then never block); refusals
+ * on a worker unless SKD_ROUTE_INLINE (they must then never block) or
+ * SKD_ROUTE_QUICK and the call is a quick one (http.h); refusals
  * made before a SKD_ROUTE_JSONRPC handler are JSON-RPC errors.
  */
 #include "server/custom_http.h"
@@ -20,7 +21,7 @@ const skd_route skd__routes[] = {
     {"DELETE", "/mcp", 1, 0, skd__mcp_http_delete, SKD_ROUTE_JSONRPC},
     {"GET", "/v1/skills", 1, R, skd__rest_skills, 0},
     {"GET", "/v1/skills/{}", 1, R, skd__rest_skill, 0},
-    {"POST", "/v1/execute", 1, 0, skd__rest_execute, 0},
+    {"POST", "/v1/execute", 1, 0, skd__rest_execute, SKD_ROUTE_QUICK},
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},

@@ -3,6 +3,14 @@
  * stored. Authentication finds the row by the id embedded in the secret and
  * compares the digests in constant time, so neither the lookup nor the
  * comparison tells an attacker how much of a guess was right.
+ *
+ * Authentication is served from a small cache in the process (the secret
+ * itself, compared in constant time, and the row), which is only believed
+ * while the keys' generation is the one it was filled at: a revocation
+ * bumps that counter (row 'keys' of the changes table) in the same
+ * transaction, and every authentication reads it first (one row by primary
+ * key), so a key revoked through any process or replica sharing the store
+ * is refused on the very next call.
  */
 #include "skilld/registry.h"
 #include "skilld/util.h"
@@ -82,6 +90,10 @@ static skd__sql q_insert = SKD__SQL("INSERT INTO api_keys(id,name,secret_sha256,
 static skd__sql q_get = SKD__SQL("SELECT id,name,scopes,created_ms,revoked,secret_sha256 FROM "
                                  "api_keys WHERE id=?1");
 static skd__sql q_revoke = SKD__SQL("UPDATE api_keys SET revoked=1 WHERE id=?1");
+/* No row (a store no key was ever revoked in) is generation 0. */
+static skd__sql q_gen = SKD__SQL("SELECT seq FROM changes WHERE topic='keys'");
+static skd__sql q_bump = SKD__SQL("INSERT INTO changes(topic,seq) VALUES('keys',1) "
+                                  "ON CONFLICT(topic) DO UPDATE SET seq=changes.seq+1");
 static skd__sql q_list = SKD__SQL("SELECT id,name,scopes,created_ms,revoked FROM api_keys "
                                   "ORDER BY created_ms, id");
 static skd__sql q_count = SKD__SQL("SELECT count(*) FROM api_keys");
@@ -168,25 +180,129 @@ int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err
     return get_row(st, id, info, NULL, err);
 }
 
+/* The keys' generation: SKD_ESTORE when it cannot be read. */
+static int read_gen(skd_store *st, int64_t *gen, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    *gen = 0;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_gen, &q, err)))
+        goto out;
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        *gen = skd__q_col_int(&q, 0);
+        rc = 0;
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    return rc;
+}
+
+#define SECRET_LEN 85
+
+struct skd__keycache {
+    pthread_mutex_t mu;
+    struct kc_entry {
+        int used;
+        int64_t gen;
+        char secret[SECRET_LEN + 1];
+        skd_key_info info;
+    } e[64];
+};
+
+static struct kc_entry *kc_slot(struct skd__keycache *kc, const char *id)
+{
+    unsigned h = 2166136261u; /* FNV-1a of the id (random hex: any hash will do) */
+    for (const char *p = id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 16777619u;
+    return &kc->e[h % (sizeof(kc->e) / sizeof(kc->e[0]))];
+}
+
+/* 1 and *info when secret is cached at generation gen. */
+static int kc_get(skd_store *st, const char *id, const char *secret, int64_t gen,
+                  skd_key_info *info)
+{
+    struct skd__keycache *kc = st->kc;
+    int hit = 0;
+    if (!kc)
+        return 0;
+    pthread_mutex_lock(&kc->mu);
+    struct kc_entry *e = kc_slot(kc, id);
+    if (e->used && e->gen == gen && strcmp(e->info.id, id) == 0 &&
+        skd_ct_equal(e->secret, secret, SECRET_LEN)) {
+        *info = e->info;
+        hit = 1;
+    }
+    pthread_mutex_unlock(&kc->mu);
+    return hit;
+}
+
+static void kc_put(skd_store *st, const char *secret, int64_t gen, const skd_key_info *info)
+{
+    struct skd__keycache *kc = st->kc;
+    if (!kc)
+        return;
+    pthread_mutex_lock(&kc->mu);
+    struct kc_entry *e = kc_slot(kc, info->id);
+    e->used = 1;
+    e->gen = gen;
+    memcpy(e->secret, secret, SECRET_LEN);
+    e->secret[SECRET_LEN] = '\0';
+    e->info = *info;
+    pthread_mutex_unlock(&kc->mu);
+}
+
+int skd__keycache_init(skd_store *st, skd_err *err)
+{
+    struct skd__keycache *kc = calloc(1, sizeof(*kc));
+    if (!kc)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_init(&kc->mu, NULL);
+    st->kc = kc;
+    return 0;
+}
+
+void skd__keycache_free(skd_store *st)
+{
+    if (!st->kc)
+        return;
+    pthread_mutex_destroy(&st->kc->mu);
+    explicit_bzero(st->kc, sizeof(*st->kc)); /* the secrets */
+    free(st->kc);
+    st->kc = NULL;
+}
+
 int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, skd_err *err)
 {
     char id[17], stored[SKD_SHA256_HEX_LEN + 1] = "", given[SKD_SHA256_HEX_LEN + 1];
     size_t n = secret ? strlen(secret) : 0;
     /* Shape check first: "skd_" + 16 hex + "_" + 64 hex. */
-    if (n != 85 || strncmp(secret, "skd_", 4) != 0 || secret[20] != '_')
+    if (n != SECRET_LEN || strncmp(secret, "skd_", 4) != 0 || secret[20] != '_')
         return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
     memcpy(id, secret + 4, 16);
     id[16] = '\0';
-    skd_sha256_hex(secret, n, given);
     skd_key_info tmp;
     skd_err rerr = {0};
-    int rc = get_row(st, id, &tmp, stored, &rerr);
+    /* The generation first: a revocation committed after this read makes
+     * the next call miss, whatever this one caches. */
+    int64_t gen = 0;
+    int rc = read_gen(st, &gen, &rerr);
+    if (rc)
+        return skd_err_set(err, rc, "%s", rerr.msg);
+    if (kc_get(st, id, secret, gen, &tmp))
+        goto found;
+    skd_sha256_hex(secret, n, given);
+    rc = get_row(st, id, &tmp, stored, &rerr);
     if (rc == SKD_ENOENT)
         return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
     if (rc) /* the store failed: not the caller's fault, and not a "no" */
         return skd_err_set(err, rc, "%s", rerr.msg);
     if (!skd_ct_equal(stored, given, SKD_SHA256_HEX_LEN))
         return skd_err_set(err, SKD_EUNAUTH, "invalid API key");
+    kc_put(st, secret, gen, &tmp);
+found:
     if (tmp.revoked)
         return skd_err_set(err, SKD_EUNAUTH, "this API key has been revoked");
     if (info)
@@ -194,19 +310,29 @@ int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, sk
     return 0;
 }
 
+/* The row and the generation change in one transaction: no replica can see
+ * the one without the other. */
 int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
 {
     skd__conn *c = NULL;
     skd__q q = {0};
     int64_t changed = 0;
     int rc;
-    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_revoke, &q, err)))
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__conn_begin(c, err)) ||
+        (rc = skd__q_start(c, &q_revoke, &q, err)))
         goto out;
     skd__q_text(&q, 1, id);
     if ((rc = skd__q_run(&q, &changed, err)) == 0 && changed == 0)
         rc = skd_err_set(err, SKD_ENOENT, "no API key with id %s", id);
+    skd__q_end(&q);
+    if (rc || (rc = skd__q_start(c, &q_bump, &q, err)) || (rc = skd__q_run(&q, NULL, err)))
+        goto out;
+    skd__q_end(&q);
+    rc = skd__conn_commit(c, err);
 out:
     skd__q_end(&q);
+    if (rc && c && c->in_tx)
+        skd__conn_rollback(c);
     skd__conn_put(st, c);
     return rc;
 }

@@ -201,9 +201,10 @@ int skd__pg_step(skd__q *q, skd_err *err)
         q->ran = 1;
         PGresult *res = run(q);
         int retried = 0, kind = retry_kind(q->sql);
-        /* Outside a transaction (ours are explicit), on a connection that
-         * died: once more on a new one. */
-        if (PQstatus(c->db) == CONNECTION_BAD && kind &&
+        /* Outside a transaction (ours are explicit: in_tx, since a dead
+         * connection's status is UNKNOWN, not INTRANS), on a connection
+         * that died: once more on a new one. */
+        if (PQstatus(c->db) == CONNECTION_BAD && kind && !c->in_tx &&
             PQtransactionStatus(c->db) != PQTRANS_INTRANS) {
             PQclear(res);
             res = NULL;

@@ -32,6 +32,8 @@ static void defaults(skd_store_opts *o)
         o->connect_timeout_s = 2;
     if (o->statement_timeout_ms <= 0)
         o->statement_timeout_ms = 5000;
+    if (o->audit_flush_ms <= 0)
+        o->audit_flush_ms = 20;
 }
 
 /* First connection: WAL (SQLite; persistent, and not allowed inside a
@@ -88,7 +90,8 @@ int skd_store_open_opts(const char *where, const skd_store_opts *opts, skd_store
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    if ((rc = skd__pool_init(st, err)) != 0 || (rc = prepare_schema(st, err)) != 0)
+    if ((rc = skd__pool_init(st, err)) != 0 || (rc = prepare_schema(st, err)) != 0 ||
+        (rc = skd__audit_init(st, err)) != 0 || (rc = skd__keycache_init(st, err)) != 0)
         goto out;
     *out = st;
     return 0;
@@ -106,8 +109,10 @@ void skd_store_close(skd_store *st)
 {
     if (!st)
         return;
+    skd__audit_free(st); /* first: its last batch needs the pool */
     skd__replica_free(st);
     skd__pool_free(st);
+    skd__keycache_free(st);
     pthread_cond_destroy(&st->cv);
     pthread_mutex_destroy(&st->mu);
     pthread_mutex_destroy(&st->rep_mu);

@@ -66,7 +66,17 @@ struct skd_store {
     struct skd__replica *rep; /* runs.c; created on first use under rep_mu */
     pthread_mutex_t rep_mu;
     int draining;
+    struct skd__auditq *aq;   /* audit.c: the queue and its writer thread */
+    struct skd__keycache *kc; /* keys.c: authentication cache */
 };
+
+/* The key cache (keys.c). */
+int skd__keycache_init(skd_store *st, skd_err *err);
+void skd__keycache_free(skd_store *st);
+
+/* The audit queue (audit.c): created at open, flushed and stopped at close. */
+int skd__audit_init(skd_store *st, skd_err *err);
+void skd__audit_free(skd_store *st);
 
 /* Bump the change counter of topic and tell the other replicas
  * (PostgreSQL NOTIFY); on c when not NULL (inside its transaction). */

@@ -27,12 +27,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/openat2.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -106,10 +109,84 @@ static int ensure_dir(int parent, const char *name, const char *what, skd_err *e
     return 0;
 }
 
+/* The first DATA_DIR a process opens a workspace in stays open (a server
+ * has one), so a call opens its workspace with one openat2 from it. Set
+ * once under data_mu, then only read; never closed. */
+static pthread_mutex_t data_mu = PTHREAD_MUTEX_INITIALIZER;
+static char data_path[PATH_MAX];
+static int data_fd = -1;
+
+static int cached_data_fd(const char *data_dir)
+{
+    pthread_mutex_lock(&data_mu);
+    int fd = data_fd >= 0 && strcmp(data_path, data_dir) == 0 ? data_fd : -1;
+    pthread_mutex_unlock(&data_mu);
+    return fd;
+}
+
+/* Keep fd as the cached DATA_DIR when there is none yet: 1 when kept. */
+static int keep_data_fd(const char *data_dir, int fd)
+{
+    int kept = 0;
+    pthread_mutex_lock(&data_mu);
+    if (data_fd < 0 && strlen(data_dir) < sizeof(data_path)) {
+        memcpy(data_path, data_dir, strlen(data_dir) + 1);
+        data_fd = fd;
+        kept = 1;
+    }
+    pthread_mutex_unlock(&data_mu);
+    return kept;
+}
+
+/* workspaces/<hex> beneath datafd in one openat2 that follows no symlink at
+ * all (what the level-by-level O_NOFOLLOW opens below refuse too), creating
+ * the levels only when one is missing. -1 with errno when that fails (the
+ * caller then takes the level-by-level way, which also names the error). */
+static int open_fast(int datafd, const char *hex)
+{
+    char rel[16 + SKD_SHA256_HEX_LEN];
+    struct open_how how = {
+        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
+    };
+    snprintf(rel, sizeof(rel), "workspaces/%s", hex);
+    long fd = syscall(SYS_openat2, datafd, rel, &how, sizeof(how));
+    if (fd < 0 && errno == ENOENT) {
+        if (mkdirat(datafd, "workspaces", 0700) != 0 && errno != EEXIST)
+            return -1;
+        int root = openat(datafd, "workspaces", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (root < 0)
+            return -1;
+        int made = mkdirat(root, hex, 0700) == 0 || errno == EEXIST;
+        close(root);
+        if (!made)
+            return -1;
+        fd = syscall(SYS_openat2, datafd, rel, &how, sizeof(how));
+    }
+    return (int)fd;
+}
+
+/* hex SHA-256 of key_id, remembered per thread for the last key (a worker
+ * serves the same few keys over and over). */
+static void workspace_name(const char *key_id, char hex[SKD_SHA256_HEX_LEN + 1])
+{
+    static __thread char last_key[64], last_hex[SKD_SHA256_HEX_LEN + 1];
+    size_t n = strlen(key_id);
+    if (n < sizeof(last_key) && last_hex[0] && memcmp(last_key, key_id, n + 1) == 0) {
+        memcpy(hex, last_hex, sizeof(last_hex));
+        return;
+    }
+    skd_sha256_hex(key_id, n, hex);
+    if (n < sizeof(last_key)) {
+        memcpy(last_key, key_id, n + 1);
+        memcpy(last_hex, hex, sizeof(last_hex));
+    }
+}
+
 int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace **out, skd_err *err)
 {
     char hex[SKD_SHA256_HEX_LEN + 1];
-    int datafd = -1, wsroot = -1, rc = 0;
+    int datafd = -1, wsroot = -1, rc = 0, cached;
     skd_workspace *ws = NULL;
     struct stat st;
 
@@ -118,7 +195,7 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         return skd_err_set(err, SKD_ECONFIG, "DATA_DIR is empty");
     if (!key_id || !*key_id)
         return skd_err_set(err, SKD_EUNAUTH, "no API key id for the workspace");
-    skd_sha256_hex(key_id, strlen(key_id), hex);
+    workspace_name(key_id, hex);
     if (!(ws = calloc(1, sizeof(*ws))))
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     ws->dirfd = -1;
@@ -127,6 +204,8 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         rc = skd_err_set(err, SKD_ECONFIG, "DATA_DIR is too long");
         goto out;
     }
+    if ((cached = cached_data_fd(data_dir)) >= 0 && (ws->dirfd = open_fast(cached, hex)) >= 0)
+        goto opened;
     if (mkdir(data_dir, 0700) != 0 && errno != EEXIST) {
         rc = skd_err_set(err, SKD_EIO, "cannot create %s: %s", data_dir, strerror(errno));
         goto out;
@@ -151,6 +230,9 @@ int skd_workspace_open(const char *data_dir, const char *key_id, skd_workspace *
         rc = skd_err_set(err, SKD_EIO, "cannot open %s: %s", ws->path, strerror(errno));
         goto out;
     }
+    if (cached < 0 && keep_data_fd(data_dir, datafd))
+        datafd = -1;
+opened:
     if (fstat(ws->dirfd, &st) != 0 || !S_ISDIR(st.st_mode)) {
         rc = skd_err_set(err, SKD_EIO, "%s is not a directory", ws->path);
         goto out;

@@ -10,8 +10,11 @@
 . "$(dirname "${BASH_SOURCE[0]}")/../store/pg_lib.sh"
 
 declare -a R_PORT R_PID
+# SKILLD_AUDIT_SYNC=1: S4 asserts one audit row per successful call across a
+# kill -9, which only per-call durability promises (batched rows of the
+# last SKILLD_AUDIT_FLUSH_MS may be lost by a crash; docs/store.md).
 REPLICA_ENV=(SKILLD_RUN_LEASE_MS=3000 SKILLD_DRAIN_MS=1500 SKILLS_SANDBOX_MAX_PER_KEY=2
-    SKILLD_SHUTDOWN_GRACE_MS=5000)
+    SKILLD_SHUTDOWN_GRACE_MS=5000 SKILLD_AUDIT_SYNC=1)
 
 start_replica() {
     local n=$1

@@ -28,7 +28,12 @@ AUTH=(-H "Authorization: Bearer $KSECRET" -H 'Content-Type: application/json')
 call() { req POST /v1/execute "${AUTH[@]}" -d "{\"skill\":\"file_write\",\"input\":{\"path\":\"a.txt\",\"content\":\"$1\"}}"; }
 call one
 expect_status "call_through_postgresql" 200
-rows=$(psql -X -tA "$PG_URL" -c "SELECT count(*) FROM executions WHERE key_id='$KID'")
+# the row is written within the audit window (SKILLD_AUDIT_FLUSH_MS, 20 ms)
+for _ in $(seq 1 50); do
+    rows=$(psql -X -tA "$PG_URL" -c "SELECT count(*) FROM executions WHERE key_id='$KID'")
+    [ "$rows" = "1" ] && break
+    sleep 0.1
+done
 if [ "$rows" = "1" ]; then pass "audit_row_in_postgresql"; else fail "audit_row_in_postgresql" "rows=$rows"; fi
 keys=$(psql -X -tA "$PG_URL" -c "SELECT count(*) FROM api_keys")
 if [ "$keys" = "2" ]; then pass "cli_and_server_share_the_database"; else fail "cli_and_server_share_the_database" "keys=$keys"; fi

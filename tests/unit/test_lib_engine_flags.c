@@ -57,6 +57,36 @@ TEST(sandbox_only_has_no_store)
     skd_config_free(cfg);
 }
 
+/* Which calls a transport may run on its event thread: the read-only
+ * built-ins only; writers (a lock), sandboxes, the network, unknown names
+ * and an engine without a store never. */
+TEST(quick_skills_are_the_read_only_builtins)
+{
+    skd_err err = {0};
+    skd_config *cfg = skd_config_new();
+    CHECK(cfg != NULL);
+    CHECK_EQ_INT(skd_config_set(cfg, "DATA_DIR", datadir, &err), 0);
+    skd_engine *e = NULL;
+    CHECK_EQ_INT(skd_engine_open_flags(cfg, 0, &e, &err), 0);
+    if (e) {
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, "file_read", "k"), 1);
+        static const char *const slow[] = {
+            "file_list",      "file_write", "file_delete",   "execute_command",
+            "http_request",   "web_fetch",  "no_such_skill", "",
+            "file_read@9.9.9"};
+        for (size_t i = 0; i < sizeof(slow) / sizeof(slow[0]); i++)
+            CHECK_EQ_INT(skd_engine_skill_is_quick(e, slow[i], "k"), 0);
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, NULL, "k"), 0);
+    }
+    skd_engine_close(e);
+    e = NULL;
+    CHECK_EQ_INT(skd_engine_open_flags(cfg, SKD_ENGINE_SANDBOX_ONLY, &e, &err), 0);
+    if (e)
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, "file_read", "k"), 0);
+    skd_engine_close(e);
+    skd_config_free(cfg);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_lib_engine_flags");
@@ -65,6 +95,7 @@ int main(void)
         return 1;
     snprintf(datadir, sizeof(datadir), "%s/a/b/var", tmpdir);
     RUN(sandbox_only_has_no_store);
+    RUN(quick_skills_are_the_read_only_builtins);
     char cmd[160];
     snprintf(cmd, sizeof(cmd), "%s", tmpdir);
     pid_t pid = fork();

@@ -3,6 +3,7 @@
  * mkdirs, the usage walk and the lock; and the base64 helpers of the file
  * skills. */
 #include "builtins/fileskill.h"
+#include "skilld/util.h"
 #include "skilld/workspace.h"
 #include "tap.h"
 #include "ws_fixture.h"
@@ -14,15 +15,15 @@
 TEST(check_path_accepts_and_refuses)
 {
     skd_err e = {0};
-    static const char *const ok[] = {"a", "a/b", "./a", "a/./b", "a//b", "...", "..a",
-                                     "a..", "a/..b/c", ".hidden", "a b/ü.txt"};
+    static const char *const ok[] = {"a",   "a/b", "./a",     "a/./b",   "a//b",     "...",
+                                     "..a", "a..", "a/..b/c", ".hidden", "a b/ü.txt"};
     for (size_t i = 0; i < sizeof(ok) / sizeof(*ok); i++) {
         if (skd_workspace_check_path(ok[i], 0, &e) != 0)
             printf("# refused %s: %s\n", ok[i], e.msg);
         CHECK_EQ_INT(skd_workspace_check_path(ok[i], 0, &e), 0);
     }
-    static const char *const bad[] = {"", ".", "./", "..", "../a", "a/..", "a/../b", "/a",
-                                      "/", "a/\x01", "a\x7f", "x/../../y", "./.."};
+    static const char *const bad[] = {"",   ".", "./",     "..",    "../a",      "a/..", "a/../b",
+                                      "/a", "/", "a/\x01", "a\x7f", "x/../../y", "./.."};
     for (size_t i = 0; i < sizeof(bad) / sizeof(*bad); i++)
         CHECK_EQ_INT(skd_workspace_check_path(bad[i], 0, &e), SKD_EPATH);
     CHECK_EQ_INT(skd_workspace_check_path("", 1, &e), 0);
@@ -71,6 +72,59 @@ TEST(open_names_by_sha256_with_mode_0700)
     CHECK_EQ_INT(st.st_mode & 07777, 0700);
     skd_workspace_close(ws);
     fx_rm_rf(dir);
+}
+
+/* The first DATA_DIR of the process stays open and a workspace is opened
+ * from it with one openat2 that follows no symlink (this test runs first,
+ * so its directory is the one kept): levels are created when missing, and
+ * a workspace or workspaces/ replaced by a symlink is refused, as on the
+ * level-by-level way. */
+TEST(kept_data_dir_follows_no_symlink)
+{
+    char dir[] = "/tmp/skilld-wsfast-XXXXXX", out[] = "/tmp/skilld-wsout-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL && mkdtemp(out) != NULL);
+    skd_workspace *ws = NULL;
+    skd_err e = {0};
+    char hex[SKD_SHA256_HEX_LEN + 1], p[PATH_MAX], q[PATH_MAX];
+    CHECK_EQ_INT(skd_workspace_open(dir, "bob", &ws, &e), 0);
+    skd_workspace_close(ws);
+    /* a second key: its level is made on the fast way */
+    CHECK_EQ_INT(skd_workspace_open(dir, "carol", &ws, &e), 0);
+    skd_sha256_hex("carol", 5, hex);
+    snprintf(p, sizeof(p), "%s/workspaces/%s", dir, hex);
+    struct stat st;
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode) && (st.st_mode & 07777) == 0700);
+    skd_workspace_close(ws);
+    /* removed while the directory is kept open: made again */
+    fx_rm_rf(p);
+    CHECK_EQ_INT(skd_workspace_open(dir, "carol", &ws, &e), 0);
+    CHECK(stat(p, &st) == 0 && S_ISDIR(st.st_mode));
+    skd_workspace_close(ws);
+    /* a workspace that is a symlink to a directory outside: refused */
+    skd_sha256_hex("mallory", 7, hex);
+    snprintf(p, sizeof(p), "%s/workspaces/%s", dir, hex);
+    CHECK_EQ_INT(symlink(out, p), 0);
+    ws = NULL;
+    CHECK(skd_workspace_open(dir, "mallory", &ws, &e) != 0);
+    CHECK(ws == NULL);
+    skd_workspace_close(ws);
+    CHECK(lstat(p, &st) == 0 && S_ISLNK(st.st_mode)); /* nothing made through it */
+    /* workspaces/ itself a symlink to a tree holding bob's workspace: refused */
+    skd_sha256_hex("bob", 3, hex);
+    snprintf(q, sizeof(q), "%s/workspaces", out);
+    CHECK_EQ_INT(mkdir(q, 0700), 0);
+    snprintf(q, sizeof(q), "%s/workspaces/%s", out, hex);
+    CHECK_EQ_INT(mkdir(q, 0700), 0);
+    snprintf(p, sizeof(p), "%s/workspaces", dir);
+    fx_rm_rf(p);
+    snprintf(q, sizeof(q), "%s/workspaces", out);
+    CHECK_EQ_INT(symlink(q, p), 0);
+    ws = NULL;
+    CHECK(skd_workspace_open(dir, "bob", &ws, &e) != 0);
+    CHECK(ws == NULL);
+    skd_workspace_close(ws);
+    fx_rm_rf(dir);
+    fx_rm_rf(out);
 }
 
 TEST(openat_parent_usage_lock)
@@ -163,6 +217,7 @@ TEST(base64_round_trip_and_strictness)
 int main(void)
 {
     TAP_BEGIN("test_workspace_api");
+    RUN(kept_data_dir_follows_no_symlink); /* first: its DATA_DIR is the one kept */
     RUN(check_path_accepts_and_refuses);
     RUN(open_names_by_sha256_with_mode_0700);
     RUN(openat_parent_usage_lock);

@@ -1,0 +1,301 @@
+/*
+ * Batched audit rows and the key cache of the store (issue 13), on a real
+ * SQLite file, and with SKILLD_TEST_STORE=postgresql://... on PostgreSQL
+ * too. Two store handles on one database stand for two processes: b reads
+ * only what a has written to the database, never a's queue.
+ *   - batched rows are not in the database before their window (a window of
+ *     a minute: nothing else writes them), an in-process reader flushes
+ *     first and sees them, and they are written once the window has passed;
+ *   - audit_sync writes a row before audit_add returns;
+ *   - closing the store writes every queued row;
+ *   - a full queue is written by the caller that finds it full;
+ *   - a batch the database refuses (SQLite's write lock held elsewhere)
+ *     stays queued and is written once the lock is gone;
+ *   - a revoked key is refused on the very next call, also by another
+ *     handle that had it cached, and the cache holds no wrong answers.
+ */
+#include "skilld/registry.h"
+#include "skilld/store.h"
+#include "store/store_internal.h"
+#include "tap.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+static int seq;
+static const char *pg_url; /* SKILLD_TEST_STORE, or NULL for SQLite */
+
+static void fresh_where(char *out, size_t cap)
+{
+    if (pg_url) {
+        snprintf(out, cap, "%s", pg_url);
+        return;
+    }
+    snprintf(out, cap, "%s/db%d.sqlite", dir, seq++);
+}
+
+/* Open where with the given audit window (0: sync). */
+static skd_store *open_with(const char *where, int flush_ms)
+{
+    skd_store_opts o = {.audit_flush_ms = flush_ms > 0 ? flush_ms : 0, .audit_sync = flush_ms == 0};
+    skd_store *st = NULL;
+    skd_err err = {0};
+    if (skd_store_open_opts(where, &o, &st, &err) != 0)
+        printf("# open %s: %s\n", where, err.msg);
+    return st;
+}
+
+/* Rows of key in the database, as another process sees them. */
+static int rows_seen_by(skd_store *reader, const char *key)
+{
+    skd_err err = {0};
+    json_t *rows = skd_store_audit_list(reader, key, 1000, &err);
+    int n = rows ? (int)json_array_size(rows) : -1;
+    json_decref(rows);
+    return n;
+}
+
+static void add_rows(skd_store *st, const char *key, const char *prefix, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char id[80];
+        snprintf(id, sizeof(id), "%s-%s-%d", key, prefix, i);
+        skd_audit a = {.id = id, .key_id = key, .skill = "file_read", .status = "success"};
+        skd_err err = {0};
+        if (skd_store_audit_add(st, &a, &err) != 0)
+            printf("# audit_add %s: %s\n", id, err.msg);
+    }
+}
+
+/* A key id of our own per test: the PostgreSQL database is shared. */
+static void key_name(char *out, size_t cap, const char *what)
+{
+    snprintf(out, cap, "k%d-%s-%ld", seq++, what, (long)getpid());
+}
+
+TEST(batched_rows_wait_for_their_window)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "wait");
+    skd_store *a = open_with(where, 60000), *b = open_with(where, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    add_rows(a, key, "w", 3);
+    CHECK_EQ_INT(rows_seen_by(b, key), 0); /* a minute's window: still queued */
+    CHECK_EQ_INT(rows_seen_by(a, key), 3); /* a reader in a's process flushes first */
+    CHECK_EQ_INT(rows_seen_by(b, key), 3); /* and they are in the database now */
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(batched_rows_are_written_after_the_window)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "after");
+    skd_store *a = open_with(where, 50), *b = open_with(where, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    add_rows(a, key, "x", 5);
+    int seen = 0;
+    for (int i = 0; i < 200 && seen < 5; i++) { /* 50 ms window, up to 10 s of polling */
+        usleep(50 * 1000);
+        seen = rows_seen_by(b, key);
+    }
+    CHECK_EQ_INT(seen, 5);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(sync_writes_before_returning)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "sync");
+    skd_store *a = open_with(where, 0), *b = open_with(where, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    add_rows(a, key, "s", 1);
+    CHECK_EQ_INT(rows_seen_by(b, key), 1);
+    add_rows(a, key, "t", 1);
+    CHECK_EQ_INT(rows_seen_by(b, key), 2);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(close_writes_every_queued_row)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "close");
+    skd_store *a = open_with(where, 60000), *b = open_with(where, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    add_rows(a, key, "c", 7);
+    CHECK_EQ_INT(rows_seen_by(b, key), 0);
+    skd_store_close(a);
+    a = NULL;
+    CHECK_EQ_INT(rows_seen_by(b, key), 7);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(a_full_queue_is_written_by_its_caller)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "full");
+    skd_store *a = open_with(where, 60000), *b = open_with(where, 0);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    add_rows(a, key, "f", 1030); /* the queue holds 1024 */
+    skd_err err = {0};
+    json_t *rows = skd_store_audit_list(b, key, 1000, &err);
+    /* the 1025th call wrote the 1024 queued before it; the rest wait */
+    CHECK(rows && json_array_size(rows) == 1000); /* the list's own cap */
+    json_decref(rows);
+    skd_store_close(a);
+    a = NULL;
+    skd__conn *c = NULL;
+    int64_t n = -1;
+    CHECK_EQ_INT(skd__conn_get(b, &c, &err), 0);
+    if (c) {
+        static skd__sql q_count = SKD__SQL("SELECT count(*) FROM executions WHERE key_id=?1");
+        skd__q q;
+        if (skd__q_start(c, &q_count, &q, &err) == 0) {
+            skd__q_text(&q, 1, key);
+            if (skd__q_step(&q, &err) == 1)
+                n = skd__q_col_int(&q, 0);
+            skd__q_end(&q);
+        }
+        skd__conn_put(b, c);
+    }
+    CHECK_EQ_INT(n, 1030);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(a_refused_batch_stays_queued)
+{
+    char where[256], key[64];
+    fresh_where(where, sizeof(where));
+    key_name(key, sizeof(key), "locked");
+    skd_store_opts o = {.audit_flush_ms = 20, .busy_timeout_ms = 100};
+    skd_store *a = NULL, *b = open_with(where, 0);
+    skd_err err = {0};
+    CHECK(skd_store_open_opts(where, &o, &a, &err) == 0);
+    CHECK(b != NULL);
+    if (!a || !b)
+        goto out;
+    sqlite3 *lock = NULL;
+    CHECK(sqlite3_open(where, &lock) == SQLITE_OK);
+    CHECK(sqlite3_exec(lock, "BEGIN IMMEDIATE; DELETE FROM cache;", NULL, NULL, NULL) == SQLITE_OK);
+    add_rows(a, key, "l", 4);
+    usleep(600 * 1000); /* several windows: every try met the lock */
+    CHECK_EQ_INT(sqlite3_exec(lock, "COMMIT", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(lock);
+    int seen = 0;
+    for (int i = 0; i < 200 && seen < 4; i++) {
+        usleep(50 * 1000);
+        seen = rows_seen_by(b, key);
+    }
+    CHECK_EQ_INT(seen, 4);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+TEST(revoked_key_is_refused_at_once_by_every_handle)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    skd_store *a = open_with(where, 20), *b = open_with(where, 20);
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    char *secret = NULL, *other = NULL;
+    skd_key_info info, oinfo, k;
+    skd_err err = {0};
+    CHECK_EQ_INT(skd_store_key_create(a, "r", SKD_SCOPE_READ, &secret, &info, &err), 0);
+    CHECK_EQ_INT(skd_store_key_create(a, "o", SKD_SCOPE_EXECUTE, &other, &oinfo, &err), 0);
+    if (!secret || !other)
+        goto out2;
+    for (int i = 0; i < 3; i++) { /* both handles have it cached now */
+        CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, &err), 0);
+        CHECK_EQ_INT(skd_store_key_auth(b, secret, &k, &err), 0);
+        CHECK_STR(k.id, info.id);
+        CHECK_EQ_INT(k.scopes, SKD_SCOPE_READ);
+    }
+    CHECK_EQ_INT(skd_store_key_auth(b, other, &k, &err), 0);
+    CHECK_STR(k.id, oinfo.id);
+    CHECK_EQ_INT(k.scopes, SKD_SCOPE_EXECUTE);
+    /* a cached key with a wrong secret is still refused */
+    char wrong[128];
+    snprintf(wrong, sizeof(wrong), "%s", secret);
+    wrong[strlen(wrong) - 1] = wrong[strlen(wrong) - 1] == '0' ? '1' : '0';
+    CHECK_EQ_INT(skd_store_key_auth(b, wrong, &k, NULL), SKD_EUNAUTH);
+    CHECK_EQ_INT(skd_store_key_revoke(a, info.id, &err), 0);
+    skd_err_clear(&err);
+    CHECK_EQ_INT(skd_store_key_auth(b, secret, &k, &err), SKD_EUNAUTH);
+    CHECK(strstr(err.msg, "revoked") != NULL);
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, NULL), SKD_EUNAUTH);
+    /* the other key still works through both */
+    CHECK_EQ_INT(skd_store_key_auth(b, other, &k, &err), 0);
+    CHECK_EQ_INT(skd_store_key_auth(a, other, &k, &err), 0);
+    /* revoked through b, refused by a at once */
+    CHECK_EQ_INT(skd_store_key_revoke(b, oinfo.id, &err), 0);
+    CHECK_EQ_INT(skd_store_key_auth(a, other, &k, NULL), SKD_EUNAUTH);
+out2:
+    free(secret);
+    free(other);
+out:
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
+int main(void)
+{
+    TAP_BEGIN("store_audit");
+    pg_url = getenv("SKILLD_TEST_STORE");
+    if (pg_url && !*pg_url)
+        pg_url = NULL;
+    snprintf(dir, sizeof(dir), "/tmp/skd-storea-XXXXXX");
+    if (!mkdtemp(dir)) {
+        printf("FAIL store_audit: mkdtemp\n");
+        return 1;
+    }
+    RUN(batched_rows_wait_for_their_window);
+    RUN(batched_rows_are_written_after_the_window);
+    RUN(sync_writes_before_returning);
+    RUN(close_writes_every_queued_row);
+    RUN(a_full_queue_is_written_by_its_caller);
+    if (!pg_url)
+        RUN(a_refused_batch_stays_queued);
+    RUN(revoked_key_is_refused_at_once_by_every_handle);
+    for (int i = 0; i < seq; i++) {
+        char p[128];
+        snprintf(p, sizeof(p), "%s/db%d.sqlite", dir, i);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/db%d.sqlite-wal", dir, i);
+        unlink(p);
+        snprintf(p, sizeof(p), "%s/db%d.sqlite-shm", dir, i);
+        unlink(p);
+    }
+    rmdir(dir);
+    return TAP_END();
+}
