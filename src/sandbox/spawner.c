@@ -673,7 +673,11 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
     }
 }
 
-int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
+/* Fork a helper process (the spawner or the zygote) that runs main_fn on
+ * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
+static int fork_helper(const skd__spawner_conf *conf, const char *name,
+                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
+                       pid_t *pid_out)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
@@ -690,8 +694,9 @@ int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_o
         close(sv[0]);
         keep_only_fd(sv[1]);
         default_signals();
-        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
-        spawner_main(conf, 3);
+        prctl(PR_SET_NAME, name, 0, 0, 0);
+        main_fn(conf, 3);
+        _exit(127); /* main_fn does not return */
     }
     close(sv[1]);
     *sock_out = sv[0];
@@ -699,28 +704,12 @@ int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_o
     return 0;
 }
 
+int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
+{
+    return fork_helper(conf, "skilld-spawner", spawner_main, sock_out, pid_out);
+}
+
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out)
 {
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return -1;
-    pid_t me = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        tie_to_parent(me);
-        close(sv[0]);
-        keep_only_fd(sv[1]);
-        default_signals();
-        prctl(PR_SET_NAME, "skilld-zygote", 0, 0, 0);
-        zygote_main(conf, 3);
-    }
-    close(sv[1]);
-    *ctrl_out = sv[0];
-    *pid_out = pid;
-    return 0;
+    return fork_helper(conf, "skilld-zygote", zygote_main, ctrl_out, pid_out);
 }
