@@ -133,12 +133,17 @@ doctor_clean() {
 mcp_checks() {
     local url=$1 key=$2 cgroot=$3 out
     # Every limit applied: read memory.max, pids.max and cpu.max of the
-    # run's own cgroup while it runs.
-    $MCP "$url" "$key" execute_command '{"command":"sleep","args":["3"]}' 120 >/tmp/lim.json &
-    local cpid=$! f=""
-    within 60 eval 'f=$(find "$cgroot" -path "*/skilld/[0-9]*/*/memory.max" 2>/dev/null | head -n1); [ -n "$f" ]'
+    # run's own cgroup while it runs: the cgroup of the marked process (a
+    # server also keeps pre-made sandboxes waiting, each in a cgroup of its
+    # own that gets the limits of the run it is given).
+    local mk="ring-limits-$RANDOM$RANDOM"
+    $MCP "$url" "$key" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(4)\",\"$mk\"]}" 120 >/tmp/lim.json &
+    local cpid=$! f="" p=""
+    within 60 eval 'p=$(marked "$mk" | head -n1); [ -n "$p" ]'
+    [ -n "$p" ] && f=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)/memory.max
     local d=${f%/memory.max}
-    if [ -n "$f" ] && [ "$(cat "$d/memory.max")" = $((RING_MEM_MB << 20)) ] &&
+    note "the run's cgroup: $d"
+    if [ -n "$p" ] && [[ $d == "$cgroot"/* && $d == */skilld/[0-9]*/* ]] && [ "$(cat "$d/memory.max")" = $((RING_MEM_MB << 20)) ] &&
         [ "$(cat "$d/pids.max")" = "$RING_PIDS" ] && [ "$(cat "$d/cpu.max")" = "$((RING_CPU * 1000)) 100000" ] &&
         [ "$(cat "$d/memory.swap.max")" = 0 ] && [ -n "$(cat "$d/cgroup.procs")" ]; then
         pass "execute_command runs in its own cgroup with memory, pids, cpu limits"
