@@ -148,13 +148,8 @@ json_t *skd__mcp_tools_list(skd_mcp_session *s, const json_t *id, const json_t *
 
 /* ---- tools/call ------------------------------------------------------ */
 
-/* The CallToolResult for a skill result (borrowed). New reference. A failed
- * result also goes in structuredContent (oomKilled, timedOut, truncated,
- * the error object) when the tool's outputSchema is the generic one, which
- * any result meets; not when the skill declares its own, which a failure
- * need not meet (and SDK v1 clients check structuredContent even when
- * isError is set). */
-static json_t *tool_result(const skd_mcp_session *s, const json_t *result, int generic_schema)
+/* The CallToolResult for a skill result (borrowed). New reference. */
+static json_t *tool_result(const skd_mcp_session *s, const json_t *result)
 {
     if (skd_result_success(result)) {
         char *text = json_dumps(result, JSON_COMPACT);
@@ -181,8 +176,6 @@ static json_t *tool_result(const skd_mcp_session *s, const json_t *result, int g
     json_t *r = json_pack("{s:[{s:s, s:s%}], s:b}", "content", "type", "text", "text",
                           text.data ? text.data : "", text.len, "isError", 1);
     skd_buf_free(&text);
-    if (r && generic_schema && skd__mcp_has_structured(s))
-        json_object_set(r, "structuredContent", (json_t *)result);
     return r;
 }
 
@@ -263,15 +256,13 @@ static json_t *run_generic(skd_mcp_session *s, struct mcp_call *c, const char *n
 }
 
 /* Is name a per-skill tool the session can see? */
-/* 0: no such tool for this session; 1: a skill tool whose outputSchema is
- * the generic result schema; 2: one with the skill's own outputSchema. */
 static int skill_tool_exists(skd_mcp_session *s, const char *name)
 {
     if (!s->m->expose_skills || is_generic(name) || !skd_skill_name_valid(name))
         return 0;
     skd_actor who = {.key_id = s->key_id, .scopes = s->scopes};
     skd_skill *sk = skd_engine_find_skill(s->m->e, &who, name, NULL);
-    int ok = sk && skd_skill_enabled(sk) ? (skd_skill_output_schema(sk) ? 2 : 1) : 0;
+    int ok = sk && skd_skill_enabled(sk);
     skd_skill_unref(sk);
     return ok;
 }
@@ -308,8 +299,7 @@ json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *
     json_t *fixture = skd__test_fixture_call(s, id, params, io);
     if (fixture)
         return fixture;
-    int kind = is_generic(name) ? 1 : skill_tool_exists(s, name);
-    if (!kind)
+    if (!is_generic(name) && !skill_tool_exists(s, name))
         return skd__rpc_error(id, SKD_RPC_INVALID_PARAMS, "unknown tool: %s", name);
     json_t *empty = NULL;
     if (!json_is_object(args))
@@ -342,7 +332,7 @@ json_t *skd__mcp_tools_call(skd_mcp_session *s, const json_t *id, const json_t *
     } else if (!result) {
         reply = skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "out of memory");
     } else {
-        reply = skd__rpc_result(id, tool_result(s, result, kind == 1));
+        reply = skd__rpc_result(id, tool_result(s, result));
     }
     json_decref(result);
 out:
