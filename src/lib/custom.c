@@ -250,8 +250,17 @@ int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_
     rc = skd_store_skill_delete(skd_engine_store(e), name, version, owner, err);
     if (rc && rc != SKD_ENOENT) /* ENOENT: a DATA_DIR/skills folder, never stored */
         return rc;
+    int stored = rc == 0;
     skd_err_clear(err);
-    return skd_registry_remove(skd_engine_registry(e), name, version, owner, err);
+    rc = skd_registry_remove(skd_engine_registry(e), name, version, owner, err);
+    if (rc == SKD_ENOENT && stored) {
+        /* The store's change notice can reach this process's replica sync
+         * (custom_sync.c) before this line, and the sync removes a stored
+         * skill whose row is gone: the skill is removed either way. */
+        skd_err_clear(err);
+        return 0;
+    }
+    return rc;
 }
 
 int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref, int enabled,
