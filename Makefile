@@ -46,11 +46,14 @@ SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
+# Helpers of the shell tests (tests/tools/*.c, one program each).
+TOOL_SRCS := $(wildcard tests/tools/*.c)
+TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all tests asan check lint format clean fuzz install uninstall
 all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS) $(BENCH_BINS)
 
-tests: $(TEST_BINS)
+tests: $(TEST_BINS) $(TOOL_BINS)
 
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -79,6 +82,11 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld
 	@mkdir -p $(dir $@)
 	@echo "  LINK  $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
+
+$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o
+	@mkdir -p $(dir $@)
+	@echo "  LINK  $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $< $(shell pkg-config --libs jansson)
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)

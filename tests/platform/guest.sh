@@ -37,7 +37,10 @@ note() { echo "# $CASE: $*"; }
 ok() { local n=$1; shift; if "$@" >/dev/null 2>&1; then pass "$n"; else fail "$n" "$*"; fi; }
 # within SECONDS CMD...: poll CMD every 0.1 s until it succeeds.
 within() { local end=$((SECONDS + $1)); shift; until "$@"; do [ $SECONDS -ge $end ] && return 1; sleep 0.1; done; }
-jf() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$1" "$2" 2>/dev/null; }
+# jf JSON .PATH: a field of JSON, a string as is, anything else as JSON
+# (tests/tools/jget.c: a Python start costs about a second on the emulated
+# CPU).
+jf() { "$SRC/build/tools/jget" "$2" <<<"$1" 2>/dev/null; }
 prefixed() { sed -u -E "s/^(PASS|FAIL) /\1 $CASE: /"; }
 skilld_cgroups() { find /sys/fs/cgroup -name 'skilld*' -type d 2>/dev/null; }
 # The cgroups a spawner made: its transient scope and its "skilld/<pid>".
@@ -152,17 +155,17 @@ mcp_checks() {
     fi
     wait $cpid
     out=$(cat /tmp/lim.json)
-    if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "MCP tools/call execute_command succeeds"; else fail "MCP tools/call execute_command succeeds" "$out"; fi
+    if [ "$(jf "$out" .success)" = true ]; then pass "MCP tools/call execute_command succeeds"; else fail "MCP tools/call execute_command succeeds" "$out"; fi
 
     # OOM and timeout through REST: MCP turns a failed result into isError
     # text, REST returns the result object with oomKilled and timedOut.
     local rest=${url%/mcp}/v1/execute
     out=$(rest "$rest" "$key" '{"command":"python3","args":["-c","b=[]\nwhile True: b.append(bytearray(4<<20))"],"timeoutMs":30000}')
-    if [ "$(jf "$out" 'j["oomKilled"]')" = true ]; then pass "OOM reported (oomKilled)"; else fail "OOM reported (oomKilled)" "${out:0:300}"; fi
+    if [ "$(jf "$out" .oomKilled)" = true ]; then pass "OOM reported (oomKilled)"; else fail "OOM reported (oomKilled)" "${out:0:300}"; fi
 
     local mark="ring-timeout-$RANDOM$RANDOM"
     out=$(rest "$rest" "$key" "{\"command\":\"python3\",\"args\":[\"-c\",\"import os,time\\nfor i in range(3):\\n  if os.fork()==0:\\n    os.setsid(); time.sleep(600)\\ntime.sleep(600)\",\"$mark\"],\"timeoutMs\":3000}")
-    if [ "$(jf "$out" 'j["timedOut"]')" = true ] && within 5 no_marker "$mark"; then
+    if [ "$(jf "$out" .timedOut)" = true ] && within 5 no_marker "$mark"; then
         pass "timeout kills the whole cgroup (forked, setsid children too)"
     else
         fail "timeout kills the whole cgroup" "${out:0:300}; left: $(marked "$mark" | head -3 | tr '\n' ' ')"
@@ -207,7 +210,7 @@ for CASE in $RING_CASES; do
             useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
         cd "$SRC" || exit 1
         out=$("$B" exec --key ring -- echo hi 2>/tmp/exec.err)
-        if [ "$(jf "$out" 'j["stdout"]')" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
+        if [ "$(jf "$out" .stdout)" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
         if [ "$(cat /proc/self/cgroup)" = "$cg" ] && echo $$ >/dev/null; then pass "the session keeps its cgroup"; else fail "the session keeps its cgroup" "$(cat /proc/self/cgroup)"; fi
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean "$B"
@@ -259,7 +262,7 @@ for CASE in $RING_CASES; do
         if [ "$(stat -c '%a %U' $f 2>&1)" = "600 $owner" ]; then pass "admin key in $f, mode 0600, owned by $owner"; else fail "admin key in $f, mode 0600" "$(stat -c '%a %U' $f 2>&1)"; fi
         KEY=$(cat $f)
         out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"echo","args":["from the service"]}' 120)
-        if [ "$(jf "$out" 'j["stdout"]')" = "from the service" ]; then pass "MCP answers with the key from the file"; else fail "MCP answers with the key from the file" "${out:0:400}"; fi
+        if [ "$(jf "$out" .stdout)" = "from the service" ]; then pass "MCP answers with the key from the file"; else fail "MCP answers with the key from the file" "${out:0:400}"; fi
         if journalctl -u skilld --no-pager -o cat >/tmp/j.txt 2>&1 && ! grep -qF "$KEY" /tmp/j.txt && ! grep -q 'skd_[0-9a-f]\{16\}_' /tmp/j.txt && grep -q admin-key /tmp/j.txt; then
             pass "journalctl -u skilld holds no secret and names the key file"
         else
@@ -280,7 +283,7 @@ for CASE in $RING_CASES; do
         within 30 eval '[ "$(systemctl show -p MainPID --value skilld)" != "$main" ] && [ "$(systemctl show -p MainPID --value skilld)" != 0 ]'
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
-        if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted by systemd after kill -9, sandbox works"; else fail "restarted by systemd after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ "$(jf "$out" .success)" = true ]; then pass "restarted by systemd after kill -9, sandbox works"; else fail "restarted by systemd after kill -9, sandbox works" "${out:0:300}"; fi
         if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
         systemctl stop skilld
         if within 10 eval '[ ! -d /sys/fs/cgroup/system.slice/skilld.service ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl stop skilld removes its cgroups"; else fail "systemctl stop skilld removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
@@ -333,7 +336,7 @@ for CASE in $RING_CASES; do
         within 30 eval '[ "$(ctl show -p MainPID --value skilld-user)" != "$main" ] && [ "$(ctl show -p MainPID --value skilld-user)" != 0 ]'
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
-        if [ "$(jf "$out" 'j["success"]')" = true ]; then pass "restarted after kill -9, sandbox works"; else fail "restarted after kill -9, sandbox works" "${out:0:300}"; fi
+        if [ "$(jf "$out" .success)" = true ]; then pass "restarted after kill -9, sandbox works"; else fail "restarted after kill -9, sandbox works" "${out:0:300}"; fi
         if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
         ctl stop skilld-user
         if within 10 eval '[ ! -d $ucg ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl --user stop skilld-user removes its cgroups"; else fail "systemctl --user stop skilld-user removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi

@@ -21,7 +21,7 @@ NAME=platform/ring.sh
 fail() { echo "FAIL $NAME: $1: ${2:-}"; exit 1; }
 
 CACHE=$(tests/platform/image.sh) || fail "VM image" "tests/platform/image.sh failed"
-[ -x build/skilld ] || fail "build" "build/skilld missing (run make)"
+[ -x build/skilld ] && [ -x build/tools/jget ] || fail "build" "build/skilld or build/tools/jget missing (run make)"
 
 W=$(mktemp -d /tmp/skilld-ring.XXXXXX)
 QPID=
@@ -33,10 +33,11 @@ trap cleanup EXIT
 
 # -- payload: what `make install` needs, the build, the tests ---------------
 PL=$W/payload
-mkdir -p "$PL/src/build" "$PL/src/docs" "$PL/src/tests/integration" "$PL/src/tests/security"
+mkdir -p "$PL/src/build/tools" "$PL/src/docs" "$PL/src/tests/integration" "$PL/src/tests/security"
 cp -a Makefile dist "$PL/src/"
 cp -a docs/skilld.1 "$PL/src/docs/"
 cp -a build/skilld "$PL/src/build/"
+cp -a build/tools/jget "$PL/src/build/tools/"
 cp -a tests/lib.sh "$PL/src/tests/"
 cp -a tests/integration/sandbox_exec.sh "$PL/src/tests/integration/"
 cp -a tests/security/escape.sh "$PL/src/tests/security/"

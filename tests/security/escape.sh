@@ -8,33 +8,12 @@ export DATA_DIR="$TMP/var"
 MARK="skilld-escape-$$-$RANDOM"
 
 # x CASE-ARGS...: run `skilld exec` with the given flags/command, JSON to $TMP/out.json
-x() { rm -rf "$TMP/fields"; "$SKILLD" exec "$@" >"$TMP/out.json" 2>"$TMP/err.txt"; echo $? >"$TMP/rc"; }
+x() { "$SKILLD" exec "$@" >"$TMP/out.json" 2>"$TMP/err.txt"; echo $? >"$TMP/rc"; }
 # field NAME: a top-level field of $TMP/out.json (a string as is, anything
-# else as JSON, null when absent). The file is parsed once per result into
-# $TMP/fields/ (a Python start costs about a second in the VM ring's
-# emulated CPU); a result written by other means than x is noticed by its
-# size, inode and modification time.
-field() {
-    local sig
-    sig=$(stat -c '%y %s %i' "$TMP/out.json" 2>/dev/null)
-    if [ "$(cat "$TMP/fields/.sig" 2>/dev/null)" != "$sig" ]; then
-        rm -rf "$TMP/fields"
-        mkdir -p "$TMP/fields"
-        python3 -c '
-import json, os, sys
-try:
-    j = json.load(open(sys.argv[1]))
-except ValueError:
-    j = {}
-for k, v in (j.items() if isinstance(j, dict) else []):
-    if "/" not in k and not k.startswith("."):
-        with open(os.path.join(sys.argv[2], k), "w") as f:
-            f.write((json.dumps(v) if not isinstance(v, str) else v) + "\n")
-' "$TMP/out.json" "$TMP/fields"
-        echo "$sig" >"$TMP/fields/.sig"
-    fi
-    cat "$TMP/fields/$1" 2>/dev/null || echo null
-}
+# else as JSON, null when absent or not JSON; tests/lib.sh's jget, not a
+# Python start per field, which costs about a second on the VM ring's
+# emulated CPU).
+field() { "$JGET" ".$1" "$TMP/out.json" 2>/dev/null || echo null; }
 ran() { [ "$(field exitCode)" != "null" ] || [ "$(field signal)" != "null" ]; }
 py() { x --key attacker -- python3 -c "$1"; }
 
@@ -199,7 +178,7 @@ while True: b.append(bytearray(8 << 20))'
 if [ "$(field oomKilled)" = "true" ]; then pass "memory bomb oomKilled"; else fail "memory bomb oomKilled" "$(cat "$TMP/out.json" | head -c 400)"; fi
 
 /usr/bin/time -f '%M' -o "$TMP/rss" "$SKILLD" exec --key attacker --timeout 3000 --output-limit 100000 -- yes >"$TMP/out.json" 2>/dev/null
-len=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["stdout"]))' "$TMP/out.json")
+len=$("$JGET" -l .stdout "$TMP/out.json")
 if [ "$(field truncated)" = "true" ] && [ "$len" -le 100000 ]; then pass "yes flood capped"; else fail "yes flood capped" "truncated=$(field truncated) len=$len"; fi
 rss=$(tail -n1 "$TMP/rss")
 if [ "$rss" -lt 65536 ]; then pass "yes flood keeps skilld memory flat (${rss} KiB)"; else fail "yes flood keeps skilld memory flat" "max RSS ${rss} KiB"; fi
