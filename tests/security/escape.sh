@@ -17,28 +17,58 @@ field() { "$JGET" ".$1" "$TMP/out.json" 2>/dev/null || echo null; }
 ran() { [ "$(field exitCode)" != "null" ] || [ "$(field signal)" != "null" ]; }
 py() { x --key attacker -- python3 -c "$1"; }
 
-# -- filesystem ---------------------------------------------------------------
-x --key attacker -- cat /etc/shadow
-if [ "$(field exitCode)" != "0" ] && ! grep -q 'root:' "$TMP/out.json"; then pass "read /etc/shadow"; else fail "read /etc/shadow" "$(cat "$TMP/out.json")"; fi
+# -- filesystem, namespaces, credentials ------------------------------------------
+# The simple refusals run in one sandbox (on the VM ring's emulated CPU a
+# sandbox costs about a second): each probe is a child process of its own,
+# its output comes back prefixed "NAME| " and its exit status as "@@ NAME RC".
+PROBE_LIB='p() { n=$1; shift; o=$("$@" 2>&1); r=$?; [ -z "$o" ] || printf "%s\n" "$o" | sed "s/^/$n| /"; echo "@@ $n $r"; }'
+# probe_rc NAME / probe_out NAME: a probe's exit status (empty when it did not
+# report) and output, from the batch's stdout in $TMP/batch.out.
+probe_rc() { awk -v n="$1" '$1 == "@@" && $2 == n {print $3}' "$TMP/batch.out"; }
+probe_out() { sed -n "s/^$1| //p" "$TMP/batch.out"; }
+refused() { local rc; rc=$(probe_rc "$1"); [ -n "$rc" ] && [ "$rc" != 0 ]; }
 
 export SKILLD_TEST_SECRET="$MARK-env"
-x --key attacker -- sh -c 'env; cat /proc/*/environ 2>/dev/null | tr "\0" "\n"'
-if ran && ! grep -q "$MARK-env" "$TMP/out.json"; then pass "server environment invisible"; else fail "server environment invisible" "secret leaked or did not run"; fi
+x --key attacker -- sh -c "$PROBE_LIB
+p shadow cat /etc/shadow
+p env sh -c 'env; cat /proc/*/environ 2>/dev/null | tr \"\\0\" \"\\n\"'
+p w_usr sh -c 'echo x > /usr/$MARK && echo WROTE'
+p w_etc sh -c 'echo x > /etc/$MARK && echo WROTE'
+p w_root sh -c 'echo x > /$MARK && echo WROTE'
+p w_proc sh -c 'echo x > /proc/sys/kernel/$MARK && echo WROTE'
+p dotdot sh -c 'echo pwned > /workspace/../../../../tmp/$MARK; ls /tmp'
+p mknod mknod /tmp/null2 c 1 3
+p remount mount -o remount,rw /
+p mnt mount -t tmpfs none /mnt
+p userns unshare -Ur id
+p netns unshare -n true
+p status cat /proc/self/status
+p uid id -u
+true"
 unset SKILLD_TEST_SECRET
+field stdout >"$TMP/batch.out"; [ -n "${ESCAPE_DEBUG:-}" ] && cp "$TMP/batch.out" /tmp/escape-batch.out
+if [ "$(field exitCode)" = 0 ] && [ "$(grep -c '^@@ ' "$TMP/batch.out")" = 14 ]; then pass "the probes ran, each reported"; else fail "the probes ran, each reported" "$(head -c 400 "$TMP/out.json")"; fi
 
-for target in /usr/$MARK /etc/$MARK /$MARK /proc/sys/kernel/$MARK; do
-    x --key attacker -- sh -c "echo x > $target && echo WROTE"
-    if ran && [ "$(field stdout)" != "WROTE" ] && [ ! -e "$target" ]; then pass "write $target refused"; else fail "write $target refused" "$(cat "$TMP/out.json")"; fi
+if refused shadow && ! probe_out shadow | grep -q 'root:'; then pass "read /etc/shadow"; else fail "read /etc/shadow" "$(probe_out shadow | head -3)"; fi
+if [ -n "$(probe_rc env)" ] && ! grep -q "$MARK-env" "$TMP/out.json"; then pass "server environment invisible"; else fail "server environment invisible" "secret leaked or did not run"; fi
+for w in usr:/usr/$MARK etc:/etc/$MARK root:/$MARK proc:/proc/sys/kernel/$MARK; do
+    target=${w#*:}
+    if refused "w_${w%%:*}" && ! probe_out "w_${w%%:*}" | grep -q WROTE && [ ! -e "$target" ]; then pass "write $target refused"; else fail "write $target refused" "$(probe_out "w_${w%%:*}" | head -3)"; fi
 done
-x --key attacker -- sh -c 'echo pwned > /workspace/../../../../tmp/'"$MARK"'; ls /tmp'
-if [ ! -e "/tmp/$MARK" ]; then pass "workspace dot-dot write stays inside"; else fail "workspace dot-dot write stays inside" "host /tmp/$MARK exists"; rm -f "/tmp/$MARK"; fi
-
-x --key attacker -- mknod /tmp/null2 c 1 3
-if ran && [ "$(field exitCode)" != "0" ]; then pass "mknod refused"; else fail "mknod refused" "$(cat "$TMP/out.json")"; fi
-x --key attacker -- mount -o remount,rw /
-if ran && [ "$(field exitCode)" != "0" ]; then pass "remount refused"; else fail "remount refused" "$(cat "$TMP/out.json")"; fi
-x --key attacker -- mount -t tmpfs none /mnt
-if ran && [ "$(field exitCode)" != "0" ]; then pass "mount tmpfs refused"; else fail "mount tmpfs refused" "$(cat "$TMP/out.json")"; fi
+if [ -n "$(probe_rc dotdot)" ] && [ ! -e "/tmp/$MARK" ]; then pass "workspace dot-dot write stays inside"; else fail "workspace dot-dot write stays inside" "host /tmp/$MARK exists or the probe did not run"; rm -f "/tmp/$MARK"; fi
+if refused mknod; then pass "mknod refused"; else fail "mknod refused" "$(probe_out mknod | head -3)"; fi
+if refused remount; then pass "remount refused"; else fail "remount refused" "$(probe_out remount | head -3)"; fi
+if refused mnt; then pass "mount tmpfs refused"; else fail "mount tmpfs refused" "$(probe_out mnt | head -3)"; fi
+if refused userns; then pass "nested user namespace refused"; else fail "nested user namespace refused" "$(probe_out userns | head -3)"; fi
+if refused netns; then pass "nested net namespace refused"; else fail "nested net namespace refused" "$(probe_out netns | head -3)"; fi
+st=$(probe_out status)
+if echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' && echo "$st" | grep -q '^CapEff:[[:space:]]*0000000000000000' && echo "$st" | grep -q '^Seccomp:[[:space:]]*2'; then
+    pass "status NoNewPrivs 1, CapEff 0, Seccomp 2"
+else
+    fail "status NoNewPrivs 1, CapEff 0, Seccomp 2" "$(echo "$st" | grep -E 'NoNewPrivs|CapEff|Seccomp')"
+fi
+uid=$(probe_out uid)
+if [ "$(probe_rc uid)" = 0 ] && [ -n "$uid" ] && [ "$uid" != 0 ]; then pass "runs as an unprivileged uid"; else fail "runs as an unprivileged uid" "uid '$uid'"; fi
 
 # -- processes ----------------------------------------------------------------
 sleep 300 & HOSTPID=$!
@@ -55,21 +85,6 @@ sleep 0.5
 x --key attacker -- sh -c 'kill -9 -1; pkill -9 sleep; python3 -c "import ctypes; print(ctypes.CDLL(None).ptrace(16, 2, 0, 0))"; true'
 wait "$VPID"
 if grep -q '"stdout": "alive' "$TMP/victim.json"; then pass "cannot signal or ptrace another sandbox"; else fail "cannot signal or ptrace another sandbox" "$(cat "$TMP/victim.json")"; fi
-
-x --key attacker -- unshare -Ur id
-if ran && [ "$(field exitCode)" != "0" ]; then pass "nested user namespace refused"; else fail "nested user namespace refused" "$(cat "$TMP/out.json")"; fi
-x --key attacker -- unshare -n true
-if ran && [ "$(field exitCode)" != "0" ]; then pass "nested net namespace refused"; else fail "nested net namespace refused" "$(cat "$TMP/out.json")"; fi
-
-x --key attacker -- cat /proc/self/status
-st=$(field stdout)
-if echo "$st" | grep -q '^NoNewPrivs:[[:space:]]*1' && echo "$st" | grep -q '^CapEff:[[:space:]]*0000000000000000' && echo "$st" | grep -q '^Seccomp:[[:space:]]*2'; then
-    pass "status NoNewPrivs 1, CapEff 0, Seccomp 2"
-else
-    fail "status NoNewPrivs 1, CapEff 0, Seccomp 2" "$(echo "$st" | grep -E 'NoNewPrivs|CapEff|Seccomp')"
-fi
-x --key attacker -- id -u
-if ran && [ "$(field stdout)" != "0" ]; then pass "runs as an unprivileged uid"; else fail "runs as an unprivileged uid" "uid $(field stdout)"; fi
 
 # -- dangerous system calls (python ctypes; each must fail) -----------------------
 SYSCALLS='
