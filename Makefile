@@ -83,10 +83,22 @@ $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld
 	@echo "  LINK  $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(SUPPORT_OBJS) $(BUILD)/libskilld.a $(LDLIBS)
 
-$(BUILD)/tools/%: $(BUILD)/obj/tests/tools/%.o
+$(BUILD)/tools/jget: $(BUILD)/obj/tests/tools/jget.o
 	@mkdir -p $(dir $@)
 	@echo "  LINK  $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(shell pkg-config --libs jansson)
+
+# The escape battery's attack programs: plain flags, never a sanitizer (they
+# run inside the sandbox; int80 is static).
+$(BUILD)/tools/escape_int80: tests/tools/escape_int80.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $@"
+	@$(CC) -O0 -static -o $@ $<
+
+$(BUILD)/tools/escape_euid: tests/tools/escape_euid.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $@"
+	@$(CC) -O0 -o $@ $<
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)

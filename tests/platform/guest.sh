@@ -181,6 +181,12 @@ mcp_checks() {
     if [ "$good" = 16 ]; then pass "16 parallel execute_command sleep 1 all succeed ($((SECONDS - t0)) s)"; else fail "16 parallel execute_command sleep 1 all succeed" "${good:-0} of 16; $(head -c 200 /tmp/par.out)"; fi
 }
 
+# mcp_checks_bg URL SECRET CGROUP-ROOT / mcp_checks_end: mcp_checks while the
+# test scripts run (its calls mostly wait: a sleep, a timeout, a queue), its
+# lines printed together when it is done.
+mcp_checks_bg() { mcp_checks "$@" >/tmp/mcp_checks.out 2>&1 & MCP_JOB=$!; }
+mcp_checks_end() { wait "$MCP_JOB"; cat /tmp/mcp_checks.out; rm -f /tmp/mcp_checks.out; }
+
 # rest URL SECRET INPUT: POST /v1/execute of execute_command; the result.
 rest() { curl -sS -m 120 -H "Authorization: Bearer $2" -H 'Content-Type: application/json' -d "{\"skill\":\"execute_command\",\"input\":$3}" "$1"; }
 
@@ -214,10 +220,10 @@ for CASE in $RING_CASES; do
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
         if [ "$(cat /proc/self/cgroup)" = "$cg" ] && echo $$ >/dev/null; then pass "the session keeps its cgroup"; else fail "the session keeps its cgroup" "$(cat /proc/self/cgroup)"; fi
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean "$B"
-        run_tests "$B"
         # The server as scripts/quickstart.sh runs it: build/skilld serve in
         # the repository, DATA_DIR ./var (or /var/lib/skilld when the
         # checkout is not reachable by the skilld user), 127.0.0.1:8080.
+        # Its MCP checks run while the test scripts do.
         unset DATA_DIR
         runuser -u skilld -- test -x "$PWD" || export DATA_DIR=/var/lib/skilld
         serve() {
@@ -229,7 +235,9 @@ for CASE in $RING_CASES; do
         serve
         KEY=$(awk '/^  secret: /{print $2}' /tmp/serve.out)
         if [ -n "$KEY" ]; then pass "first start prints the admin key in a terminal session"; else fail "first start prints the admin key" "$(tail -n 5 /tmp/serve.err)"; fi
-        mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup
+        mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup
+        run_tests "$B"
+        mcp_checks_end
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         note "sandboxes running: $(marked "$mark" | wc -l)"
@@ -268,12 +276,13 @@ for CASE in $RING_CASES; do
         else
             fail "journalctl -u skilld holds no secret and names the key file" "$(grep -c . /tmp/j.txt) lines; $(head -c 300 /tmp/j.txt)"
         fi
-        mcp_checks http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup/system.slice/skilld.service
+        mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup/system.slice/skilld.service
         # The tests and doctor in a unit like skilld.service (Delegate=yes,
         # its hardening; its runtime directories exist while it runs).
         unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p "ReadWritePaths=/payload /run/skilld-wsq /run/skilld-sandbox-root")
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}"
         run_tests /usr/local/bin/skilld "${unit[@]}"
+        mcp_checks_end
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(systemctl show -p MainPID --value skilld)
@@ -305,8 +314,6 @@ for CASE in $RING_CASES; do
         chmod 1777 /tmp/ring-u
         U=(in_user_unit)
         ok "alice's user manager runs" ctl show-environment
-        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}"
-        run_tests /usr/local/bin/skilld "${U[@]}"
         # The ring's default limits, as the service case puts them in
         # /etc/skilld/skilld.conf (which the user unit does not read).
         mkdir -p /home/alice/.config/systemd/user/skilld-user.service.d
@@ -326,7 +333,10 @@ for CASE in $RING_CASES; do
         if [ "$(stat -c '%a %U' $f 2>&1)" = "600 alice" ]; then pass "admin key in $f, mode 0600, owned by alice"; else fail "admin key in $f, mode 0600, owned by alice" "$(stat -c '%a %U' $f 2>&1)"; fi
         KEY=$(cat $f)
         ucg=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/skilld-user.service
-        mcp_checks http://127.0.0.1:8080/mcp "$KEY" $ucg
+        mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" $ucg
+        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}"
+        run_tests /usr/local/bin/skilld "${U[@]}"
+        mcp_checks_end
         mark="ring-kill9-$RANDOM$RANDOM"
         start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(ctl show -p MainPID --value skilld-user)

@@ -21,7 +21,9 @@ NAME=platform/ring.sh
 fail() { echo "FAIL $NAME: $1: ${2:-}"; exit 1; }
 
 CACHE=$(tests/platform/image.sh) || fail "VM image" "tests/platform/image.sh failed"
-[ -x build/skilld ] && [ -x build/tools/jget ] || fail "build" "build/skilld or build/tools/jget missing (run make)"
+for f in build/skilld build/tools/jget build/tools/escape_int80 build/tools/escape_euid; do
+    [ -x "$f" ] || fail "build" "$f missing (run make)"
+done
 
 W=$(mktemp -d /tmp/skilld-ring.XXXXXX)
 QPID=
@@ -37,7 +39,7 @@ mkdir -p "$PL/src/build/tools" "$PL/src/docs" "$PL/src/tests/integration" "$PL/s
 cp -a Makefile dist "$PL/src/"
 cp -a docs/skilld.1 "$PL/src/docs/"
 cp -a build/skilld "$PL/src/build/"
-cp -a build/tools/jget "$PL/src/build/tools/"
+cp -a build/tools/jget build/tools/escape_int80 build/tools/escape_euid "$PL/src/build/tools/"
 cp -a tests/lib.sh "$PL/src/tests/"
 cp -a tests/integration/sandbox_exec.sh "$PL/src/tests/integration/"
 cp -a tests/security/escape.sh "$PL/src/tests/security/"

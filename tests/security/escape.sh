@@ -155,27 +155,10 @@ done
 # -- 32-bit ABI and setuid ------------------------------------------------------
 WS_ATT="$DATA_DIR/workspaces/$(printf %s attacker | sha256sum | cut -d' ' -f1)"
 mkdir -p "$WS_ATT"
-cat > "$TMP/int80.c" <<'C'
-#include <stdio.h>
-int main(void)
-{
-    long ret;
-    /* getpid through the 32-bit entry point */
-    __asm__ volatile("int $0x80" : "=a"(ret) : "a"(20L) : "memory");
-    printf("int80 returned %ld\n", ret);
-    return 0;
-}
-C
-cat > "$TMP/euid.c" <<'C'
-#include <stdio.h>
-#include <unistd.h>
-int main(void)
-{
-    printf("%d\n", (int)geteuid());
-    return 0;
-}
-C
-gcc -static -O0 -o "$WS_ATT/int80" "$TMP/int80.c" && gcc -O0 -o "$WS_ATT/euid" "$TMP/euid.c"
+# Built by make (tests/tools/escape_*.c), not here: gcc costs seconds on the
+# VM ring's emulated CPU.
+TOOLS=$(dirname "$JGET")
+cp "$TOOLS/escape_int80" "$WS_ATT/int80" && cp "$TOOLS/escape_euid" "$WS_ATT/euid"
 chmod 4755 "$WS_ATT/euid"
 x --key attacker -- /workspace/int80
 if [ "$(field signal)" = "SIGSYS" ] || { ran && ! grep -q 'int80 returned [0-9]' "$TMP/out.json"; }; then pass "32-bit syscall ABI killed"; else fail "32-bit syscall ABI killed" "$(cat "$TMP/out.json")"; fi
@@ -213,37 +196,35 @@ x --key attacker -- sh -c "ls /tmp/$MARK /dev/shm/$MARK 2>&1; true"
 if ! field stdout | grep -q "^/tmp/$MARK\$" && ! field stdout | grep -q "^/dev/shm/$MARK\$"; then pass "no /tmp or /dev/shm leftovers between runs"; else fail "no /tmp or /dev/shm leftovers between runs" "$(field stdout)"; fi
 
 # -- network ------------------------------------------------------------------------
-python3 -m http.server 0 --bind 127.0.0.1 >"$TMP/http.log" 2>&1 & HTTPPID=$!
-sleep 0.5
-PORT=$(python3 - "$HTTPPID" <<'P'
-import os, sys, re
-pid = sys.argv[1]
-inodes = set()
-for fd in os.listdir(f"/proc/{pid}/fd"):
-    try:
-        t = os.readlink(f"/proc/{pid}/fd/{fd}")
-    except OSError:
-        continue
-    m = re.match(r"socket:\[(\d+)\]", t)
-    if m: inodes.add(m.group(1))
-for line in open("/proc/net/tcp").readlines()[1:]:
-    f = line.split()
-    if f[9] in inodes and f[3] == "0A":
-        print(int(f[1].split(":")[1], 16)); break
-P
-)
+# A host service on loopback; it logs every request to http.log and writes
+# its port to http.port once it listens (one Python start: they cost about a
+# second on the VM ring's emulated CPU).
+python3 -c '
+import http.server, sys
+srv = http.server.HTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write(str(srv.server_address[1]))
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+srv.serve_forever()' "$TMP/http.port" >"$TMP/http.log" 2>&1 & HTTPPID=$!
+for _ in $(seq 1 300); do [ -s "$TMP/http.port" ] && break; sleep 0.1; done
+PORT=$(cat "$TMP/http.port" 2>/dev/null)
+# Every destination from one sandbox, each connect() in turn: "ADDR CONNECTED"
+# or "ADDR refused ...".
 NETPY='import socket,sys
-s = socket.socket(socket.AF_INET6 if ":" in sys.argv[1] else socket.AF_INET)
-s.settimeout(3)
-try:
-    s.connect((sys.argv[1], int(sys.argv[2]))); print("CONNECTED")
-except OSError as e:
-    print("refused", e)'
-x --key attacker -- python3 -c "$NETPY" 127.0.0.1 "$PORT"
-if ran && ! field stdout | grep -q CONNECTED && ! grep -q 'GET\|"' "$TMP/http.log"; then pass "host 127.0.0.1 service unreachable"; else fail "host 127.0.0.1 service unreachable" "$(field stdout)"; fi
+a = sys.argv[1:]
+for addr, port in zip(a[::2], a[1::2]):
+    s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
+    s.settimeout(3)
+    try:
+        s.connect((addr, int(port))); print(addr, "CONNECTED")
+    except OSError as e:
+        print(addr, "refused", e)
+    s.close()'
+x --key attacker -- python3 -c "$NETPY" 127.0.0.1 "${PORT:-1}" 1.1.1.1 80 10.0.0.1 80 169.254.169.254 80
+field stdout >"$TMP/net.out"
+if [ -n "$PORT" ] && grep -q '^127.0.0.1 ' "$TMP/net.out" && ! grep -q '^127.0.0.1 CONNECTED' "$TMP/net.out" && ! grep -q 'GET\|"' "$TMP/http.log"; then pass "host 127.0.0.1 service unreachable"; else fail "host 127.0.0.1 service unreachable" "port '$PORT': $(grep '^127' "$TMP/net.out")"; fi
 for addr in 1.1.1.1 10.0.0.1 169.254.169.254; do
-    x --key attacker -- python3 -c "$NETPY" "$addr" 80
-    if ran && ! field stdout | grep -q CONNECTED; then pass "outside address $addr unreachable"; else fail "outside address $addr unreachable" "$(field stdout)"; fi
+    if grep -q "^$addr " "$TMP/net.out" && ! grep -q "^$addr CONNECTED" "$TMP/net.out"; then pass "outside address $addr unreachable"; else fail "outside address $addr unreachable" "$(grep "^$addr " "$TMP/net.out" || echo no result)"; fi
 done
 kill "$HTTPPID" 2>/dev/null
 "$SKILLD" run execute_command --key attacker --input '{"command":"true","networkEnabled":true}' >"$TMP/out.json" 2>/dev/null
