@@ -88,17 +88,13 @@ $(BUILD)/tools/jget: $(BUILD)/obj/tests/tools/jget.o
 	@echo "  LINK  $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $< $(shell pkg-config --libs jansson)
 
-# The escape battery's attack programs: plain flags, never a sanitizer (they
-# run inside the sandbox; int80 is static).
-$(BUILD)/tools/escape_int80: tests/tools/escape_int80.c
+# Any other helper, such as the escape battery's attack programs: plain
+# flags, never a sanitizer (they run inside the sandbox); int80 is static.
+$(BUILD)/tools/escape_int80: STATIC := -static
+$(BUILD)/tools/%: tests/tools/%.c
 	@mkdir -p $(dir $@)
 	@echo "  CC    $@"
-	@$(CC) -O0 -static -o $@ $<
-
-$(BUILD)/tools/escape_euid: tests/tools/escape_euid.c
-	@mkdir -p $(dir $@)
-	@echo "  CC    $@"
-	@$(CC) -O0 -o $@ $<
+	@$(CC) -O0 $(STATIC) -o $@ $<
 
 $(BUILD)/examples/%: $(BUILD)/obj/examples/%.o $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)

@@ -18,7 +18,8 @@ check() { local n=$1; shift; if "$@" >/dev/null 2>&1; then pass "$n"; else fail 
 # json_get JSON EXPR: evaluate a python expression over parsed JSON bound to j.
 json_get() { python3 -c 'import json,sys; j=json.loads(sys.argv[1]); v=eval(sys.argv[2]); print(json.dumps(v) if not isinstance(v,str) else v)' "$1" "$2"; }
 # jget [-l] .PATH [FILE]: a field of JSON on stdin or in FILE (tests/tools/jget.c:
-# a string as is, anything else as JSON, null when missing; -l its length).
+# a string as is, anything else as JSON; -l its length; nothing and status 1
+# when it is missing or the input is not JSON).
 JGET=${JGET:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/tools/jget}
 [ -x "$JGET" ] || { echo "FAIL $TEST_NAME: $JGET missing (make tests builds it)"; exit 1; }
 finish() { exit $((TEST_FAILS > 0)); }

@@ -164,11 +164,17 @@ mcp_checks() {
     if [ "$(jf "$out" .oomKilled)" = true ]; then pass "OOM reported (oomKilled)"; else fail "OOM reported (oomKilled)" "${out:0:300}"; fi
 
     local mark="ring-timeout-$RANDOM$RANDOM"
-    out=$(rest "$rest" "$key" "{\"command\":\"python3\",\"args\":[\"-c\",\"import os,time\\nfor i in range(3):\\n  if os.fork()==0:\\n    os.setsid(); time.sleep(600)\\ntime.sleep(600)\",\"$mark\"],\"timeoutMs\":3000}")
-    if [ "$(jf "$out" .timedOut)" = true ] && within 5 no_marker "$mark"; then
+    # All four (the parent, three setsid children) must be seen running
+    # before the timeout, or the check would prove nothing.
+    rest "$rest" "$key" "{\"command\":\"python3\",\"args\":[\"-c\",\"import os,time\\nfor i in range(3):\\n  if os.fork()==0:\\n    os.setsid(); time.sleep(600)\\ntime.sleep(600)\",\"$mark\"],\"timeoutMs\":10000}" >/tmp/timeout.json &
+    local tpid=$! seen=""
+    within 60 eval '[ "$(marked "$mark" | wc -l)" -ge 4 ]' && seen=1
+    wait $tpid
+    out=$(cat /tmp/timeout.json)
+    if [ -n "$seen" ] && [ "$(jf "$out" .timedOut)" = true ] && within 5 no_marker "$mark"; then
         pass "timeout kills the whole cgroup (forked, setsid children too)"
     else
-        fail "timeout kills the whole cgroup" "${out:0:300}; left: $(marked "$mark" | head -3 | tr '\n' ' ')"
+        fail "timeout kills the whole cgroup" "all four seen running: ${seen:-no}; ${out:0:300}; left: $(marked "$mark" | head -3 | tr '\n' ' ')"
     fi
 
     # 16 at once, none hanging (the caps queue them; each must finish):

@@ -3,11 +3,12 @@
  *
  *   jget [-l] PATH [FILE]     PATH is "." or ".a.b" (object members only)
  *
- * Prints the value at PATH: a string as is, anything else as compact JSON,
- * "null" when a member is missing, the document is not JSON or not an
- * object where PATH needs one. With -l it prints the value's length instead
- * (a string's code points, an array's elements, an object's members; 0 for
- * anything else), as jq's `length` does.
+ * Prints the value at PATH: a string as is, anything else as compact JSON
+ * (a JSON null as "null"). With -l it prints the value's length instead (a
+ * string's code points, an array's elements, an object's members; 0 for
+ * anything else), as jq's `length` does. When a member is missing, the
+ * document is not JSON or not an object where PATH needs one, it prints
+ * nothing and exits 1, so a test cannot mistake a missing field for null.
  *
  * Why not jq or python3: the VM ring (tests/platform) runs these scripts on
  * an emulated CPU, where cost is the instructions run. jq 1.6 (Debian 12)
@@ -82,18 +83,22 @@ int main(int argc, char **argv)
                         : json_loadf(stdin, JSON_DECODE_ANY, &err);
     json_t *v = root ? walk(root, path) : NULL;
 
-    if (want_length) {
-        printf("%zu\n", v ? length_of(v) : 0);
+    int rc = 0;
+    if (!v) {
+        rc = 1;
+    } else if (want_length) {
+        printf("%zu\n", length_of(v));
     } else if (json_is_string(v)) {
         fwrite(json_string_value(v), 1, json_string_length(v), stdout);
         putchar('\n');
-    } else if (v) {
-        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
-        puts(s ? s : "null");
-        free(s);
     } else {
-        puts("null");
+        char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (s)
+            puts(s);
+        else
+            rc = 1;
+        free(s);
     }
     json_decref(root);
-    return ferror(stdout) ? 1 : 0;
+    return ferror(stdout) ? 1 : rc;
 }
