@@ -83,7 +83,7 @@ kill "$HOSTPID" "$HOSTPID2" 2>/dev/null; wait 2>/dev/null
 # and, as the same process, after it. When it merely ended first (a slow
 # host), the attack is tried again against a longer-lived victim.
 victim_ok=""
-for vs in 3 6 12; do
+for vs in 6 12 24; do
     "$SKILLD" exec --key victim --timeout $(((vs + 20) * 1000)) -- sh -c "sleep $vs; echo alive" "$MARK-victim" >"$TMP/victim.json" 2>/dev/null &
     VPID=$!
     vpat="^sh -c sleep $vs; echo alive $MARK-victim\$"
