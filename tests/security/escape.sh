@@ -177,7 +177,7 @@ x --key attacker -- /workspace/euid
 if ran && [[ $(field stdout) =~ ^[0-9]+$ ]] && [ "$(field stdout)" != "0" ]; then pass "setuid binary gains nothing"; else fail "setuid binary gains nothing" "$(cat "$TMP/out.json")"; fi
 
 # -- resource abuse -------------------------------------------------------------
-x --key attacker --timeout 4000 --pids 32 -- sh -c 'bomb() { bomb | bomb & }; bomb'
+x --key attacker --timeout 2000 --pids 32 -- sh -c 'bomb() { bomb | bomb & }; bomb'
 if [ "$(field killed)" = "true" ] || [ "$(field exitCode)" != "null" ]; then pass "fork bomb contained"; else fail "fork bomb contained" "$(cat "$TMP/out.json")"; fi
 sleep 0.5
 if ! pgrep -f 'bomb' >/dev/null; then pass "fork bomb leaves nothing"; else fail "fork bomb leaves nothing" "$(pgrep -af bomb | head -3)"; fi
@@ -186,7 +186,7 @@ x --key attacker --memory 64 --timeout 20000 -- python3 -c 'b = []
 while True: b.append(bytearray(8 << 20))'
 if [ "$(field oomKilled)" = "true" ]; then pass "memory bomb oomKilled"; else fail "memory bomb oomKilled" "$(cat "$TMP/out.json" | head -c 400)"; fi
 
-/usr/bin/time -f '%M' -o "$TMP/rss" "$SKILLD" exec --key attacker --timeout 3000 --output-limit 100000 -- yes >"$TMP/out.json" 2>/dev/null
+/usr/bin/time -f '%M' -o "$TMP/rss" "$SKILLD" exec --key attacker --timeout 1500 --output-limit 100000 -- yes >"$TMP/out.json" 2>/dev/null
 len=$("$JGET" -l .stdout "$TMP/out.json")
 if [ "$(field truncated)" = "true" ] && [ "$len" -le 100000 ]; then pass "yes flood capped"; else fail "yes flood capped" "truncated=$(field truncated) len=$len"; fi
 rss=$(tail -n1 "$TMP/rss")
