@@ -188,18 +188,32 @@ mcp_checks() {
 }
 
 # mcp_checks_bg URL SECRET CGROUP-ROOT / mcp_checks_end: mcp_checks while the
-# test scripts run (its calls mostly wait: a sleep, a timeout, a queue), its
-# lines printed together when it is done.
-mcp_checks_bg() { mcp_checks "$@" >/tmp/mcp_checks.out 2>&1 & MCP_JOB=$!; }
-mcp_checks_end() { wait "$MCP_JOB"; cat /tmp/mcp_checks.out; rm -f /tmp/mcp_checks.out; }
+# test scripts run (its calls mostly wait: a sleep, a timeout, a queue), then
+# the four marked sleepers ($mark) that the kill -9 check needs, its lines
+# printed together when it is done. mcp_checks_end also checks that the
+# sleepers still run.
+mcp_checks_bg() {
+    mark="ring-kill9-$RANDOM$RANDOM"
+    { mcp_checks "$@"; start_sleepers "$1" "$2" "$mark" 4; } >/tmp/mcp_checks.out 2>&1 &
+    MCP_JOB=$!
+}
+mcp_checks_end() {
+    wait "$MCP_JOB"
+    cat /tmp/mcp_checks.out
+    rm -f /tmp/mcp_checks.out
+    local n
+    n=$(marked "$mark" | wc -l)
+    if [ "$n" -ge 4 ]; then pass "4 sandboxes still running at kill -9"; else fail "4 sandboxes still running at kill -9" "$n running"; fi
+}
 
 # rest URL SECRET INPUT: POST /v1/execute of execute_command; the result.
 rest() { curl -sS -m 120 -H "Authorization: Bearer $2" -H 'Content-Type: application/json' -d "{\"skill\":\"execute_command\",\"input\":$3}" "$1"; }
 
-# start_sleepers URL SECRET MARK N: N calls that sleep 60 s, marked.
+# start_sleepers URL SECRET MARK N: N calls that sleep 300 s, marked (the
+# servers of the ring allow 300 s: SKILLS_SANDBOX_MAX_TIMEOUT_MS).
 start_sleepers() {
     local mk=$3 count=$4
-    $MCP --parallel "$count" "$1" "$2" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(60)\",\"$mk\"],\"timeoutMs\":60000}" 120 >/dev/null &
+    $MCP --parallel "$count" "$1" "$2" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(300)\",\"$mk\"],\"timeoutMs\":300000}" 400 >/dev/null &
     if within 60 eval '[ "$(marked "$mk" | wc -l)" -ge "$count" ]'; then pass "$count sandboxes running before kill -9"; else fail "$count sandboxes running before kill -9" "$(marked "$mk" | wc -l) running"; fi
 }
 
@@ -233,7 +247,7 @@ for CASE in $RING_CASES; do
         unset DATA_DIR
         runuser -u skilld -- test -x "$PWD" || export DATA_DIR=/var/lib/skilld
         serve() {
-            SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU \
+            SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU SKILLS_SANDBOX_MAX_TIMEOUT_MS=300000 \
                 "$B" serve >>/tmp/serve.out 2>>/tmp/serve.err &
             SRV=$!
             within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
@@ -244,8 +258,6 @@ for CASE in $RING_CASES; do
         mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" /sys/fs/cgroup
         run_tests "$B"
         mcp_checks_end
-        mark="ring-kill9-$RANDOM$RANDOM"
-        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         note "sandboxes running: $(marked "$mark" | wc -l)"
         old=$(own_cgroups)
         note "cgroups of the server before kill -9: $(echo $old)"
@@ -267,6 +279,7 @@ for CASE in $RING_CASES; do
         echo "SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB" >>/etc/skilld/skilld.conf
         echo "SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS" >>/etc/skilld/skilld.conf
         echo "SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU" >>/etc/skilld/skilld.conf
+        echo "SKILLS_SANDBOX_MAX_TIMEOUT_MS=300000" >>/etc/skilld/skilld.conf
         systemctl start skilld
         within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
         ok "systemctl start skilld: active" systemctl is-active skilld
@@ -289,8 +302,6 @@ for CASE in $RING_CASES; do
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}"
         run_tests /usr/local/bin/skilld "${unit[@]}"
         mcp_checks_end
-        mark="ring-kill9-$RANDOM$RANDOM"
-        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(systemctl show -p MainPID --value skilld)
         old=$(own_cgroups)
         kill -9 "$main"
@@ -323,7 +334,7 @@ for CASE in $RING_CASES; do
         # The ring's default limits, as the service case puts them in
         # /etc/skilld/skilld.conf (which the user unit does not read).
         mkdir -p /home/alice/.config/systemd/user/skilld-user.service.d
-        printf '[Service]\nEnvironment=SKILLS_SANDBOX_MEMORY_MB=%s SKILLS_SANDBOX_PIDS_LIMIT=%s SKILLS_SANDBOX_CPU_PERCENT=%s\n' \
+        printf '[Service]\nEnvironment=SKILLS_SANDBOX_MEMORY_MB=%s SKILLS_SANDBOX_PIDS_LIMIT=%s SKILLS_SANDBOX_CPU_PERCENT=%s SKILLS_SANDBOX_MAX_TIMEOUT_MS=300000\n' \
             "$RING_MEM_MB" "$RING_PIDS" "$RING_CPU" >/home/alice/.config/systemd/user/skilld-user.service.d/ring.conf
         chown -R alice: /home/alice/.config/systemd
         ctl daemon-reload
@@ -343,8 +354,6 @@ for CASE in $RING_CASES; do
         DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}"
         run_tests /usr/local/bin/skilld "${U[@]}"
         mcp_checks_end
-        mark="ring-kill9-$RANDOM$RANDOM"
-        start_sleepers http://127.0.0.1:8080/mcp "$KEY" "$mark" 4
         main=$(ctl show -p MainPID --value skilld-user)
         old=$(own_cgroups)
         kill -9 "$main"
