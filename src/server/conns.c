@@ -17,6 +17,7 @@
 #include "skilld/util.h"
 
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,13 @@
 #define TICK_MS 250
 #define MAX_EVENTS 64
 #define MAX_POKES 256
+/* Give memory back after a crowd leaves: when the number of connections
+ * falls to a quarter of its peak since the last trim, and that peak was at
+ * least TRIM_PEAK. Each connection's buffers (MHD's memory pool, about
+ * 16 KiB) come from the heap of the worker thread that accepted it, and
+ * glibc returns freed pages only from the top of a heap; malloc_trim(0)
+ * returns the free pages of every arena. */
+#define TRIM_PEAK 1024
 
 enum phase {
     P_IDLE,   /* waiting for a request's headers */
@@ -62,6 +70,7 @@ struct skd_conns {
     skd_conn *all;
     skd_conn *idle_head, *idle_tail;
     size_t n, live; /* entries; entries not evicted */
+    size_t peak;    /* most entries since the last trim */
     size_t nsuspended;
     uint64_t next_id;
     int ep, wake_fd;
@@ -147,6 +156,8 @@ static void conn_started(skd_conns *t, struct MHD_Connection *mc, void **ctx)
     t->all = c;
     t->n++;
     t->live++;
+    if (t->n > t->peak)
+        t->peak = t->n;
     /* Over the cap: the longest-idle connection goes, else this one. */
     if (t->live > t->o.cap)
         evict(t, t->idle_head ? t->idle_head : c, "connection cap reached");
@@ -385,7 +396,14 @@ static void *watcher_main(void *arg)
             }
         }
         int stopping = t->stopping;
+        int trim = t->peak >= TRIM_PEAK && t->n <= t->peak / 4;
+        if (trim)
+            t->peak = t->n;
         pthread_mutex_unlock(&t->mu);
+        if (trim) {
+            skd_debug("http: connections fell to a quarter of their peak; returning free memory");
+            malloc_trim(0);
+        }
         for (size_t i = 0; i < np; i++) {
             skd__sse_poke(pokes[i].sse, now, pokes[i].hung_up || stopping);
             skd__sse_unref(pokes[i].sse);
