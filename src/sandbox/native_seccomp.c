@@ -11,6 +11,7 @@
  * clone, whose flags the filter can see; EAFNOSUPPORT for socket families).
  */
 #include "sandbox/native.h"
+#include "skilld/log.h"
 
 #include <errno.h>
 #include <linux/sched.h>
@@ -186,6 +187,14 @@ static void build(void)
     what = "no_new_privs";
     if ((rc = seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)))
         goto out;
+    /* The syscall numbers as a binary tree instead of libseccomp's default
+     * linear list: the same rules, in about log2(60) comparisons instead
+     * of up to 60. It matters at every start as well as at every system
+     * call: installing a filter makes the kernel run it once per syscall
+     * number (its action cache), with interrupts off. A libseccomp without
+     * the attribute (before 2.5) keeps the list; the filter is the same. */
+    if (seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) != 0)
+        skd_debug("seccomp: no binary-tree layout in this libseccomp; the linear one is used");
     if ((rc = add_rules(ctx, &what)))
         goto out;
     what = "export";
