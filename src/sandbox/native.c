@@ -931,6 +931,7 @@ void skd__native_warm_fill(int depth)
     close(sp.pidfd); /* s->pidfd is the provider's own copy */
     sp.pidfd = -1;
     s->ends = sp;
+    skd__cgroup_open_limits(s->cg);
     warm[nwarm++] = s;
 }
 

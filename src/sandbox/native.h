@@ -42,6 +42,11 @@ int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgrou
  * limits. A cgroup is never used for two runs. */
 int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err);
 int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err);
+/* Open a bare cgroup's limit files ahead (a pre-made sandbox's, while it
+ * waits), so that skd__cgroup_apply only writes them: on the run's path a
+ * write, not a path lookup in the cgroup filesystem. Best effort: a file
+ * that cannot be opened is opened by apply, as without this. */
+void skd__cgroup_open_limits(skd__cgroup *cg);
 /* cgroup v2: a directory fd of the run's cgroup for clone3's
  * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
 int skd__cgroup_clone_fd(const skd__cgroup *cg);

@@ -44,10 +44,15 @@ static struct {
 } G;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* The limit files a run's limits are written to (limits_v1, limits_v2);
+ * v2 has no period file and writes cpu.max as L_CPU_QUOTA. */
+enum lim { L_MEM, L_MEMSW, L_PIDS, L_CPU_PERIOD, L_CPU_QUOTA, L_COUNT };
+
 struct skd__cgroup {
     char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
     int n;
-    int fd; /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
+    int fd;              /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
+    int lim_fd[L_COUNT]; /* limit files opened ahead (skd__cgroup_open_limits), or -1 */
 };
 
 static int write_file(const char *dir, const char *file, const char *val)
@@ -60,6 +65,21 @@ static int write_file(const char *dir, const char *file, const char *val)
     int fd = open(p, O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return -1;
+    ssize_t n = write(fd, val, strlen(val));
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return n == (ssize_t)strlen(val) ? 0 : -1;
+}
+
+/* write_file for limit idx: through the descriptor opened ahead when there
+ * is one (then closed: each limit is written once), else by path. */
+static int write_limit(skd__cgroup *cg, int idx, const char *dir, const char *file, const char *val)
+{
+    int fd = cg->lim_fd[idx];
+    if (fd < 0)
+        return write_file(dir, file, val);
+    cg->lim_fd[idx] = -1;
     ssize_t n = write(fd, val, strlen(val));
     int saved = errno;
     close(fd);
@@ -534,16 +554,16 @@ static int limits_v2(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
 {
     char v[64];
     snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
-    if (*step = "memory.max", write_file(cg->dir[0], "memory.max", v))
+    if (*step = "memory.max", write_limit(cg, L_MEM, cg->dir[0], "memory.max", v))
         return -1;
-    if (*step = "memory.swap.max",
-        write_file(cg->dir[0], "memory.swap.max", "0") && (errno != ENOENT || swap_present()))
+    if (*step = "memory.swap.max", write_limit(cg, L_MEMSW, cg->dir[0], "memory.swap.max", "0") &&
+                                       (errno != ENOENT || swap_present()))
         return -1;
     snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
-    if (*step = "pids.max", write_file(cg->dir[0], "pids.max", v))
+    if (*step = "pids.max", write_limit(cg, L_PIDS, cg->dir[0], "pids.max", v))
         return -1;
     snprintf(v, sizeof(v), "%lld 100000", (long long)cfg->cpu_limit * 1000);
-    if (*step = "cpu.max", write_file(cg->dir[0], "cpu.max", v))
+    if (*step = "cpu.max", write_limit(cg, L_CPU_QUOTA, cg->dir[0], "cpu.max", v))
         return -1;
     return 0;
 }
@@ -552,11 +572,12 @@ static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
 {
     char v[64];
     snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
-    if (*step = "memory.limit_in_bytes", write_file(cg->dir[C_MEMORY], "memory.limit_in_bytes", v))
+    if (*step = "memory.limit_in_bytes",
+        write_limit(cg, L_MEM, cg->dir[C_MEMORY], "memory.limit_in_bytes", v))
         return -1;
     if (G.has_memsw) {
         if (*step = "memory.memsw.limit_in_bytes",
-            write_file(cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v))
+            write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v))
             return -1;
     } else if (swap_present()) {
         *step = "memory.memsw.limit_in_bytes (swap is on and cannot be limited)";
@@ -564,12 +585,14 @@ static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
         return -1;
     }
     snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
-    if (*step = "pids.max", write_file(cg->dir[C_PIDS], "pids.max", v))
+    if (*step = "pids.max", write_limit(cg, L_PIDS, cg->dir[C_PIDS], "pids.max", v))
         return -1;
-    if (*step = "cpu.cfs_period_us", write_file(cg->dir[C_CPU], "cpu.cfs_period_us", "100000"))
+    if (*step = "cpu.cfs_period_us",
+        write_limit(cg, L_CPU_PERIOD, cg->dir[C_CPU], "cpu.cfs_period_us", "100000"))
         return -1;
     snprintf(v, sizeof(v), "%lld", (long long)cfg->cpu_limit * 1000);
-    if (*step = "cpu.cfs_quota_us", write_file(cg->dir[C_CPU], "cpu.cfs_quota_us", v))
+    if (*step = "cpu.cfs_quota_us",
+        write_limit(cg, L_CPU_QUOTA, cg->dir[C_CPU], "cpu.cfs_quota_us", v))
         return -1;
     return 0;
 }
@@ -584,6 +607,8 @@ int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
     if (!cg)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     cg->fd = -1;
+    for (int i = 0; i < L_COUNT; i++)
+        cg->lim_fd[i] = -1;
     int n = G.version == 2 ? 1 : G.nctl;
     const char *step = "mkdir";
     for (int c = 0; c < n; c++) {
@@ -612,6 +637,26 @@ int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *e
         return 0;
     return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
                        strerror(errno), skd__cgroup_describe());
+}
+
+void skd__cgroup_open_limits(skd__cgroup *cg)
+{
+    static const char *const v1[L_COUNT] = {"memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
+                                            "pids.max", "cpu.cfs_period_us", "cpu.cfs_quota_us"};
+    static const char *const v2[L_COUNT] = {"memory.max", "memory.swap.max", "pids.max", NULL,
+                                            "cpu.max"};
+    static const int v1_ctl[L_COUNT] = {C_MEMORY, C_MEMORY, C_PIDS, C_CPU, C_CPU};
+    for (int i = 0; cg && i < L_COUNT; i++) {
+        const char *file = G.version == 2 ? v2[i] : v1[i];
+        const char *dir = cg->dir[G.version == 2 ? 0 : v1_ctl[i]];
+        char p[PATH_MAX];
+        if (!file || cg->lim_fd[i] >= 0 || !dir[0] ||
+            snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
+            continue;
+        /* A file that is not there (no swap accounting) stays -1, and the
+         * limit's own path then decides, as without this. */
+        cg->lim_fd[i] = open(p, O_WRONLY | O_CLOEXEC);
+    }
 }
 
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
@@ -724,6 +769,9 @@ void skd__cgroup_destroy(skd__cgroup *cg)
         return;
     if (cg->fd >= 0)
         close(cg->fd);
+    for (int i = 0; i < L_COUNT; i++)
+        if (cg->lim_fd[i] >= 0)
+            close(cg->lim_fd[i]);
     for (int c = cg->n - 1; c >= 0; c--) {
         /* The pid namespace is gone when its init is reaped, but the
          * kernel may still be tearing tasks down: retry briefly. */
