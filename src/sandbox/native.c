@@ -38,7 +38,7 @@
 
 #define NS_FLAGS                                                                                   \
     (CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET)
-#define WARM_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS)
+#define WARM_CLONE_FLAGS (CLONE_NEWUSER | CLONE_NEWPID)
 #define MAX_ENTS 128
 
 static const char *const stage_candidates[] = {"/run/skilld-sandbox-root",
@@ -67,7 +67,6 @@ static int defer_on;
 static struct {
     skd__wsq *wsq;
     skd__cgroup *cg;
-    int mntns;
 } deferred[64];
 static size_t ndeferred;
 
@@ -80,9 +79,6 @@ void skd__native_flush(void)
 {
     while (ndeferred > 0) {
         ndeferred--;
-        /* the namespace first: its tmpfs pages are charged to the cgroup */
-        if (deferred[ndeferred].mntns >= 0)
-            close(deferred[ndeferred].mntns);
         skd__cgroup_destroy(deferred[ndeferred].cg);
         skd__wsq_free(deferred[ndeferred].wsq);
     }
@@ -126,7 +122,6 @@ struct nstate {
      * held from its start until its run's spawn hands them out. */
     int warm, handed, ctl;
     skd__spawned ends;
-    int mntns; /* its mount namespace, held (hold_mntns), or -1 */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -548,7 +543,7 @@ static struct nstate *nstate_new(const skd__sandbox_req *req)
     if (!s)
         return NULL;
     s->req = req;
-    s->pidfd = s->ctl = s->mntns = -1;
+    s->pidfd = s->ctl = -1;
     s->child.ws_fd = s->child.img_fd = s->child.skill_fd = s->child.ctl_fd = -1;
     s->ends = (skd__spawned){-1, -1, -1, -1, -1, -1};
     return s;
@@ -700,26 +695,6 @@ static void close_spawned_ends(skd__spawned *sp)
         }
 }
 
-/* Hold the sandbox's mount namespace, born with it in clone3. Its last
- * process's exit then only drops a reference, and the teardown (every mount
- * of its root unmounted, each superblock shut down, an RCU grace period)
- * runs when this descriptor is closed: after the outcome was sent
- * (skd__native_flush), not in the exit that the run's outcome waits for.
- * The namespace has no process left by then (its pid namespace's init is
- * gone, and every task with it) and the descriptor is the spawner's alone.
- * -1 when it cannot be opened: the teardown then happens in the exit, as
- * before. pid is our unreaped child, so it names no other process. */
-static int hold_mntns(pid_t pid)
-{
-    char p[64];
-    snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        skd_debug("native sandbox: cannot hold the mount namespace of %d: %s", (int)pid,
-                  strerror(errno));
-    return fd;
-}
-
 /* Pipes, clone3, id maps, release: a started child (cold: its run's;
  * warm: one that builds the root and waits on its control socket). */
 static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
@@ -756,8 +731,7 @@ static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
     memset(&ca, 0, sizeof(ca));
     /* A pre-made sandbox makes its other namespaces itself (the network
      * namespace above all is slow to create), so the spawner's clone3 is
-     * short; owned by its new user namespace all the same. Its mount
-     * namespace is made here, so that it can be held (hold_mntns). */
+     * short; owned by its new user namespace all the same. */
     ca.flags = (s->warm ? WARM_CLONE_FLAGS : NS_FLAGS) | CLONE_PIDFD;
     ca.pidfd = (uint64_t)(uintptr_t)&pidfd;
     ca.exit_signal = SIGCHLD;
@@ -775,7 +749,6 @@ static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
     }
     close(in[0]), close(o[1]), close(e[1]), close(st[1]), close(sy[0]);
     in[0] = o[1] = e[1] = st[1] = sy[0] = -1;
-    s->mntns = hold_mntns(pid);
     close_join_fds(&s->child);
     close_ctl_child(s);
     /* networkEnabled: the egress proxy's socket goes on the sandbox's
@@ -974,15 +947,10 @@ static void native_cleanup(void *state, skd__outcome *out)
     struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
     int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
                 (s->pidfd < 0 || poll(&gone, 1, 0) == 1);
-    if (defer) {
+    if (defer)
         deferred[ndeferred].cg = s->cg;
-        deferred[ndeferred].mntns = s->mntns;
-    } else {
-        if (s->mntns >= 0) /* before the cgroup: its tmpfs pages are charged there */
-            close(s->mntns);
+    else
         skd__cgroup_destroy(s->cg);
-    }
-    s->mntns = -1;
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */

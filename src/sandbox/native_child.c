@@ -524,10 +524,10 @@ void skd__native_child_main(const struct skd__native_child *cc)
         die("become root of the user namespace", NULL);
     if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
-    /* Pre-made: the namespaces clone3 left out (native.c, WARM_CLONE_FLAGS;
-     * the mount namespace is made there, so the spawner can hold it), made
-     * here as root of the new user namespace, which owns them. */
-    if (c->warm && syscall(SYS_unshare, CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0)
+    /* Pre-made: the namespaces clone3 left out (native.c, WARM_CLONE_FLAGS),
+     * made here as root of the new user namespace, which owns them. */
+    if (c->warm &&
+        syscall(SYS_unshare, CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWNET) != 0)
         die("new namespaces", NULL);
     build_root(c);
     if (syscall(SYS_sethostname, "sandbox", 7) != 0)
