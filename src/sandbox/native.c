@@ -65,9 +65,12 @@ static int nwarm;
  * state read; removing them may wait for dying tasks). */
 static int defer_on;
 static struct {
-    skd__wsq *wsq;
+    skd__wsq *wsq, *stage;
     skd__cgroup *cg;
 } deferred[64];
+/* The workspace quota of the last run that had one: a pre-made sandbox's
+ * quota tmpfs is made for it (skd__wsq_stage; another quota starts afresh). */
+static int64_t last_quota;
 static size_t ndeferred;
 
 void skd__native_defer_teardown(int on)
@@ -81,6 +84,7 @@ void skd__native_flush(void)
         ndeferred--;
         skd__cgroup_destroy(deferred[ndeferred].cg);
         skd__wsq_free(deferred[ndeferred].wsq);
+        skd__wsq_free(deferred[ndeferred].stage);
     }
 }
 
@@ -100,6 +104,7 @@ void skd__native_forget(void)
     nwarm = 0; /* the parent's (if any) are not ours to use */
     ndeferred = 0;
     defer_on = 0;
+    last_quota = 0;
     skd__cgroup_forget();
 }
 
@@ -122,6 +127,7 @@ struct nstate {
      * held from its start until its run's spawn hands them out. */
     int warm, handed, ctl;
     skd__spawned ends;
+    skd__wsq *stage; /* pre-made: its run's quota tmpfs, made ahead, or NULL */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -407,11 +413,15 @@ static int open_mounts(struct nstate *s, skd_err *err)
     if (N.rootless) /* open_tree needs CAP_SYS_ADMIN: the child binds by path */
         return 0;
     if (q->workspace && q->cfg->workspace_quota > 0 && !q->cfg->workspace_read_only) {
-        /* Writes go to the quota overlay, committed after the run. */
-        int rc =
-            skd__wsq_prepare_idmapped(q->workspace, q->workspace_fd, q->id, q->cfg->workspace_quota,
-                                      N.idmap_fd, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
-                                      SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->wsq, err);
+        /* Writes go to the quota overlay, committed after the run; a
+         * pre-made sandbox brings its tmpfs (taken over, even on failure). */
+        skd__wsq *stage = s->stage;
+        s->stage = NULL;
+        last_quota = q->cfg->workspace_quota;
+        int rc = skd__wsq_prepare_staged(stage, q->workspace, q->workspace_fd, q->id,
+                                         q->cfg->workspace_quota, N.idmap_fd,
+                                         SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
+                                         SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->wsq, err);
         if (rc)
             return rc;
         s->child.ws_fd = (int)syscall(SYS_open_tree, AT_FDCWD, skd__wsq_merged(s->wsq),
@@ -905,6 +915,9 @@ void skd__native_warm_fill(int depth)
     sp.pidfd = -1;
     s->ends = sp;
     skd__cgroup_open_limits(s->cg);
+    if (last_quota > 0 && skd__wsq_stage(name, last_quota, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
+                                         SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->stage, &err))
+        skd_debug("native sandbox: no quota tmpfs made ahead: %s", skd_err_msg(&err));
     warm[nwarm++] = s;
 }
 
@@ -947,10 +960,14 @@ static void native_cleanup(void *state, skd__outcome *out)
     struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
     int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
                 (s->pidfd < 0 || poll(&gone, 1, 0) == 1);
-    if (defer)
+    if (defer) {
         deferred[ndeferred].cg = s->cg;
-    else
+        deferred[ndeferred].stage = s->stage; /* a run that did not take it */
+    } else {
         skd__cgroup_destroy(s->cg);
+        skd__wsq_free(s->stage);
+    }
+    s->stage = NULL;
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */

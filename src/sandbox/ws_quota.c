@@ -153,71 +153,71 @@ static int attach_idmapped(int fd, int idmap_fd, const char *path)
     return rc;
 }
 
-int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, int64_t quota,
-                              int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
-                              skd_err *err)
+/* The run's directory SKD__WSQ_DIR/<owner>/<id>, its tmpfs of quota bytes
+ * (plus room for metadata) and the overlay's directories in it, upper/
+ * owned by uu:ug (its mode is the workspace root's, set by wsq_overlay);
+ * lower/ only for an idmapped lower layer. */
+static int wsq_dirs(skd__wsq *q, const char *id, int64_t quota, int idmapped, uid_t uu, gid_t ug,
+                    skd_err *err)
 {
     static int swept;
-    char opts[3 * PATH_MAX + 128], path[PATH_MAX];
-    struct stat st;
-    int rc = 0;
-    *out = NULL;
+    char opts[128], path[PATH_MAX];
     if (quota <= 0)
         return skd_err_set(err, SKD_ESANDBOX, "workspace quota: no quota to enforce");
     if (!__atomic_exchange_n(&swept, 1, __ATOMIC_SEQ_CST))
         skd__wsq_sweep();
-    skd__wsq *q = calloc(1, sizeof(*q));
-    if (!q)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
     q->quota = quota;
-    q->ws_fd = ws_fd >= 0 ? fcntl(ws_fd, F_DUPFD_CLOEXEC, 3)
-                          : open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (q->ws_fd < 0 || fstat(q->ws_fd, &st) != 0 || !S_ISDIR(st.st_mode)) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", workspace, strerror(errno));
-        goto out;
-    }
-    skd_strlcpy(q->workspace, workspace, sizeof(q->workspace)); /* for messages */
     if (snprintf(q->dir, sizeof(q->dir), "%s/%s/%s", SKD__WSQ_DIR, skd__ctr_owner(), id) >=
             (int)sizeof(q->dir) ||
-        snprintf(q->merged, sizeof(q->merged), "%s/merged", q->dir) >= (int)sizeof(q->merged)) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: path too long");
-        goto out;
-    }
+        snprintf(q->merged, sizeof(q->merged), "%s/merged", q->dir) >= (int)sizeof(q->merged))
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: path too long");
     snprintf(path, sizeof(path), "%s/%s", SKD__WSQ_DIR, skd__ctr_owner());
     if (mkdir_ok(SKD__WSQ_DIR, 0700) || mkdir_ok(path, 0700) || mkdir(q->dir, 0700) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: mkdir %s: %s", q->dir,
-                         strerror(errno));
+        int rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: mkdir %s: %s", q->dir,
+                             strerror(errno));
         q->dir[0] = errno == EEXIST ? '\0' : q->dir[0];
-        goto out;
+        return rc;
     }
     snprintf(opts, sizeof(opts), "size=%lld,nr_inodes=%d,mode=0700", (long long)(quota + WSQ_SLACK),
              WSQ_INODES);
-    if (mount("skilld-wsq", q->dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: tmpfs at %s: %s", q->dir,
-                         strerror(errno));
-        goto out;
-    }
+    if (mount("skilld-wsq", q->dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: tmpfs at %s: %s", q->dir,
+                           strerror(errno));
     q->tmpfs_mounted = 1;
-    /* upper/ is the merged root: it gets the workspace root's owner and
-     * mode, or the sandbox user could not create files in /workspace. */
     static const char *const sub[] = {"upper", "work", "merged", "lower"};
-    uid_t uu = idmap_fd >= 0 ? (uid_t)upper_uid : st.st_uid;
-    gid_t ug = idmap_fd >= 0 ? (gid_t)upper_gid : st.st_gid;
-    for (size_t i = 0; i < (idmap_fd >= 0 ? 4u : 3u); i++) {
+    for (size_t i = 0; i < (idmapped ? 4u : 3u); i++) {
         snprintf(path, sizeof(path), "%s/%s", q->dir, sub[i]);
-        if (mkdir(path, 0700) != 0 ||
-            (i == 0 && (chown(path, uu, ug) != 0 || chmod(path, st.st_mode & 07777) != 0))) {
-            rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", path, strerror(errno));
-            goto out;
-        }
+        if (mkdir(path, 0700) != 0 || (i == 0 && chown(path, uu, ug) != 0))
+            return skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", path, strerror(errno));
     }
+    return 0;
+}
+
+/* The workspace (ws_fd borrowed, or its path) as the lower layer of the
+ * overlay on q->merged, over q's directories (wsq_dirs). */
+static int wsq_overlay(skd__wsq *q, const char *workspace, int ws_fd, int idmap_fd, skd_err *err)
+{
+    char opts[3 * PATH_MAX + 128], path[PATH_MAX];
+    struct stat st;
+    q->ws_fd = ws_fd >= 0 ? fcntl(ws_fd, F_DUPFD_CLOEXEC, 3)
+                          : open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (q->ws_fd < 0 || fstat(q->ws_fd, &st) != 0 || !S_ISDIR(st.st_mode))
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", workspace,
+                           strerror(errno));
+    skd_strlcpy(q->workspace, workspace, sizeof(q->workspace)); /* for messages */
+    /* upper/ is the merged root: it gets the workspace root's mode (and,
+     * without an idmap, its owner), or the sandbox user could not create
+     * files in /workspace. */
+    snprintf(path, sizeof(path), "%s/upper", q->dir);
+    if ((idmap_fd < 0 && chown(path, st.st_uid, st.st_gid) != 0) ||
+        chmod(path, st.st_mode & 07777) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", path, strerror(errno));
     if (idmap_fd >= 0) {
         /* The lower layer through the sandbox's idmap, at dir/lower. */
-        if (attach_idmapped(q->ws_fd, idmap_fd, path) != 0) {
-            rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: idmapped lower layer: %s",
-                             strerror(errno));
-            goto out;
-        }
+        snprintf(path, sizeof(path), "%s/lower", q->dir);
+        if (attach_idmapped(q->ws_fd, idmap_fd, path) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "workspace quota: idmapped lower layer: %s",
+                               strerror(errno));
         q->lower_mounted = 1;
     } else {
         /* The lower layer is the directory behind our descriptor (overlayfs
@@ -229,22 +229,74 @@ int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, 
         snprintf(opts + strlen(opts), sizeof(opts) - strlen(opts),
                  ",upperdir=%s/upper,workdir=%s/work,redirect_dir=off,index=off,metacopy=off,"
                  "xino=off",
-                 q->dir, q->dir) >= (int)(sizeof(opts) - strlen(opts))) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: overlay options too long");
-        goto out;
-    }
-    if (mount("skilld-wsq", q->merged, "overlay", MS_NOSUID | MS_NODEV, opts) != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "workspace quota: overlay on %s: %s", q->workspace,
-                         strerror(errno));
-        goto out;
-    }
+                 q->dir, q->dir) >= (int)(sizeof(opts) - strlen(opts)))
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: overlay options too long");
+    if (mount("skilld-wsq", q->merged, "overlay", MS_NOSUID | MS_NODEV, opts) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: overlay on %s: %s", q->workspace,
+                           strerror(errno));
     q->overlay_mounted = 1;
-out:
+    return 0;
+}
+
+static skd__wsq *wsq_new(void)
+{
+    skd__wsq *q = calloc(1, sizeof(*q));
+    if (q)
+        q->ws_fd = -1;
+    return q;
+}
+
+int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, int64_t quota,
+                              int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
+                              skd_err *err)
+{
+    *out = NULL;
+    skd__wsq *q = wsq_new();
+    if (!q)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    int rc = wsq_dirs(q, id, quota, idmap_fd >= 0, (uid_t)upper_uid, (gid_t)upper_gid, err);
+    if (rc == 0)
+        rc = wsq_overlay(q, workspace, ws_fd, idmap_fd, err);
     if (rc) {
         skd__wsq_free(q);
         return rc;
     }
     *out = q;
+    return 0;
+}
+
+int skd__wsq_stage(const char *name, int64_t quota, unsigned upper_uid, unsigned upper_gid,
+                   skd__wsq **out, skd_err *err)
+{
+    *out = NULL;
+    skd__wsq *q = wsq_new();
+    if (!q)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    int rc = wsq_dirs(q, name, quota, 1, (uid_t)upper_uid, (gid_t)upper_gid, err);
+    if (rc) {
+        skd__wsq_free(q);
+        return rc;
+    }
+    *out = q;
+    return 0;
+}
+
+int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, const char *id,
+                            int64_t quota, int idmap_fd, unsigned upper_uid, unsigned upper_gid,
+                            skd__wsq **out, skd_err *err)
+{
+    if (!stage || stage->quota != quota || idmap_fd < 0 || stage->overlay_mounted) {
+        skd__wsq_free(stage);
+        return skd__wsq_prepare_idmapped(workspace, ws_fd, id, quota, idmap_fd, upper_uid,
+                                         upper_gid, out, err);
+    }
+    *out = NULL;
+    int rc = wsq_overlay(stage, workspace, ws_fd, idmap_fd, err);
+    if (rc) {
+        skd__wsq_free(stage);
+        return rc;
+    }
+    *out = stage;
     return 0;
 }
 

@@ -37,6 +37,21 @@ int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, 
                               int idmap_fd, unsigned upper_uid, unsigned upper_gid, skd__wsq **out,
                               skd_err *err);
 
+/* A pre-made sandbox's share of skd__wsq_prepare_idmapped, done while it
+ * waits for a run: the directory SKD__WSQ_DIR/<owner>/<name>, its tmpfs of
+ * quota bytes and the overlay's directories, upper/ owned by
+ * upper_uid:upper_gid. Nothing of a workspace is in it. */
+int skd__wsq_stage(const char *name, int64_t quota, unsigned upper_uid, unsigned upper_gid,
+                   skd__wsq **out, skd_err *err);
+
+/* skd__wsq_prepare_idmapped on a stage (taken over, NULL ok): when it was
+ * made for this quota, only the workspace's part is done (upper/'s mode,
+ * the idmapped lower layer, the overlay); otherwise the stage is freed and
+ * everything is made afresh. The stage is used for this run only. */
+int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, const char *id,
+                            int64_t quota, int idmap_fd, unsigned upper_uid, unsigned upper_gid,
+                            skd__wsq **out, skd_err *err);
+
 /* The merged directory the sandbox gets as /workspace. Borrowed. */
 const char *skd__wsq_merged(const skd__wsq *q);
 
