@@ -7,6 +7,7 @@
  */
 #include "skilld/sandbox.h"
 #include "skilld/log.h"
+#include "skilld/util.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -18,10 +19,21 @@
 
 /* ---- ceilings -------------------------------------------------------------- */
 
+/* Online CPUs x 100. glibc reads /sys/devices/system/cpu/online for every
+ * sysconf call (an open, a read and a close on every sandbox call's
+ * ceilings), so the count is kept for a second: a CPU brought online shows
+ * within that. */
 static int64_t cores_x100(void)
 {
+    static int64_t cached, at_ms;
+    int64_t now = skd_mono_ms(), c = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+    if (c > 0 && now - __atomic_load_n(&at_ms, __ATOMIC_RELAXED) < 1000)
+        return c;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return (int64_t)(n > 0 ? n : 1) * 100;
+    c = (int64_t)(n > 0 ? n : 1) * 100;
+    __atomic_store_n(&cached, c, __ATOMIC_RELAXED);
+    __atomic_store_n(&at_ms, now, __ATOMIC_RELAXED);
+    return c;
 }
 
 void skd_sandbox_ceilings_from_config(skd_sandbox_ceilings *c, const skd_config *cfg)
