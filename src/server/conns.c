@@ -400,13 +400,13 @@ static void *watcher_main(void *arg)
         if (trim)
             t->peak = t->n;
         pthread_mutex_unlock(&t->mu);
-        if (trim) {
-            skd_debug("http: connections fell to a quarter of their peak; returning free memory");
-            malloc_trim(0);
-        }
         for (size_t i = 0; i < np; i++) {
             skd__sse_poke(pokes[i].sse, now, pokes[i].hung_up || stopping);
             skd__sse_unref(pokes[i].sse);
+        }
+        if (trim) {
+            skd_debug("http: connections fell to a quarter of their peak; returning free memory");
+            malloc_trim(0);
         }
     }
     return NULL;
