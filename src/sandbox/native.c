@@ -61,8 +61,9 @@ static int nwarm;
 /* The spawner's deferred teardown, done after the outcome was sent
  * (skd__native_flush): quota overlays already committed, whose unmounting
  * and removal (each rmdir of a mount point waits for an RCU grace period)
- * is all that is left of them, and the cgroups of reaped runs (their OOM
- * state read; removing them may wait for dying tasks). */
+ * is all that is left of them, the quota tmpfs made ahead for a pre-made
+ * sandbox whose run did not use it, and the cgroups of reaped runs (their
+ * OOM state read; removing them may wait for dying tasks). */
 static int defer_on;
 static struct {
     skd__wsq *wsq, *stage;

@@ -1,7 +1,8 @@
 /*
  * The workspace quota inside the sandbox (see ws_quota.h).
  *
- * Layout of one run: SKD__WSQ_DIR/<owner>/<run id>/ is a tmpfs of
+ * Layout of one run: SKD__WSQ_DIR/<owner>/<run id>/ (a pre-made sandbox's
+ * run: <owner>/warm-N/, made while it waited, skd__wsq_stage) is a tmpfs of
  * quota + WSQ_SLACK bytes and at most WSQ_INODES inodes, holding upper/,
  * work/ and merged/; merged/ is an overlay (lowerdir = the workspace,
  * upperdir = upper/, redirect_dir, metacopy and index off, so that the
@@ -57,7 +58,7 @@
 #define TMP_PREFIX SKD_WORKSPACE_TMP_PREFIX
 
 struct skd__wsq {
-    char dir[256];    /* the run's tmpfs: SKD__WSQ_DIR/<owner>/<id> */
+    char dir[256];    /* the run's tmpfs: SKD__WSQ_DIR/<owner>/<run id or warm-N> */
     char merged[300]; /* dir/merged, the overlay */
     char workspace[PATH_MAX];
     int ws_fd; /* our copy of the workspace's directory descriptor */
@@ -154,9 +155,8 @@ static int attach_idmapped(int fd, int idmap_fd, const char *path)
 }
 
 /* The run's directory SKD__WSQ_DIR/<owner>/<id>, its tmpfs of quota bytes
- * (plus room for metadata) and the overlay's directories in it, upper/
- * owned by uu:ug (its mode is the workspace root's, set by wsq_overlay);
- * lower/ only for an idmapped lower layer. */
+ * (plus WSQ_SLACK for metadata) and the overlay's directories in it, upper/
+ * owned by uu:ug (its mode is the workspace root's, set by wsq_overlay). */
 static int wsq_dirs(skd__wsq *q, const char *id, int64_t quota, int idmapped, uid_t uu, gid_t ug,
                     skd_err *err)
 {
@@ -184,6 +184,7 @@ static int wsq_dirs(skd__wsq *q, const char *id, int64_t quota, int idmapped, ui
         return skd_err_set(err, SKD_ESANDBOX, "workspace quota: tmpfs at %s: %s", q->dir,
                            strerror(errno));
     q->tmpfs_mounted = 1;
+    /* lower/ only for an idmapped lower layer */
     static const char *const sub[] = {"upper", "work", "merged", "lower"};
     for (size_t i = 0; i < (idmapped ? 4u : 3u); i++) {
         snprintf(path, sizeof(path), "%s/%s", q->dir, sub[i]);
@@ -193,24 +194,29 @@ static int wsq_dirs(skd__wsq *q, const char *id, int64_t quota, int idmapped, ui
     return 0;
 }
 
-/* The workspace (ws_fd borrowed, or its path) as the lower layer of the
- * overlay on q->merged, over q's directories (wsq_dirs). */
-static int wsq_overlay(skd__wsq *q, const char *workspace, int ws_fd, int idmap_fd, skd_err *err)
+/* q's copy of the workspace's directory descriptor (ws_fd borrowed, or the
+ * path opened), checked to be a directory; *st is its stat. */
+static int wsq_workspace(skd__wsq *q, const char *workspace, int ws_fd, struct stat *st,
+                         skd_err *err)
 {
-    char opts[3 * PATH_MAX + 128], path[PATH_MAX];
-    struct stat st;
     q->ws_fd = ws_fd >= 0 ? fcntl(ws_fd, F_DUPFD_CLOEXEC, 3)
                           : open(workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (q->ws_fd < 0 || fstat(q->ws_fd, &st) != 0 || !S_ISDIR(st.st_mode))
+    if (q->ws_fd < 0 || fstat(q->ws_fd, st) != 0 || !S_ISDIR(st->st_mode))
         return skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", workspace,
                            strerror(errno));
     skd_strlcpy(q->workspace, workspace, sizeof(q->workspace)); /* for messages */
-    /* upper/ is the merged root: it gets the workspace root's mode (and,
-     * without an idmap, its owner), or the sandbox user could not create
-     * files in /workspace. */
+    return 0;
+}
+
+/* The workspace (q->ws_fd, stat st) as the lower layer of the overlay on
+ * q->merged, over q's directories (wsq_dirs). */
+static int wsq_overlay(skd__wsq *q, const struct stat *st, int idmap_fd, skd_err *err)
+{
+    char opts[3 * PATH_MAX + 128], path[PATH_MAX];
+    /* upper/ is the merged root: it gets the workspace root's mode, or the
+     * sandbox user could not create files in /workspace. */
     snprintf(path, sizeof(path), "%s/upper", q->dir);
-    if ((idmap_fd < 0 && chown(path, st.st_uid, st.st_gid) != 0) ||
-        chmod(path, st.st_mode & 07777) != 0)
+    if (chmod(path, st->st_mode & 07777) != 0)
         return skd_err_set(err, SKD_ESANDBOX, "workspace quota: %s: %s", path, strerror(errno));
     if (idmap_fd >= 0) {
         /* The lower layer through the sandbox's idmap, at dir/lower. */
@@ -251,12 +257,20 @@ int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, 
                               skd_err *err)
 {
     *out = NULL;
+    struct stat st;
+    if (quota <= 0)
+        return skd_err_set(err, SKD_ESANDBOX, "workspace quota: no quota to enforce");
     skd__wsq *q = wsq_new();
     if (!q)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    int rc = wsq_dirs(q, id, quota, idmap_fd >= 0, (uid_t)upper_uid, (gid_t)upper_gid, err);
+    /* upper/'s owner: the sandbox user's host id through the idmap, else
+     * the workspace's own */
+    int rc = wsq_workspace(q, workspace, ws_fd, &st, err);
     if (rc == 0)
-        rc = wsq_overlay(q, workspace, ws_fd, idmap_fd, err);
+        rc = wsq_dirs(q, id, quota, idmap_fd >= 0, idmap_fd >= 0 ? (uid_t)upper_uid : st.st_uid,
+                      idmap_fd >= 0 ? (gid_t)upper_gid : st.st_gid, err);
+    if (rc == 0)
+        rc = wsq_overlay(q, &st, idmap_fd, err);
     if (rc) {
         skd__wsq_free(q);
         return rc;
@@ -291,7 +305,10 @@ int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, c
                                          upper_gid, out, err);
     }
     *out = NULL;
-    int rc = wsq_overlay(stage, workspace, ws_fd, idmap_fd, err);
+    struct stat st;
+    int rc = wsq_workspace(stage, workspace, ws_fd, &st, err);
+    if (rc == 0)
+        rc = wsq_overlay(stage, &st, idmap_fd, err);
     if (rc) {
         skd__wsq_free(stage);
         return rc;

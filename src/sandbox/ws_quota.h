@@ -14,13 +14,15 @@
 
 #include "skilld/error.h"
 
-/* Where the per-run tmpfs and overlay are mounted: SKD__WSQ_DIR/<run id>. */
+/* Where the per-run tmpfs and overlay are mounted:
+ * SKD__WSQ_DIR/<owner>/<run id>, or .../<owner>/warm-N for a pre-made
+ * sandbox's run (skd__wsq_stage). */
 #define SKD__WSQ_DIR "/run/skilld-wsq"
 
 typedef struct skd__wsq skd__wsq;
 
 /* Mount the tmpfs (quota bytes plus room for metadata) and the overlay of
- * workspace for run id. ws_fd (borrowed, or -1) is a directory descriptor
+ * workspace for the run named id. ws_fd (borrowed, or -1) is a directory descriptor
  * of exactly that workspace (the spawner's): the overlay's lower layer and
  * the commit then use it, not whatever the path names later. *out is
  * freed with skd__wsq_free. Returns 0 or SKD_ESANDBOX naming the step
@@ -39,7 +41,7 @@ int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, 
 
 /* A pre-made sandbox's share of skd__wsq_prepare_idmapped, done while it
  * waits for a run: the directory SKD__WSQ_DIR/<owner>/<name>, its tmpfs of
- * quota bytes and the overlay's directories, upper/ owned by
+ * quota bytes (plus room for metadata) and the overlay's directories, upper/ owned by
  * upper_uid:upper_gid. Nothing of a workspace is in it. */
 int skd__wsq_stage(const char *name, int64_t quota, unsigned upper_uid, unsigned upper_gid,
                    skd__wsq **out, skd_err *err);
@@ -72,7 +74,7 @@ void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd_
 /* Unmount whatever is left and remove the run's directory. NULL ok. */
 void skd__wsq_free(skd__wsq *q);
 
-/* Unmount and remove every SKD__WSQ_DIR/<id> of a process that is gone
+/* Unmount and remove every SKD__WSQ_DIR/<owner>/<id> of an owner that is gone
  * (called once when the first quota overlay is made). Best effort. */
 void skd__wsq_sweep(void);
 
