@@ -67,6 +67,11 @@ struct run {
     skd_sandbox_done_fn done;
     void *done_arg;
     struct watch w[W_COUNT];
+    /* Completed: its result was delivered and its descriptors unwatched,
+     * but events of it may still be in the supervisor's current epoll
+     * batch (supervisor.c, complete), so it is freed after the batch. */
+    int completed;
+    struct run *dead_next;
 };
 
 struct skd_runner {
@@ -87,6 +92,7 @@ struct skd_runner {
     pthread_cond_t spawner_cv;
     skd_err spawner_err;
     const skd_config *cfg; /* borrowed */
+    struct run *dead;      /* completed runs, freed after the batch (supervisor only) */
     skd_egress *egress;    /* the egress proxy, made on the first networkEnabled run
                               (under mu) */
 };

@@ -135,7 +135,22 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d", run->id,
               res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed, error);
     run->done(run->done_arg, &res);
-    skd__run_free(run);
+    /* Not freed here: the epoll batch being handled may still hold events
+     * of this run (a sandbox that exited before its descriptors were
+     * watched has all of them ready at once, in the order they were
+     * added), and each points into it. */
+    run->completed = 1;
+    run->dead_next = r->dead;
+    r->dead = run;
+}
+
+static void free_dead(skd_runner *r)
+{
+    while (r->dead) {
+        struct run *d = r->dead;
+        r->dead = d->dead_next;
+        skd__run_free(d);
+    }
 }
 
 static void maybe_complete(skd_runner *r, struct run *run)
@@ -346,6 +361,8 @@ static void on_event(skd_runner *r, struct watch *w, uint32_t events)
 {
     struct run *run = w->run;
     (void)events;
+    if (run->completed) /* an event of this batch from before its completion */
+        return;
     switch (w->kind) {
     case W_PID:
         reap(r, run);
@@ -468,7 +485,9 @@ static void *supervisor_main(void *arg)
             }
             on_event(r, evs[i].data.ptr, evs[i].events);
         }
+        free_dead(r);
     }
+    free_dead(r);
     /* Its exit starts now; skd_runner_free reaps it. */
     skd__spawner_client_close(r->spawner);
     return NULL;
