@@ -77,8 +77,8 @@ static void unlink_locked(skd_runner *r, struct run *run)
     run->next = NULL;
 }
 
-/* Hand the result to the caller and free the run. The provider state is
- * cleaned up first. */
+/* Hand the result to the caller and queue the run on r->dead, freed by
+ * free_dead between epoll batches. The provider state is cleaned up first. */
 static void complete(skd_runner *r, struct run *run, int error, const char *msg)
 {
     skd_sandbox_result res;
@@ -469,7 +469,11 @@ static void *supervisor_main(void *arg)
     if (rc != 0)
         return NULL;
     for (;;) {
-        if (service_queue(r))
+        int stop = service_queue(r);
+        /* runs it completed (cancelled while queued, failed starts): no
+         * batch holds events of them, and an idle runner may wait long */
+        free_dead(r);
+        if (stop)
             break;
         int n = epoll_wait(r->epfd, evs, 64, -1);
         if (n < 0 && errno != EINTR) {
