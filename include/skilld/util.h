@@ -20,7 +20,7 @@ int skd_uuid(char out[SKD_UUID_LEN + 1]);
 /* Lower-case hex SHA-256 of len bytes into out (65 bytes with NUL). */
 void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1]);
 
-/* n random bytes from the OpenSSL CSPRNG. Returns 0 or SKD_EINTERNAL. */
+/* n random bytes from the kernel CSPRNG (getrandom). Returns 0 or SKD_EINTERNAL. */
 int skd_random(void *out, size_t n);
 
 /* Constant-time comparison of two equal-length byte strings: 1 when equal. */

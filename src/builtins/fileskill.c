@@ -6,13 +6,9 @@
 #include "builtins/fileskill.h"
 #include "skilld/workspace.h"
 
-#include <openssl/evp.h>
+#include <nettle/base64.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* Bytes of input per EVP_EncodeBlock call: a multiple of 3 that keeps the
- * int lengths of the OpenSSL API far from overflow. */
-#define B64_CHUNK (3 * 16384)
 
 int skd__file_path(const json_t *input, int allow_root, const char **path, skd_err *err)
 {
@@ -59,17 +55,14 @@ uint64_t skd__file_uint(const json_t *input, const char *key, uint64_t def)
     return def;
 }
 
+/* base64 from nettle (see src/core/util.c for why nettle). */
 char *skd__base64_encode(const unsigned char *in, size_t n, size_t *outlen)
 {
-    size_t cap = 4 * ((n + 2) / 3) + 1;
-    char *out = malloc(cap);
-    size_t o = 0;
+    size_t o = BASE64_ENCODE_RAW_LENGTH(n);
+    char *out = malloc(o + 1);
     if (!out)
         return NULL;
-    for (size_t i = 0; i < n; i += B64_CHUNK) {
-        size_t k = n - i < B64_CHUNK ? n - i : B64_CHUNK;
-        o += (size_t)EVP_EncodeBlock((unsigned char *)out + o, in + i, (int)k);
-    }
+    base64_encode_raw(out, n, in);
     out[o] = '\0';
     *outlen = o;
     return out;
@@ -104,17 +97,16 @@ int skd__base64_decode(const char *in, size_t n, size_t max, unsigned char **out
     unsigned char *buf = malloc(n / 4 * 3 + 1);
     if (!buf)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    /* EVP_DecodeBlock counts padding as zero bytes: its length is n/4*3,
-     * from which the padding is taken off above. Chunks are multiples of 4. */
+    /* Every character was checked above, so nettle refuses only what is
+     * not canonical: bits left over in the last group ("YR==" for "YQ=="). */
+    struct base64_decode_ctx dc;
     size_t o = 0;
-    for (size_t i = 0; i < n; i += 4 * 16384) {
-        size_t k = n - i < 4 * 16384 ? n - i : 4 * 16384;
-        int r = EVP_DecodeBlock(buf + o, (const unsigned char *)in + i, (int)k);
-        if (r < 0) {
-            free(buf);
-            return skd_err_set(err, SKD_EINVAL, "content is not base64");
-        }
-        o += (size_t)r;
+    base64_decode_init(&dc);
+    if (!base64_decode_update(&dc, &o, buf, n, in) || !base64_decode_final(&dc) || o != len) {
+        free(buf);
+        return skd_err_set(
+            err, SKD_EINVAL,
+            "content is not canonical base64: its last group has bits past the data");
     }
     *out = buf;
     *outlen = len;

@@ -1,16 +1,22 @@
 /*
- * Helpers (see include/skilld/util.h). Randomness and digests come from
- * OpenSSL libcrypto; nothing here keeps state.
+ * Helpers (see include/skilld/util.h). Randomness comes from the kernel
+ * (getrandom), digests and the constant-time compare from nettle; nothing
+ * here keeps state.
+ *
+ * Why nettle and not libcrypto, which skilld uses elsewhere: every server
+ * process has nettle mapped already (libmicrohttpd -> gnutls -> nettle), and
+ * a SHA-256 of a few hundred bytes needs none of OpenSSL's provider and
+ * configuration set-up. libcrypto's first use maps about 3.4 MiB of it and
+ * costs about 1 ms; a server that only serves file and sandbox skills, and
+ * `skilld exec`, now never load it (bench/README.md, "Sixth session").
  */
 #include "skilld/util.h"
 #include "skilld/buf.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/rand.h>
+#include <nettle/memops.h>
+#include <nettle/sha2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,15 +26,25 @@
 
 int skd_random(void *out, size_t n)
 {
-    return RAND_bytes(out, (int)n) == 1 ? 0 : SKD_EINTERNAL;
+    /* The kernel's CSPRNG, which OpenSSL's DRBG seeds from. getrandom may
+     * return fewer bytes than asked for above 256 and on a signal. */
+    unsigned char *p = out;
+    while (n) {
+        ssize_t r = getrandom(p, n, 0);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return SKD_EINTERNAL;
+        p += r;
+        n -= (size_t)r;
+    }
+    return 0;
 }
 
 int skd_uuid(char out[SKD_UUID_LEN + 1])
 {
-    /* The kernel's generator first: OpenSSL's first use in a process seeds
-     * its DRBG (about 0.5 ms, which every `skilld exec` would pay). */
     unsigned char b[16];
-    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b) && skd_random(b, sizeof(b)))
+    if (skd_random(b, sizeof(b)))
         return SKD_EINTERNAL;
     b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
     b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
@@ -39,24 +55,15 @@ int skd_uuid(char out[SKD_UUID_LEN + 1])
     return 0;
 }
 
-/* SHA-256 fetched once: EVP_sha256() in EVP_Digest looks the algorithm up
- * in the provider tables on every call, a few microseconds each. */
-static EVP_MD *sha256_md;
-static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
-
-static void sha256_fetch(void)
-{
-    sha256_md = EVP_MD_fetch(NULL, "SHA2-256", NULL);
-}
-
 void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1])
 {
-    unsigned char md[32];
-    unsigned int mdlen = 0;
+    unsigned char md[SHA256_DIGEST_SIZE];
     static const char hex[] = "0123456789abcdef";
-    pthread_once(&sha256_once, sha256_fetch);
-    EVP_Digest(data, len, md, &mdlen, sha256_md ? sha256_md : EVP_sha256(), NULL);
-    for (unsigned i = 0; i < 32; i++) {
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, len, data);
+    sha256_digest(&c, sizeof(md), md);
+    for (unsigned i = 0; i < SHA256_DIGEST_SIZE; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];
     }
@@ -65,7 +72,7 @@ void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 
 
 int skd_ct_equal(const void *a, const void *b, size_t n)
 {
-    return CRYPTO_memcmp(a, b, n) == 0;
+    return memeql_sec(a, b, n) != 0;
 }
 
 static int64_t clock_ms(clockid_t id)

@@ -155,6 +155,22 @@ TEST(utilities)
     CHECK(id[14] == '4');
     skd_sha256_hex("alice", 5, h);
     CHECK_STR(h, "2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90");
+    skd_sha256_hex("", 0, h);
+    CHECK_STR(h, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    /* more than getrandom's 256-byte single-call guarantee, twice: filled, and different */
+    unsigned char r1[4096], r2[4096];
+    memset(r1, 0, sizeof(r1));
+    memset(r2, 0, sizeof(r2));
+    CHECK_EQ_INT(skd_random(r1, sizeof(r1)), 0);
+    CHECK_EQ_INT(skd_random(r2, sizeof(r2)), 0);
+    size_t zeros = 0;
+    for (size_t i = 0; i < sizeof(r1); i++)
+        zeros += r1[i] == 0;
+    CHECK(zeros < 64 && memcmp(r1, r2, sizeof(r1)) != 0);
+    CHECK(memcmp(r1 + 3072, (unsigned char[1024]){0}, 1024) != 0);
+    CHECK(skd_ct_equal("abcdef", "abcdef", 6));
+    CHECK(!skd_ct_equal("abcdef", "abcdeg", 6));
+    CHECK(skd_ct_equal("x", "y", 0));
     int64_t v;
     CHECK_EQ_INT(skd_parse_i64("42", 0, 100, &v), 0);
     CHECK_EQ_INT(v, 42);

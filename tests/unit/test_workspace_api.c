@@ -212,6 +212,30 @@ TEST(base64_round_trip_and_strictness)
     CHECK_EQ_INT(skd__base64_decode("a=Gk", 4, 10, &dec, &dlen, &e), SKD_EINVAL);
     CHECK_EQ_INT(skd__base64_decode("a===", 4, 10, &dec, &dlen, &e), SKD_EINVAL);
     CHECK_EQ_INT(skd__base64_decode("aGk=aGk=", 8, 10, &dec, &dlen, &e), SKD_EINVAL);
+    /* canonical only: bits past the data in the last group are refused */
+    CHECK_EQ_INT(skd__base64_decode("YQ==", 4, 10, &dec, &dlen, &e), 0);
+    CHECK(dlen == 1 && dec[0] == 'a');
+    free(dec);
+    CHECK_EQ_INT(skd__base64_decode("YWI=", 4, 10, &dec, &dlen, &e), 0);
+    CHECK(dlen == 2 && memcmp(dec, "ab", 2) == 0);
+    free(dec);
+    dec = NULL;
+    CHECK_EQ_INT(skd__base64_decode("YR==", 4, 10, &dec, &dlen, &e), SKD_EINVAL);
+    CHECK(dec == NULL && strstr(skd_err_msg(&e), "canonical"));
+    CHECK_EQ_INT(skd__base64_decode("YWJ=", 4, 10, &dec, &dlen, &e), SKD_EINVAL);
+    /* a large buffer in one piece (the OpenSSL version went in chunks) */
+    size_t big = 3 * 400000 + 2;
+    unsigned char *raw = malloc(big);
+    CHECK(raw != NULL);
+    for (size_t i = 0; i < big; i++)
+        raw[i] = (unsigned char)(i * 131 + (i >> 9));
+    enc = skd__base64_encode(raw, big, &elen);
+    CHECK(enc != NULL && elen == 4 * ((big + 2) / 3) && strlen(enc) == elen);
+    CHECK_EQ_INT(skd__base64_decode(enc, elen, big, &dec, &dlen, &e), 0);
+    CHECK(dlen == big && memcmp(dec, raw, big) == 0);
+    free(dec);
+    free(enc);
+    free(raw);
 }
 
 int main(void)
