@@ -959,8 +959,9 @@ static void native_cleanup(void *state, skd__outcome *out)
      * commit below cannot race a writer; otherwise destroy kills what is
      * left first, as before. */
     struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
+    int exited = s->pidfd >= 0 && poll(&gone, 1, 0) == 1;
     int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
-                (s->pidfd < 0 || poll(&gone, 1, 0) == 1);
+                (s->pidfd < 0 || exited);
     if (defer) {
         deferred[ndeferred].cg = s->cg;
         deferred[ndeferred].stage = s->stage; /* a run that did not take it */
@@ -971,6 +972,8 @@ static void native_cleanup(void *state, skd__outcome *out)
     s->stage = NULL;
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
+    if (exited)
+        skd__wsq_detach(s->wsq);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
         skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
                                 s->req->cfg->data_reserve, out);

@@ -555,6 +555,12 @@ static int upper_fd(const skd__wsq *q)
     return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
+void skd__wsq_detach(skd__wsq *q)
+{
+    if (q && q->overlay_mounted && umount2(q->merged, MNT_DETACH) == 0)
+        q->overlay_mounted = 0;
+}
+
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err)
 {
     struct pass p = {.err = err};
@@ -563,8 +569,9 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     uint64_t now = 0;
     int ws = -1, up = -1, rc = 0;
     *bytes = 0;
-    /* The sandbox is gone; a mount still busy means something of it is
-     * not, and what it may still write is not taken. */
+    /* Not known to be gone (skd__wsq_detach was not called): a mount still
+     * busy means something of it is not, and what it may still write is
+     * not taken. */
     if (q->overlay_mounted) {
         if (umount2(q->merged, 0) != 0) {
             unmount_all(q);
