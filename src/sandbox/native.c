@@ -72,6 +72,9 @@ static struct {
 /* The workspace quota of the last run that had one: a pre-made sandbox's
  * quota tmpfs is made for it (skd__wsq_stage; another quota starts afresh). */
 static int64_t last_quota;
+/* The /tmp size of the last run: a pre-made sandbox's /tmp and /dev/shm
+ * are mounted for it (another size gets fresh ones when its run arrives). */
+static int64_t last_tmp_size;
 static size_t ndeferred;
 
 void skd__native_defer_teardown(int on)
@@ -106,6 +109,7 @@ void skd__native_forget(void)
     ndeferred = 0;
     defer_on = 0;
     last_quota = 0;
+    last_tmp_size = 0;
     skd__cgroup_forget();
 }
 
@@ -617,6 +621,7 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
                            "image %.200s is not imported for the native sandbox; run skilld "
                            "image import",
                            req->image);
+    last_tmp_size = req->cfg->tmp_size;
     struct nstate *w = warm_fits(req) ? warm_take() : NULL; /* each is used once */
     if (w) {
         w->req = req;
@@ -906,6 +911,7 @@ void skd__native_warm_fill(int depth)
     if (!s)
         return;
     s->warm = s->child.warm = 1;
+    cfg.tmp_size = last_tmp_size ? last_tmp_size : 1 << 20;
     if (fill_child(s, &err) || skd__cgroup_create_bare(name, &s->cg, &err) ||
         start_child(s, &sp, &err)) {
         skd_debug("native sandbox: no pre-made sandbox: %s", skd_err_msg(&err));

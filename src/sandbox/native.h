@@ -131,9 +131,12 @@ struct skd__native_child {
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
     int rootless; /* 1: no inside-root, no setgroups (unprivileged user namespace) */
-    /* A pre-made sandbox (native_warm.c): the root is built and pivoted
-     * before any run is known, /tmp, /dev/shm and the workspace are left
-     * out, and the child then waits on ctl_fd for the one run it serves. */
+    /* A pre-made sandbox (native.c, "pre-made sandboxes"): the root is
+     * built and pivoted before any run is known, /tmp and /dev/shm are
+     * mounted with tmp_opts and shm_opts (the sizes of the spawner's last
+     * run; a run with other sizes gets fresh ones), the capability bounding
+     * set is emptied, the workspace is left out, and the child then waits
+     * on ctl_fd for the one run it serves. */
     int warm;
     int ctl_fd;
 };

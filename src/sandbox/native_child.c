@@ -240,16 +240,10 @@ static void build_root(const struct skd__native_child *c)
         die("mkdir", c->proc_dir);
     if (sys_mount("proc", c->proc_dir, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
         die("mount", c->proc_dir);
-    /* A pre-made sandbox mounts /dev/shm and /tmp with its run's sizes
-     * (warm_finish); the mount points are made now, while / is writable. */
-    if (c->warm) {
-        if ((sys_mkdir(c->shm_dir, 0755) != 0 && errno != EEXIST) ||
-            (sys_mkdir(c->tmp_dir, 0755) != 0 && errno != EEXIST))
-            die("mkdir", c->tmp_dir);
-    } else {
-        mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
-        mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
-    }
+    /* A pre-made sandbox's are made with the sizes its run is expected to
+     * have; warm_receive makes them afresh for other sizes. */
+    mount_tmpfs(c->shm_dir, c->shm_opts, MS_NOSUID | MS_NODEV | MS_NOEXEC);
+    mount_tmpfs(c->tmp_dir, c->tmp_opts, MS_NOSUID | MS_NODEV);
     if (sys_mkdir(c->ws_dir, 0755) != 0 && errno != EEXIST)
         die("mkdir", c->ws_dir);
     if (c->ws_fd >= 0 &&
@@ -315,13 +309,25 @@ static void arrange_fds(const struct skd__native_child *c)
         die("close inherited descriptors", NULL);
 }
 
-static void drop_privileges(const struct skd__native_child *c)
+/* The bounding set only limits what an execve may grant, so a pre-made
+ * sandbox empties it before it waits (64 system calls off the run's path)
+ * and keeps the effective capabilities its set-up after the run needs. */
+static int bset_dropped;
+
+static void drop_bounding_set(void)
 {
     for (int cap = 0; cap < 64; cap++)
         if (sys_prctl(PR_CAPBSET_DROP, (unsigned long)cap) != 0 && errno != EINVAL)
             die("drop the capability bounding set", NULL);
     if (syscall(SYS_prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0UL, 0UL, 0UL) != 0)
         die("clear ambient capabilities", NULL);
+    bset_dropped = 1;
+}
+
+static void drop_privileges(const struct skd__native_child *c)
+{
+    if (!bset_dropped)
+        drop_bounding_set();
     /* Rootless: setgroups is denied in this user namespace (the parent wrote
      * "deny" before the gid map) and the only mapped id is already ours. */
     gid_t g = SKD_NATIVE_UID;
@@ -479,11 +485,17 @@ static void warm_receive(struct skd__native_child *c)
     c->argv = warm_argv;
     c->envp = warm_envp;
     c->fsize = hd.fsize;
-    /* / and /dev are read-only already; mounting on their directories is
-     * still allowed, and these mounts stay writable as in a cold start. */
-    if (sys_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm_opts) != 0)
+    /* /tmp and /dev/shm were mounted (empty, unused) with the sizes this
+     * sandbox was made for; other sizes get fresh ones. / and /dev are
+     * read-only already; mounting on their directories is still allowed,
+     * and these mounts stay writable as in a cold start. */
+    if (strcmp(shm_opts, c->shm_opts) != 0 &&
+        (sys_umount("/dev/shm", MNT_DETACH) != 0 ||
+         sys_mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, shm_opts) != 0))
         die("mount tmpfs on", "/dev/shm");
-    if (sys_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts) != 0)
+    if (strcmp(tmp_opts, c->tmp_opts) != 0 &&
+        (sys_umount("/tmp", MNT_DETACH) != 0 ||
+         sys_mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, tmp_opts) != 0))
         die("mount tmpfs on", "/tmp");
     if (ws >= 0) {
         if (syscall(SYS_move_mount, ws, "", AT_FDCWD, "/workspace", MOVE_MOUNT_F_EMPTY_PATH) != 0)
@@ -538,8 +550,10 @@ void skd__native_child_main(const struct skd__native_child *cc)
     sys_close(c->sync_fd);
     if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0)
         die("cgroup namespace", NULL);
-    if (c->warm)
+    if (c->warm) {
+        drop_bounding_set();
         warm_receive(c); /* blocks until the run arrives */
+    }
     set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
     arrange_fds(c);
     drop_privileges(c);

@@ -118,6 +118,27 @@ TEST(tmp_is_private_and_limited)
     skd_sandbox_result_free(&res);
 }
 
+/* Runs one after the other take pre-made sandboxes, whose /tmp and
+ * /dev/shm are mounted ahead with the last run's size: each run still gets
+ * its own size, empty, whether or not it is the one they were made for. */
+TEST(tmp_size_of_each_run)
+{
+    static const int mib[] = {2, 8, 8, 2, 2, 8};
+    for (size_t i = 0; i < sizeof(mib) / sizeof(mib[0]); i++) {
+        skd_sandbox_result res;
+        skd_sandbox_config c = sbt_cfg();
+        c.tmp_size = (int64_t)mib[i] << 20;
+        CHECK_EQ_INT(run_sh("df -k /tmp /dev/shm | awk 'NR>1{printf \"%s \", $2}'; "
+                            "ls -A /tmp /dev/shm | wc -w; echo x > /tmp/m; echo x > /dev/shm/m",
+                            &c, &res),
+                     0);
+        char want[64];
+        snprintf(want, sizeof(want), "%d %d 2\n", mib[i] * 1024, mib[i] * 1024);
+        CHECK_STR(S(res.out), want);
+        skd_sandbox_result_free(&res);
+    }
+}
+
 TEST(memory_limit_oom)
 {
     skd_sandbox_result res;
@@ -313,6 +334,7 @@ int main(int argc, char **argv)
     RUN(network_is_loopback_only);
     RUN(workspace_round_trip);
     RUN(tmp_is_private_and_limited);
+    RUN(tmp_size_of_each_run);
     RUN(memory_limit_oom);
     RUN(pids_limit);
     RUN(no_grandchild_survives_timeout);
