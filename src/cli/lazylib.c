@@ -2,7 +2,7 @@
  * Libraries loaded on first use (bench/README.md, "skilld exec start-up").
  *
  * build/skilld is linked without the libraries in the Makefile's LAZY_PKGS
- * (libcurl, libxml2, libarchive, libmicrohttpd, sqlite3, libcrypto, and
+ * (libcurl, libxml2, libarchive, libmicrohttpd, sqlite3, libcrypto, nettle, and
  * libpq and libsystemd where they are used): scripts/lazy-stubs.sh
  * generates, for every function of theirs that skilld calls, a trampoline
  * of the same name that jumps through skd__lazy_ptr[i]. The first call of

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <nettle/memops.h>
 #include <nettle/sha2.h>
+#include <nettle/version.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,7 +63,11 @@ void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 
     struct sha256_ctx c;
     sha256_init(&c);
     sha256_update(&c, len, data);
+#if NETTLE_VERSION_MAJOR >= 4 /* the digest functions lost their length argument */
+    sha256_digest(&c, md);
+#else
     sha256_digest(&c, sizeof(md), md);
+#endif
     for (unsigned i = 0; i < SHA256_DIGEST_SIZE; i++) {
         out[2 * i] = hex[md[i] >> 4];
         out[2 * i + 1] = hex[md[i] & 15];

@@ -72,9 +72,16 @@ static struct {
 /* The workspace quota of the last run that had one: a pre-made sandbox's
  * quota tmpfs is made for it (skd__wsq_stage; another quota starts afresh). */
 static int64_t last_quota;
-/* The /tmp size of the last run: a pre-made sandbox's /tmp and /dev/shm
- * are mounted for it (another size gets fresh ones when its run arrives). */
+/* The /tmp size of the last run (the configured default before one): a
+ * pre-made sandbox's /tmp and /dev/shm are mounted for it, a run takes one
+ * made for its size when there is one, and another size gets fresh ones
+ * when its run arrives (native_child.c, warm_receive). */
 static int64_t last_tmp_size;
+
+void skd__native_set_tmp_size(int64_t bytes)
+{
+    last_tmp_size = bytes;
+}
 static size_t ndeferred;
 
 void skd__native_defer_teardown(int on)
@@ -132,7 +139,8 @@ struct nstate {
      * held from its start until its run's spawn hands them out. */
     int warm, handed, ctl;
     skd__spawned ends;
-    skd__wsq *stage; /* pre-made: its run's quota tmpfs, made ahead, or NULL */
+    skd__wsq *stage;  /* pre-made: its run's quota tmpfs, made ahead, or NULL */
+    int64_t made_tmp; /* pre-made: the /tmp size its /tmp and /dev/shm were mounted for */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -582,23 +590,36 @@ static int warm_fits(const skd__sandbox_req *req)
     return len <= SKD__WARM_MSG_MAX;
 }
 
-/* Take the oldest waiting sandbox that is still there (one dies if its
- * set-up failed), or NULL. */
-static struct nstate *warm_take(void)
+/* Take a waiting sandbox that is still there (one dies if its set-up
+ * failed), or NULL: the oldest made for the run's /tmp size, else the
+ * oldest (the oldest has had the most time to finish its set-up). */
+static struct nstate *warm_take(int64_t tmp_size)
 {
-    while (nwarm > 0) {
-        struct nstate *w = warm[0];
-        memmove(warm, warm + 1, (size_t)(--nwarm) * sizeof(warm[0]));
+    for (int i = 0; i < nwarm;) {
+        struct nstate *w = warm[i];
         struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
-        if (poll(&p, 1, 0) == 0)
-            return w;
+        if (poll(&p, 1, 0) == 0) {
+            i++;
+            continue;
+        }
+        memmove(warm + i, warm + i + 1, (size_t)(--nwarm - i) * sizeof(warm[0]));
         char why[256] = "";
         ssize_t n = read(w->ends.status_fd, why, sizeof(why) - 1);
         why[n > 0 ? n : 0] = '\0';
         skd_warn("native sandbox: a pre-made sandbox died before its run (%s)", why);
         native_cleanup(w, NULL);
     }
-    return NULL;
+    if (nwarm == 0)
+        return NULL;
+    int k = 0;
+    for (int i = 0; i < nwarm; i++)
+        if (warm[i]->made_tmp == tmp_size) {
+            k = i;
+            break;
+        }
+    struct nstate *w = warm[k];
+    memmove(warm + k, warm + k + 1, (size_t)(--nwarm - k) * sizeof(warm[0]));
+    return w;
 }
 
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
@@ -622,7 +643,7 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
                            "image import",
                            req->image);
     last_tmp_size = req->cfg->tmp_size;
-    struct nstate *w = warm_fits(req) ? warm_take() : NULL; /* each is used once */
+    struct nstate *w = warm_fits(req) ? warm_take(req->cfg->tmp_size) : NULL; /* used once */
     if (w) {
         w->req = req;
         set_opts(w);
@@ -911,7 +932,7 @@ void skd__native_warm_fill(int depth)
     if (!s)
         return;
     s->warm = s->child.warm = 1;
-    cfg.tmp_size = last_tmp_size ? last_tmp_size : 1 << 20;
+    cfg.tmp_size = s->made_tmp = last_tmp_size > 0 ? last_tmp_size : 1 << 20;
     if (fill_child(s, &err) || skd__cgroup_create_bare(name, &s->cg, &err) ||
         start_child(s, &sp, &err)) {
         skd_debug("native sandbox: no pre-made sandbox: %s", skd_err_msg(&err));
@@ -965,7 +986,7 @@ static void native_cleanup(void *state, skd__outcome *out)
      * commit below cannot race a writer; otherwise destroy kills what is
      * left first, as before. */
     struct pollfd gone = {.fd = s->pidfd, .events = POLLIN};
-    int exited = s->pidfd >= 0 && poll(&gone, 1, 0) == 1;
+    int exited = s->pidfd >= 0 && poll(&gone, 1, 0) == 1 && (gone.revents & POLLIN);
     int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
                 (s->pidfd < 0 || exited);
     if (defer) {

@@ -174,6 +174,9 @@ void skd__native_child_main(const struct skd__native_child *c) __attribute__((no
  * usable); drop kills every waiting one and removes its cgroup. Both are
  * no-ops otherwise. */
 void skd__native_warm_fill(int depth);
+/* The /tmp size pre-made sandboxes are made with until a run asks for
+ * another (a run's default: the spawner's configuration). */
+void skd__native_set_tmp_size(int64_t bytes);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
  * overlay to skd__native_flush, which the spawner calls once the run's

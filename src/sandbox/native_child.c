@@ -11,7 +11,7 @@
  * to every thread it remembers and waits on futexes of threads that do not
  * exist in the child), no sigaction/setrlimit/mount wrappers either. Every
  * kernel call is syscall(SYS_...); the rest is memory reads and simple
- * loops (strlen, memcpy, strchr). Every path and string was prepared by
+ * loops (strlen, memcpy, strchr, strcmp). Every path and string was prepared by
  * the parent (native.c) before clone3. The process that clones (the
  * spawner, spawner.c) is single-threaded as well, so even a slip here
  * could not meet a lock held by another thread.
@@ -23,6 +23,10 @@
  * read-only -> hostname, loopback -> rlimits -> new cgroup namespace -> only fds 0, 1, 2 -> drop
  * every capability and become uid 1000
  * -> no_new_privs, parent-death signal -> seccomp -> execve.
+ * A pre-made sandbox stops after the new cgroup namespace, with its /tmp
+ * and /dev/shm mounted and its capability bounding set emptied, and waits
+ * for its run (warm_receive: other /tmp sizes, the workspace), then goes on
+ * with the fds.
  */
 #include "sandbox/native.h"
 
@@ -310,7 +314,7 @@ static void arrange_fds(const struct skd__native_child *c)
 }
 
 /* The bounding set only limits what an execve may grant, so a pre-made
- * sandbox empties it before it waits (64 system calls off the run's path)
+ * sandbox empties it before it waits (65 system calls off the run's path)
  * and keeps the effective capabilities its set-up after the run needs. */
 static int bset_dropped;
 

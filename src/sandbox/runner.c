@@ -436,6 +436,7 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->network_allowed = r->ceilings.network_allowed;
     k->workspace_quota = r->defaults.workspace_quota;
     k->data_reserve = r->defaults.data_reserve;
+    k->tmp_size = r->defaults.tmp_size;
     k->warm = opts->one_run ? 1 : 2;
     (void)cfg;
     return 0;

@@ -25,7 +25,7 @@ loaded() { LD_DEBUG=files "$@" 2>&1 >/dev/null | sed -n 's/.*file=\(lib[^ ]*\) .
 
 objs=$(loaded "$SKILLD" exec -- true)
 n=$(echo "$objs" | wc -l)
-if ! echo "$objs" | grep -Eq '^lib(curl|xml2|archive|microhttpd|gnutls|ldap|icu)' &&
+if ! echo "$objs" | grep -Eq '^lib(curl|xml2|archive|microhttpd|gnutls|ldap|icu|crypto|ssl)' &&
    echo "$objs" | grep -q '^libseccomp' && [ "$n" -le 12 ]; then
     pass "exec loads $n objects, none of the lazy ones"
 else fail "exec loads only what it needs" "$(echo $objs)"; fi
@@ -39,6 +39,17 @@ if grep -q 'file=libcurl.so.4 .*dynamically loaded' "$TMP/dbg" &&
    [ "$(json_get "$out" 'j["error"]["code"]')" = blocked_address ]; then
     pass "http_request loads libcurl on first use and works"
 else fail "http_request loads libcurl" "$out $(grep -c libcurl "$TMP/dbg")"; fi
+
+# Digests and base64 come from nettle: a file skill, base64 both ways,
+# never opens libcrypto (3.4 MiB resident in a server otherwise).
+out=$(LD_DEBUG=files "$SKILLD" run file_write --key "$KEY" \
+      --input '{"path":"b.bin","content":"AAEC/w==","encoding":"base64"}' 2>"$TMP/dbg")
+back=$(LD_DEBUG=files "$SKILLD" run file_read --key "$KEY" \
+       --input '{"path":"b.bin","encoding":"base64"}' 2>>"$TMP/dbg")
+if [ "$(json_get "$back" 'j["content"]')" = "AAEC/w==" ] && grep -q 'file=libnettle' "$TMP/dbg" &&
+   ! grep -q 'file=libcrypto' "$TMP/dbg"; then
+    pass "file skills round-trip base64 without libcrypto"
+else fail "file skills round-trip base64 without libcrypto" "$out $back $(grep -o 'file=lib[a-z]*' "$TMP/dbg" | sort -u | tr '\n' ' ')"; fi
 
 # A broken libcurl (an empty file first in the search path): named, abort.
 mkdir -p "$TMP/badlib"

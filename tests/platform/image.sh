@@ -84,7 +84,7 @@ chmod 755 "$I/init"
 PKGS=systemd,systemd-sysv,udev,dbus,libpam-systemd,login,passwd,util-linux,procps,psmisc,make,
 PKGS+=python3,nodejs,curl,busybox-static,gcc,libc6-dev,time,e2fsprogs,ca-certificates,
 PKGS+=libjansson4,libmicrohttpd12,libcurl4,libseccomp2,libsqlite3-0,libssl3,libxml2,
-PKGS+=libarchive13,libsystemd0,libcap2,libpq5
+PKGS+=libarchive13,libsystemd0,libcap2,libpq5,libnettle8
 R=$WORK/root
 # The debootstrap tree is cached on its own (keyed by the package list), so
 # a change to the configuration below costs a tar extraction, not a
