@@ -53,6 +53,7 @@ struct skd__cgroup {
     int n;
     int fd;              /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
     int lim_fd[L_COUNT]; /* limit files opened ahead (skd__cgroup_open_limits), or -1 */
+    int oom_fd;          /* its OOM counter file opened ahead (read-only), or -1 */
 };
 
 static int write_file(const char *dir, const char *file, const char *val)
@@ -606,7 +607,7 @@ int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
     skd__cgroup *cg = calloc(1, sizeof(*cg));
     if (!cg)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    cg->fd = -1;
+    cg->fd = cg->oom_fd = -1;
     for (int i = 0; i < L_COUNT; i++)
         cg->lim_fd[i] = -1;
     int n = G.version == 2 ? 1 : G.nctl;
@@ -657,6 +658,12 @@ void skd__cgroup_open_limits(skd__cgroup *cg)
          * limit's own path then decides, as without this. */
         cg->lim_fd[i] = open(p, O_WRONLY | O_CLOEXEC);
     }
+    /* The OOM counter, read once after the run (skd__cgroup_oom_killed). */
+    char p[PATH_MAX];
+    if (cg && cg->oom_fd < 0 &&
+        snprintf(p, sizeof(p), "%s/%s", cg->dir[G.version == 2 ? 0 : C_MEMORY],
+                 G.version == 2 ? "memory.events" : "memory.oom_control") < (int)sizeof(p))
+        cg->oom_fd = open(p, O_RDONLY | O_CLOEXEC);
 }
 
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
@@ -736,16 +743,39 @@ void skd__cgroup_kill(skd__cgroup *cg)
 }
 
 /* Value of "key N" in a flat-keyed file, or -1. */
+/* The number after "key " in a "key value" per line file, or -1. */
+static long long keyed_in(const char *buf, const char *key)
+{
+    size_t kl = strlen(key);
+    for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+        if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+            return strtoll(l + kl + 1, NULL, 10);
+    return -1;
+}
+
 static long long keyed(const char *dir, const char *file, const char *key)
 {
     char buf[4096];
     if (read_file(dir, file, buf, sizeof(buf)))
         return -1;
-    size_t kl = strlen(key);
-    for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
-            return strtoll(l + kl + 1, NULL, 10);
-    return -1;
+    return keyed_in(buf, key);
+}
+
+/* keyed for the OOM counter, through the descriptor opened ahead when
+ * there is one (then closed: it is read once). */
+static long long oom_count(skd__cgroup *cg, const char *dir, const char *file)
+{
+    int fd = cg->oom_fd;
+    if (fd < 0)
+        return keyed(dir, file, "oom_kill");
+    cg->oom_fd = -1;
+    char buf[4096];
+    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+    close(fd);
+    if (n < 0)
+        return keyed(dir, file, "oom_kill");
+    buf[n] = '\0';
+    return keyed_in(buf, "oom_kill");
 }
 
 int skd__cgroup_oom_killed(skd__cgroup *cg)
@@ -753,8 +783,8 @@ int skd__cgroup_oom_killed(skd__cgroup *cg)
     if (!cg || !cg->n)
         return 0;
     if (G.version == 2)
-        return keyed(cg->dir[0], "memory.events", "oom_kill") > 0;
-    long long n = keyed(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill");
+        return oom_count(cg, cg->dir[0], "memory.events") > 0;
+    long long n = oom_count(cg, cg->dir[C_MEMORY], "memory.oom_control");
     if (n >= 0)
         return n > 0;
     char buf[64];
@@ -769,6 +799,8 @@ void skd__cgroup_destroy(skd__cgroup *cg)
         return;
     if (cg->fd >= 0)
         close(cg->fd);
+    if (cg->oom_fd >= 0)
+        close(cg->oom_fd);
     for (int i = 0; i < L_COUNT; i++)
         if (cg->lim_fd[i] >= 0)
             close(cg->lim_fd[i]);
