@@ -1000,7 +1000,7 @@ static void native_cleanup(void *state, skd__outcome *out)
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);
     if (exited)
-        skd__wsq_detach(s->wsq);
+        skd__wsq_sandbox_gone(s->wsq);
     if (s->wsq && out) /* the sandbox is gone; a killed run keeps nothing */
         skd__wsq_commit_outcome(s->wsq, s->pidfd >= 0 && !out->killed && !out->oom_killed,
                                 s->req->cfg->data_reserve, out);

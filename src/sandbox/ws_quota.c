@@ -64,6 +64,7 @@ struct skd__wsq {
     int ws_fd; /* our copy of the workspace's directory descriptor */
     int64_t quota;
     int tmpfs_mounted, lower_mounted, overlay_mounted;
+    int sandbox_gone; /* skd__wsq_sandbox_gone: the commit needs no unmount first */
 };
 
 const char *skd__wsq_merged(const skd__wsq *q)
@@ -96,7 +97,8 @@ static int escape_path(char *buf, size_t cap, const char *path)
 
 static void unmount_all(skd__wsq *q)
 {
-    if (q->overlay_mounted && umount2(q->merged, 0) != 0 && umount2(q->merged, MNT_DETACH) != 0)
+    if (q->overlay_mounted && (q->sandbox_gone || umount2(q->merged, 0) != 0) &&
+        umount2(q->merged, MNT_DETACH) != 0)
         skd_warn("workspace quota: cannot unmount %s: %s", q->merged, strerror(errno));
     q->overlay_mounted = 0;
     char lower[sizeof(q->dir) + 8];
@@ -555,10 +557,10 @@ static int upper_fd(const skd__wsq *q)
     return open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 }
 
-void skd__wsq_detach(skd__wsq *q)
+void skd__wsq_sandbox_gone(skd__wsq *q)
 {
-    if (q && q->overlay_mounted && umount2(q->merged, MNT_DETACH) == 0)
-        q->overlay_mounted = 0;
+    if (q)
+        q->sandbox_gone = 1;
 }
 
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err)
@@ -569,10 +571,10 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     uint64_t now = 0;
     int ws = -1, up = -1, rc = 0;
     *bytes = 0;
-    /* Not known to be gone (skd__wsq_detach was not called): a mount still
-     * busy means something of it is not, and what it may still write is
-     * not taken. */
-    if (q->overlay_mounted) {
+    /* Not known to be gone (skd__wsq_sandbox_gone was not called): a mount
+     * still busy means something of it is not, and what it may still write
+     * is not taken. */
+    if (q->overlay_mounted && !q->sandbox_gone) {
         if (umount2(q->merged, 0) != 0) {
             unmount_all(q);
             return skd_err_set(err, SKD_EQUOTA,

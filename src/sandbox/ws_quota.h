@@ -67,12 +67,15 @@ const char *skd__wsq_merged(const skd__wsq *q);
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err);
 
 /* The sandbox's init was seen to exit, so its pid namespace and every task
- * in it are gone: detach the overlay lazily before the commit. A lazy
- * unmount does not wait for an RCU grace period (0.1-0.5 ms on the run's
- * path), and a blocking one could not have found a sandbox task anyway:
- * the sandbox's mount of the overlay is a copy in its own namespace, which
- * went with its last task. NULL ok. */
-void skd__wsq_detach(skd__wsq *q);
+ * in it are gone: the commit reads the upper layer with the overlay still
+ * mounted, and the overlay is unmounted with the rest afterwards
+ * (skd__wsq_free, after the outcome was sent). An unmount before the
+ * commit cost 0.1-0.5 ms on the run's path, lazy or not, and could not
+ * have found a sandbox task: the sandbox's mount of the overlay is a copy
+ * in its own namespace, which went with its last task. Nothing reads or
+ * writes through the overlay any more, so the commit's changes to the
+ * workspace (its lower layer) are never seen through it. NULL ok. */
+void skd__wsq_sandbox_gone(skd__wsq *q);
 
 struct skd__outcome;
 /* skd__wsq_commit for a provider's cleanup: the result goes into the

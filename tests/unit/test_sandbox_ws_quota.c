@@ -85,7 +85,23 @@ static void fresh_workspace(void)
         printf("# cannot make %s\n", g_ws);
 }
 
-TEST(commit_applies_changes)
+/* 1 when path is a mount point in this process's namespace. */
+static int mounted(const char *path)
+{
+    FILE *f = fopen("/proc/self/mounts", "r");
+    char line[4096], pat[PATH_MAX + 2];
+    int yes = 0;
+    snprintf(pat, sizeof(pat), " %s ", path);
+    while (f && fgets(line, sizeof(line), f))
+        yes |= strstr(line, pat) != NULL;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* gone: as the native provider does once the sandbox's init has exited,
+ * the overlay stays mounted through the commit (skd__wsq_sandbox_gone). */
+static void commit_case(const char *tap_case, const char *id, int gone)
 {
     fresh_workspace();
     char path[PATH_MAX];
@@ -100,8 +116,7 @@ TEST(commit_applies_changes)
     CHECK_EQ_INT(put(path, "was-here", 70), 0);
     skd__wsq *q = NULL;
     skd_err err = {0};
-    CHECK_EQ_INT(
-        skd__wsq_prepare(g_ws, -1, "11111111-1111-1111-1111-111111111111", 1 << 20, &q, &err), 0);
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, id, 1 << 20, &q, &err), 0);
     if (!q) {
         printf("# %s\n", err.msg);
         return;
@@ -129,10 +144,16 @@ TEST(commit_applies_changes)
     CHECK_EQ_INT(size_of(g_ws, "change.txt"), 100);
     CHECK(!exists(g_ws, "new.txt"));
     uint64_t bytes = 0;
+    char merged[PATH_MAX];
+    snprintf(merged, sizeof(merged), "%s", m);
+    if (gone)
+        skd__wsq_sandbox_gone(q);
     CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
     if (err.code)
         printf("# %s\n", err.msg);
+    CHECK_EQ_INT(mounted(merged), gone); /* unmounted first only when not known to be gone */
     skd__wsq_free(q);
+    CHECK(!mounted(merged));
     CHECK_EQ_INT(size_of(g_ws, "keep.txt"), 100);
     CHECK_EQ_INT(size_of(g_ws, "change.txt"), 1000);
     CHECK_EQ_INT(size_of(g_ws, "new.txt"), 2000);
@@ -148,6 +169,16 @@ TEST(commit_applies_changes)
     CHECK(!exists(g_ws, ".skd-tmp-0011223344556677"));
     CHECK_EQ_INT(bytes, usage());
     CHECK_EQ_INT(bytes, 100 + 1000 + 2000 + 50 + 10 + 5);
+}
+
+TEST(commit_applies_changes)
+{
+    commit_case(tap_case, "11111111-1111-1111-1111-111111111111", 0);
+}
+
+TEST(commit_with_the_overlay_still_mounted)
+{
+    commit_case(tap_case, "77777777-7777-7777-7777-777777777777", 1);
 }
 
 TEST(over_quota_changes_nothing)
@@ -366,7 +397,7 @@ TEST(nothing_left_mounted)
     /* Only this test's run ids count: other users of the machine may have
      * overlays of their own mounted right now. */
     static const char *const ids[] = {"/11111111-", "/22222222-", "/33333333-", "/44444444-",
-                                      "/55555555-", "/66666666-", "/warm-test-"};
+                                      "/55555555-", "/66666666-", "/77777777-", "/warm-test-"};
     while (f && fgets(line, sizeof(line), f))
         for (size_t i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
             if (strstr(line, dir) && strstr(line, ids[i]))
@@ -387,6 +418,7 @@ int main(int argc, char **argv)
     }
     if (!getenv("SKILLD_WSQ_NATIVE_PART")) {
         RUN(commit_applies_changes);
+        RUN(commit_with_the_overlay_still_mounted);
         RUN(over_quota_changes_nothing);
         RUN(killed_run_changes_nothing);
         /* Valgrind 3.19 implements neither open_tree nor mount_setattr,
