@@ -72,15 +72,20 @@ static struct {
 /* The workspace quota of the last run that had one: a pre-made sandbox's
  * quota tmpfs is made for it (skd__wsq_stage; another quota starts afresh). */
 static int64_t last_quota;
-/* The /tmp size of the last run (the configured default before one): a
- * pre-made sandbox's /tmp and /dev/shm are mounted for it, a run takes one
- * made for its size when there is one, and another size gets fresh ones
- * when its run arrives (native_child.c, warm_receive). */
-static int64_t last_tmp_size;
+/* A run's defaults (the operator's): a pre-made sandbox's /tmp and /dev/shm
+ * are mounted with this size and these limits are written to its cgroup
+ * ahead. A run with other values gets fresh mounts (native_child.c,
+ * warm_receive) and its own limits written at prepare. Never a tenant's
+ * values, so nothing of one tenant's runs shapes the next sandbox. */
+static int64_t def_tmp_size;
+static skd_sandbox_config def_limits;
 
-void skd__native_set_tmp_size(int64_t bytes)
+void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu)
 {
-    last_tmp_size = bytes;
+    def_tmp_size = tmp_bytes;
+    def_limits.memory_limit = memory_mb;
+    def_limits.pids_limit = pids;
+    def_limits.cpu_limit = cpu;
 }
 static size_t ndeferred;
 
@@ -116,7 +121,8 @@ void skd__native_forget(void)
     ndeferred = 0;
     defer_on = 0;
     last_quota = 0;
-    last_tmp_size = 0;
+    def_tmp_size = 0;
+    memset(&def_limits, 0, sizeof(def_limits));
     skd__cgroup_forget();
 }
 
@@ -139,8 +145,7 @@ struct nstate {
      * held from its start until its run's spawn hands them out. */
     int warm, handed, ctl;
     skd__spawned ends;
-    skd__wsq *stage;  /* pre-made: its run's quota tmpfs, made ahead, or NULL */
-    int64_t made_tmp; /* pre-made: the /tmp size its /tmp and /dev/shm were mounted for */
+    skd__wsq *stage; /* pre-made: its run's quota tmpfs, made ahead, or NULL */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -590,36 +595,24 @@ static int warm_fits(const skd__sandbox_req *req)
     return len <= SKD__WARM_MSG_MAX;
 }
 
-/* Take a waiting sandbox that is still there (one dies if its set-up
- * failed), or NULL: the oldest made for the run's /tmp size, else the
- * oldest (the oldest has had the most time to finish its set-up). */
-static struct nstate *warm_take(int64_t tmp_size)
+/* Take the oldest waiting sandbox that is still there (one dies if its
+ * set-up failed), or NULL: the oldest has had the most time to finish its
+ * set-up. */
+static struct nstate *warm_take(void)
 {
-    for (int i = 0; i < nwarm;) {
-        struct nstate *w = warm[i];
+    while (nwarm > 0) {
+        struct nstate *w = warm[0];
+        memmove(warm, warm + 1, (size_t)(--nwarm) * sizeof(warm[0]));
         struct pollfd p = {.fd = w->pidfd, .events = POLLIN};
-        if (poll(&p, 1, 0) == 0) {
-            i++;
-            continue;
-        }
-        memmove(warm + i, warm + i + 1, (size_t)(--nwarm - i) * sizeof(warm[0]));
+        if (poll(&p, 1, 0) == 0)
+            return w;
         char why[256] = "";
         ssize_t n = read(w->ends.status_fd, why, sizeof(why) - 1);
         why[n > 0 ? n : 0] = '\0';
         skd_warn("native sandbox: a pre-made sandbox died before its run (%s)", why);
         native_cleanup(w, NULL);
     }
-    if (nwarm == 0)
-        return NULL;
-    int k = 0;
-    for (int i = 0; i < nwarm; i++)
-        if (warm[i]->made_tmp == tmp_size) {
-            k = i;
-            break;
-        }
-    struct nstate *w = warm[k];
-    memmove(warm + k, warm + k + 1, (size_t)(--nwarm - k) * sizeof(warm[0]));
-    return w;
+    return NULL;
 }
 
 static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
@@ -642,8 +635,7 @@ static int native_prepare(const skd__sandbox_req *req, void **state, skd_err *er
                            "image %.200s is not imported for the native sandbox; run skilld "
                            "image import",
                            req->image);
-    last_tmp_size = req->cfg->tmp_size;
-    struct nstate *w = warm_fits(req) ? warm_take(req->cfg->tmp_size) : NULL; /* used once */
+    struct nstate *w = warm_fits(req) ? warm_take() : NULL; /* each is used once */
     if (w) {
         w->req = req;
         set_opts(w);
@@ -932,7 +924,7 @@ void skd__native_warm_fill(int depth)
     if (!s)
         return;
     s->warm = s->child.warm = 1;
-    cfg.tmp_size = s->made_tmp = last_tmp_size > 0 ? last_tmp_size : 1 << 20;
+    cfg.tmp_size = def_tmp_size > 0 ? def_tmp_size : 1 << 20;
     if (fill_child(s, &err) || skd__cgroup_create_bare(name, &s->cg, &err) ||
         start_child(s, &sp, &err)) {
         skd_debug("native sandbox: no pre-made sandbox: %s", skd_err_msg(&err));
@@ -943,6 +935,8 @@ void skd__native_warm_fill(int depth)
     sp.pidfd = -1;
     s->ends = sp;
     skd__cgroup_open_limits(s->cg);
+    if (def_limits.memory_limit > 0 && def_limits.pids_limit > 0 && def_limits.cpu_limit > 0)
+        skd__cgroup_write_ahead(s->cg, &def_limits);
     if (last_quota > 0 && skd__wsq_stage(name, last_quota, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
                                          SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->stage, &err))
         skd_debug("native sandbox: no quota tmpfs made ahead: %s", skd_err_msg(&err));

@@ -47,6 +47,12 @@ int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *e
  * write, not a path lookup in the cgroup filesystem. Best effort: a file
  * that cannot be opened is opened by apply, as without this. */
 void skd__cgroup_open_limits(skd__cgroup *cg);
+/* Write cfg's limits to a bare cgroup ahead, through the descriptors
+ * skd__cgroup_open_limits opened (a pre-made sandbox's, with the limits of
+ * the spawner's last run). skd__cgroup_apply then writes only the values
+ * that differ. Best effort: a limit that could not be written ahead is
+ * written by apply, as without this. */
+void skd__cgroup_write_ahead(skd__cgroup *cg, const skd_sandbox_config *cfg);
 /* cgroup v2: a directory fd of the run's cgroup for clone3's
  * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */
 int skd__cgroup_clone_fd(const skd__cgroup *cg);
@@ -174,9 +180,10 @@ void skd__native_child_main(const struct skd__native_child *c) __attribute__((no
  * usable); drop kills every waiting one and removes its cgroup. Both are
  * no-ops otherwise. */
 void skd__native_warm_fill(int depth);
-/* The /tmp size pre-made sandboxes are made with until a run asks for
- * another (a run's default: the spawner's configuration). */
-void skd__native_set_tmp_size(int64_t bytes);
+/* A run's defaults, the operator's (the spawner's configuration): pre-made
+ * sandboxes get /tmp and /dev/shm of this size and these limits written
+ * to their cgroup ahead; a run that asks for others gets those instead. */
+void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
  * overlay to skd__native_flush, which the spawner calls once the run's

@@ -51,9 +51,11 @@ enum lim { L_MEM, L_MEMSW, L_PIDS, L_CPU_PERIOD, L_CPU_QUOTA, L_COUNT };
 struct skd__cgroup {
     char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
     int n;
-    int fd;              /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
-    int lim_fd[L_COUNT]; /* limit files opened ahead (skd__cgroup_open_limits), or -1 */
-    int oom_fd;          /* its OOM counter file opened ahead (read-only), or -1 */
+    int fd;                  /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
+    int lim_fd[L_COUNT];     /* limit files opened ahead (skd__cgroup_open_limits), or -1 */
+    int oom_fd;              /* its OOM counter file opened ahead (read-only), or -1 */
+    int ahead_mode;          /* skd__cgroup_write_ahead is writing: keep the descriptors */
+    char ahead[L_COUNT][40]; /* the value written ahead through lim_fd[i], or "" */
 };
 
 static int write_file(const char *dir, const char *file, const char *val)
@@ -74,18 +76,34 @@ static int write_file(const char *dir, const char *file, const char *val)
 }
 
 /* write_file for limit idx: through the descriptor opened ahead when there
- * is one (then closed: each limit is written once), else by path. */
+ * is one (then closed: each limit is written once), else by path. A value
+ * that was written ahead (skd__cgroup_write_ahead) is in the file already
+ * and is not written again. While writing ahead, the descriptor stays open
+ * and the value is remembered. */
 static int write_limit(skd__cgroup *cg, int idx, const char *dir, const char *file, const char *val)
 {
     int fd = cg->lim_fd[idx];
+    size_t len = strlen(val);
+    if (cg->ahead_mode) {
+        if (fd < 0) { /* as a path that is not there (v2 without swap accounting) */
+            errno = ENOENT;
+            return -1;
+        }
+        if (len >= sizeof(cg->ahead[idx]) || write(fd, val, len) != (ssize_t)len)
+            return -1;
+        memcpy(cg->ahead[idx], val, len + 1);
+        return 0;
+    }
+    int same = cg->ahead[idx][0] && strcmp(cg->ahead[idx], val) == 0;
+    cg->ahead[idx][0] = '\0';
     if (fd < 0)
-        return write_file(dir, file, val);
+        return same ? 0 : write_file(dir, file, val);
     cg->lim_fd[idx] = -1;
-    ssize_t n = write(fd, val, strlen(val));
+    ssize_t n = same ? (ssize_t)len : write(fd, val, len);
     int saved = errno;
     close(fd);
     errno = saved;
-    return n == (ssize_t)strlen(val) ? 0 : -1;
+    return n == (ssize_t)len ? 0 : -1;
 }
 
 static int read_file(const char *dir, const char *file, char *buf, size_t cap)
@@ -573,12 +591,21 @@ static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char 
 {
     char v[64];
     snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
+    /* The memory limit may never be above memory+swap's: when the value
+     * written ahead is lower than this run's, memsw is raised first. */
+    int memsw_first = G.has_memsw && !cg->ahead_mode && cg->ahead[L_MEMSW][0] &&
+                      strtoll(cg->ahead[L_MEMSW], NULL, 10) < (long long)cfg->memory_limit << 20;
+    if (memsw_first &&
+        (*step = "memory.memsw.limit_in_bytes",
+         write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v)))
+        return -1;
     if (*step = "memory.limit_in_bytes",
         write_limit(cg, L_MEM, cg->dir[C_MEMORY], "memory.limit_in_bytes", v))
         return -1;
     if (G.has_memsw) {
-        if (*step = "memory.memsw.limit_in_bytes",
-            write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v))
+        if (!memsw_first &&
+            (*step = "memory.memsw.limit_in_bytes",
+             write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v)))
             return -1;
     } else if (swap_present()) {
         *step = "memory.memsw.limit_in_bytes (swap is on and cannot be limited)";
@@ -638,6 +665,19 @@ int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *e
         return 0;
     return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
                        strerror(errno), skd__cgroup_describe());
+}
+
+void skd__cgroup_write_ahead(skd__cgroup *cg, const skd_sandbox_config *cfg)
+{
+    if (!cg)
+        return;
+    const char *step = "limits";
+    cg->ahead_mode = 1;
+    int rc = (G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step);
+    cg->ahead_mode = 0;
+    if (rc != 0) /* apply writes every limit, from whatever got written */
+        for (int i = 0; i < L_COUNT; i++)
+            cg->ahead[i][0] = '\0';
 }
 
 void skd__cgroup_open_limits(skd__cgroup *cg)

@@ -437,6 +437,9 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->workspace_quota = r->defaults.workspace_quota;
     k->data_reserve = r->defaults.data_reserve;
     k->tmp_size = r->defaults.tmp_size;
+    k->memory_mb = r->defaults.memory_limit;
+    k->pids = r->defaults.pids_limit;
+    k->cpu = r->defaults.cpu_limit;
     k->warm = opts->one_run ? 1 : 2;
     (void)cfg;
     return 0;

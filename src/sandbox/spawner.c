@@ -565,7 +565,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         _exit(127);
     skd__native_forget();
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
-    skd__native_set_tmp_size(conf->tmp_size);
+    skd__native_set_defaults(conf->tmp_size, conf->memory_mb, conf->pids, conf->cpu);
     skd__native_defer_teardown(1);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
      * spawner that died before us. */

@@ -25,9 +25,9 @@ typedef struct skd__spawner_conf {
      * workspace may hold after a run (0: no overlay), and the bytes of
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
-    /* The /tmp size of a run that asks for none: pre-made sandboxes are
-     * made with it until a run asks for another (native.c). */
-    long long tmp_size;
+    /* A run's defaults (the operator's): pre-made sandboxes are made with
+     * this /tmp size and these limits (native.c), never a tenant's. */
+    long long tmp_size, memory_mb, pids, cpu;
     /* Pre-made native sandboxes (native.c): 0 none, 1 one at start only
      * (skilld exec), 2 two kept waiting, one made after each run (a server). */
     int warm;

@@ -30,7 +30,9 @@ TEST(status_line)
 {
     skd_sandbox_result res;
     CHECK_EQ_INT(run_sh("grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd|CapAmb|Seccomp):' "
-                        "/proc/self/status", NULL, &res), 0);
+                        "/proc/self/status",
+                        NULL, &res),
+                 0);
     CHECK(strstr(S(res.out), "NoNewPrivs:\t1") != NULL);
     CHECK(strstr(S(res.out), "CapEff:\t0000000000000000") != NULL);
     CHECK(strstr(S(res.out), "CapPrm:\t0000000000000000") != NULL);
@@ -42,14 +44,15 @@ TEST(status_line)
 TEST(identity_and_root)
 {
     skd_sandbox_result res;
-    CHECK_EQ_INT(run_sh("id -u; id -g; hostname; pwd; cat /etc/shadow 2>/dev/null || echo noshadow;"
-                        " touch /usr/x 2>/dev/null || echo rofs; touch /etc/x 2>/dev/null || "
-                        "echo roetc; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$' | sort -n | tail -n 1",
-                        NULL, &res),
-                 0);
+    CHECK_EQ_INT(
+        run_sh("id -u; id -g; hostname; pwd; cat /etc/shadow 2>/dev/null || echo noshadow;"
+               " touch /usr/x 2>/dev/null || echo rofs; touch /etc/x 2>/dev/null || "
+               "echo roetc; cat /proc/1/comm; ls /proc | grep -E '^[0-9]+$' | sort -n | tail -n 1",
+               NULL, &res),
+        0);
     /* A fresh pid namespace: the shell is pid 1 and no host pid shows. */
-    CHECK(strncmp(S(res.out), "1000\n1000\nsandbox\n/workspace\nnoshadow\nrofs\nroetc\nsh\n",
-                  52) == 0);
+    CHECK(strncmp(S(res.out), "1000\n1000\nsandbox\n/workspace\nnoshadow\nrofs\nroetc\nsh\n", 52) ==
+          0);
     const char *last = strrchr(S(res.out), '\n');
     while (last && last > S(res.out) && last[-1] != '\n')
         last--;
@@ -93,9 +96,8 @@ TEST(workspace_round_trip)
     /* Read-only workspace: reading works, writing does not. */
     skd_sandbox_config c = sbt_cfg();
     c.workspace_read_only = 1;
-    CHECK_EQ_INT(run_sh("cat /workspace/out.txt; echo y > /workspace/new.txt || echo denied", &c,
-                        &res),
-                 0);
+    CHECK_EQ_INT(
+        run_sh("cat /workspace/out.txt; echo y > /workspace/new.txt || echo denied", &c, &res), 0);
     CHECK_STR(S(res.out), "from-sandbox\ndenied\n");
     skd_sandbox_result_free(&res);
     snprintf(path, sizeof(path), "%s/new.txt", WS);
@@ -119,21 +121,24 @@ TEST(tmp_is_private_and_limited)
 }
 
 /* Runs one after the other take pre-made sandboxes, whose /tmp and
- * /dev/shm are mounted ahead with the last run's size: each run still gets
- * its own size, empty, whether or not it is the one they were made for. */
+ * /dev/shm are mounted ahead with the default size: a run of the default
+ * size keeps them, a run of another size gets fresh ones; each gets its own
+ * size, empty. */
 TEST(tmp_size_of_each_run)
 {
-    static const int mib[] = {2, 8, 8, 2, 2, 8};
+    static const int mib[] = {0, 2, 0, 8, 8, 0}; /* 0: the default, 64 MiB */
     for (size_t i = 0; i < sizeof(mib) / sizeof(mib[0]); i++) {
         skd_sandbox_result res;
         skd_sandbox_config c = sbt_cfg();
-        c.tmp_size = (int64_t)mib[i] << 20;
+        if (mib[i])
+            c.tmp_size = (int64_t)mib[i] << 20;
+        int kib = (int)(c.tmp_size >> 10);
         CHECK_EQ_INT(run_sh("df -k /tmp /dev/shm | awk 'NR>1{printf \"%s \", $2}'; "
                             "ls -A /tmp /dev/shm | wc -w; echo x > /tmp/m; echo x > /dev/shm/m",
                             &c, &res),
                      0);
         char want[64];
-        snprintf(want, sizeof(want), "%d %d 2\n", mib[i] * 1024, mib[i] * 1024);
+        snprintf(want, sizeof(want), "%d %d 2\n", kib, kib < 65536 ? kib : 65536);
         CHECK_STR(S(res.out), want);
         skd_sandbox_result_free(&res);
     }
@@ -151,13 +156,35 @@ TEST(memory_limit_oom)
     skd_sandbox_result_free(&res);
 }
 
+/* A pre-made sandbox's cgroup has the default limits written ahead; a run
+ * with others gets its own, raised (memory+swap first on cgroup v1) or
+ * lowered, and a run with the defaults gets the defaults. */
+TEST(memory_limit_above_and_below_the_default)
+{
+    static const struct {
+        int mib, alloc, oom;
+    } runs[] = {{1024, 700, 0}, {0, 700, 1}, {256, 300, 1}, {256, 100, 0}, {1024, 700, 0}};
+    for (size_t i = 0; i < sizeof(runs) / sizeof(runs[0]); i++) {
+        skd_sandbox_result res;
+        skd_sandbox_config c = sbt_cfg(); /* default memoryLimit: 512 MiB */
+        if (runs[i].mib)
+            c.memory_limit = runs[i].mib;
+        char script[128];
+        snprintf(script, sizeof(script), "python3 -c 's = b\"x\" * (%d << 20)'; echo after $?",
+                 runs[i].alloc);
+        CHECK_EQ_INT(run_sh(script, &c, &res), 0);
+        CHECK_EQ_INT(res.oom_killed, runs[i].oom);
+        CHECK_STR(S(res.out), runs[i].oom ? "after 137\n" : "after 0\n");
+        skd_sandbox_result_free(&res);
+    }
+}
+
 TEST(pids_limit)
 {
     skd_sandbox_result res;
     skd_sandbox_config c = sbt_cfg();
     c.pids_limit = 8;
-    CHECK_EQ_INT(run_sh("for i in $(seq 1 30); do sleep 5 & done; echo all-started", &c, &res),
-                 0);
+    CHECK_EQ_INT(run_sh("for i in $(seq 1 30); do sleep 5 & done; echo all-started", &c, &res), 0);
     CHECK(res.exit_code != 0);
     CHECK(strstr(S(res.err), "fork") != NULL);
     CHECK(strstr(S(res.out), "all-started") == NULL);
@@ -336,6 +363,7 @@ int main(int argc, char **argv)
     RUN(tmp_is_private_and_limited);
     RUN(tmp_size_of_each_run);
     RUN(memory_limit_oom);
+    RUN(memory_limit_above_and_below_the_default);
     RUN(pids_limit);
     RUN(no_grandchild_survives_timeout);
     RUN(seccomp_denials);
