@@ -16,6 +16,10 @@
 
 /* Random version-4 UUID into out (37 bytes with NUL). Returns 0 or SKD_EINTERNAL. */
 int skd_uuid(char out[SKD_UUID_LEN + 1]);
+/* Time-ordered (version 7, RFC 9562): the first 48 bits are milliseconds
+ * since the epoch, the rest random. Execution ids: rows keyed by them are
+ * appended at the end of their index instead of at random places. */
+int skd_uuid7(char out[SKD_UUID_LEN + 1]);
 
 /* Lower-case hex SHA-256 of len bytes into out (65 bytes with NUL). */
 void skd_sha256_hex(const void *data, size_t len, char out[SKD_SHA256_HEX_LEN + 1]);

@@ -42,17 +42,40 @@ int skd_random(void *out, size_t n)
     return 0;
 }
 
+/* 8-4-4-4-12 lower-case hex of b, with the version nibble and variant. */
+static void uuid_format(unsigned char b[16], unsigned version, char out[SKD_UUID_LEN + 1])
+{
+    static const char hex[] = "0123456789abcdef";
+    b[6] = (unsigned char)((b[6] & 0x0f) | (version << 4));
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    size_t o = 0;
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            out[o++] = '-';
+        out[o++] = hex[b[i] >> 4];
+        out[o++] = hex[b[i] & 15];
+    }
+    out[o] = '\0';
+}
+
 int skd_uuid(char out[SKD_UUID_LEN + 1])
 {
     unsigned char b[16];
     if (skd_random(b, sizeof(b)))
         return SKD_EINTERNAL;
-    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
-    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
-    snprintf(out, SKD_UUID_LEN + 1,
-             "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
-             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
-             b[15]);
+    uuid_format(b, 4, out);
+    return 0;
+}
+
+int skd_uuid7(char out[SKD_UUID_LEN + 1])
+{
+    unsigned char b[16];
+    if (skd_random(b + 6, sizeof(b) - 6))
+        return SKD_EINTERNAL;
+    uint64_t ms = (uint64_t)skd_wall_ms();
+    for (int i = 5; i >= 0; i--, ms >>= 8)
+        b[i] = (unsigned char)(ms & 0xff);
+    uuid_format(b, 7, out);
     return 0;
 }
 

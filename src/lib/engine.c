@@ -330,7 +330,7 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
     json_t *empty = NULL;
     const json_t *input = c->input;
     skd_skill *s = NULL;
-    if (skd_uuid(id))
+    if (skd_uuid7(id))
         return skd_result_error(SKD_EINTERNAL, "no randomness for an execution id");
     if (exec_id)
         memcpy(exec_id, id, sizeof(id));
@@ -550,7 +550,7 @@ int skd_engine_audit_run(skd_engine *e, const char *key_id, const json_t *input,
     int rc = need_store(e, err);
     if (rc)
         return rc;
-    if (skd_uuid(id))
+    if (skd_uuid7(id))
         return skd_err_set(err, SKD_EINTERNAL, "no randomness for an execution id");
     if (exec_id)
         memcpy(exec_id, id, sizeof(id));

@@ -4,6 +4,7 @@
 #include "tap.h"
 
 #include <stdlib.h>
+#include <time.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -153,6 +154,24 @@ TEST(utilities)
     CHECK_EQ_INT(skd_uuid(id), 0);
     CHECK_EQ_INT(strlen(id), 36);
     CHECK(id[14] == '4');
+    /* version 7: its first 48 bits are the time in ms, so later ones sort after */
+    char a7[37], b7[37];
+    int64_t before = skd_wall_ms();
+    CHECK_EQ_INT(skd_uuid7(a7), 0);
+    CHECK_EQ_INT(strlen(a7), 36);
+    CHECK(a7[8] == '-' && a7[13] == '-' && a7[18] == '-' && a7[23] == '-');
+    CHECK(a7[14] == '7' && strchr("89ab", a7[19]) != NULL);
+    char ts[13];
+    memcpy(ts, a7, 8);
+    memcpy(ts + 8, a7 + 9, 4);
+    ts[12] = '\0';
+    long long t7 = strtoll(ts, NULL, 16);
+    CHECK(t7 >= before && t7 <= skd_wall_ms());
+    struct timespec pause = {0, 2000000};
+    nanosleep(&pause, NULL);
+    CHECK_EQ_INT(skd_uuid7(b7), 0);
+    CHECK(strcmp(a7, b7) < 0);
+    CHECK(strcmp(a7 + 14, b7 + 14) != 0); /* random after the time */
     skd_sha256_hex("alice", 5, h);
     CHECK_STR(h, "2bd806c97f0e00af1a1fc3328fa763a9269723c8db8fac4f93af71db186d6e90");
     skd_sha256_hex("", 0, h);
