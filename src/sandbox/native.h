@@ -38,8 +38,9 @@ const char *skd__cgroup_describe(void);
 int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
                        skd_err *err);
 /* The same in two steps: the directory alone (no limit written yet: a
- * pre-made sandbox's cgroup, made before its run is known), then the run's
- * limits. A cgroup is never used for two runs. */
+ * pre-made sandbox's cgroup, made before its run is known; it may get the
+ * defaults by skd__cgroup_write_ahead), then the run's limits. A cgroup is never used for two runs.
+ */
 int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err);
 int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err);
 /* Open a bare cgroup's limit files ahead (a pre-made sandbox's, while it
@@ -48,10 +49,10 @@ int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *e
  * that cannot be opened is opened by apply, as without this. */
 void skd__cgroup_open_limits(skd__cgroup *cg);
 /* Write cfg's limits to a bare cgroup ahead, through the descriptors
- * skd__cgroup_open_limits opened (a pre-made sandbox's, with the limits of
- * the spawner's last run). skd__cgroup_apply then writes only the values
- * that differ. Best effort: a limit that could not be written ahead is
- * written by apply, as without this. */
+ * skd__cgroup_open_limits opened (a pre-made sandbox's, with the
+ * operator's default limits, never a tenant's). skd__cgroup_apply then
+ * writes only the values that differ. Best effort: a limit that could not
+ * be written ahead is written by apply, as without this. */
 void skd__cgroup_write_ahead(skd__cgroup *cg, const skd_sandbox_config *cfg);
 /* cgroup v2: a directory fd of the run's cgroup for clone3's
  * CLONE_INTO_CGROUP (no migration afterwards); -1 on v1. Borrowed. */

@@ -673,11 +673,12 @@ void skd__cgroup_write_ahead(skd__cgroup *cg, const skd_sandbox_config *cfg)
         return;
     const char *step = "limits";
     cg->ahead_mode = 1;
-    int rc = (G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step);
+    /* A step that fails leaves the ones before it written and remembered
+     * (an entry is set only after a whole write, which the kernel takes or
+     * refuses as one): apply then knows what the files hold, and on v1
+     * still raises memory+swap before memory. */
+    (void)(G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step);
     cg->ahead_mode = 0;
-    if (rc != 0) /* apply writes every limit, from whatever got written */
-        for (int i = 0; i < L_COUNT; i++)
-            cg->ahead[i][0] = '\0';
 }
 
 void skd__cgroup_open_limits(skd__cgroup *cg)
@@ -782,7 +783,6 @@ void skd__cgroup_kill(skd__cgroup *cg)
         write_file(cg->dir[C_FREEZER], "freezer.state", "THAWED");
 }
 
-/* Value of "key N" in a flat-keyed file, or -1. */
 /* The number after "key " in a "key value" per line file, or -1. */
 static long long keyed_in(const char *buf, const char *key)
 {

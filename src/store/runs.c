@@ -102,9 +102,9 @@ static skd__sql q_notify = SKD__SQL("SELECT pg_notify('skilld', ?1)");
 #define RUN_COLS "id,key_id,skill,replica,state,started_ms,ended_ms,lease_until_ms,cancel_requested"
 static skd__sql q_list = SKD__SQL2(
     "SELECT " RUN_COLS " FROM runs WHERE (?1 IS NULL OR key_id=?1) AND (?2 IS NULL OR state=?2) "
-    "ORDER BY started_ms DESC, id LIMIT ?3",
+    "ORDER BY started_ms DESC, id DESC LIMIT ?3",
     "SELECT " RUN_COLS " FROM runs WHERE ($1::text IS NULL OR key_id=$1) AND "
-    "($2::text IS NULL OR state=$2) ORDER BY started_ms DESC, id LIMIT $3");
+    "($2::text IS NULL OR state=$2) ORDER BY started_ms DESC, id DESC LIMIT $3");
 
 /* ---- small helpers ---- */
 

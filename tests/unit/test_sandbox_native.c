@@ -179,6 +179,32 @@ TEST(memory_limit_above_and_below_the_default)
     }
 }
 
+/* A write-ahead whose last step the kernel refuses (a CPU quota of 0)
+ * leaves memory and memory+swap written: a run that raises the memory
+ * limit must still get it (cgroup v1: memory+swap first). */
+TEST(limits_after_a_failed_write_ahead)
+{
+    skd__cgroup *cg = NULL;
+    skd_err err = {0};
+    char name[64];
+    snprintf(name, sizeof(name), "ahead-test-%d", (int)getpid());
+    CHECK_EQ_INT(skd__cgroup_create_bare(name, &cg, &err), 0);
+    if (!cg)
+        return;
+    skd__cgroup_open_limits(cg);
+    skd_sandbox_config ahead = sbt_cfg();
+    ahead.memory_limit = 512;
+    ahead.cpu_limit = 0;
+    skd__cgroup_write_ahead(cg, &ahead);
+    skd_sandbox_config run = ahead;
+    run.memory_limit = 1024;
+    run.cpu_limit = 50;
+    CHECK_EQ_INT(skd__cgroup_apply(cg, &run, &err), 0);
+    if (err.code)
+        printf("# %s\n", skd_err_msg(&err));
+    skd__cgroup_destroy(cg);
+}
+
 TEST(pids_limit)
 {
     skd_sandbox_result res;
@@ -364,6 +390,7 @@ int main(int argc, char **argv)
     RUN(tmp_size_of_each_run);
     RUN(memory_limit_oom);
     RUN(memory_limit_above_and_below_the_default);
+    RUN(limits_after_a_failed_write_ahead);
     RUN(pids_limit);
     RUN(no_grandchild_survives_timeout);
     RUN(seccomp_denials);

@@ -339,7 +339,9 @@ TEST(stage_serves_one_run)
     CHECK_EQ_INT(mounted_under("warm-test-1"), 3); /* + idmapped lower, overlay */
     CHECK_EQ_INT(put(skd__wsq_merged(q), "staged.txt", 10), 0);
     uint64_t bytes = 0;
+    skd__wsq_sandbox_gone(q); /* as the native provider does: the overlay stays mounted */
     CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
+    CHECK_EQ_INT(mounted_under("warm-test-1"), 3);
     skd__wsq_free(q);
     CHECK_EQ_INT(size_of(g_ws, "staged.txt"), 10);
     CHECK(!wsq_dir_exists("warm-test-1"));
