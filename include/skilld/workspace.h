@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include "skilld/error.h"
 
@@ -56,6 +57,10 @@ int skd_workspace_path_is_root(const char *path);
  * may lie outside the workspace. O_NONBLOCK is used for the open and
  * cleared afterwards unless the caller asked for it. */
 int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode, skd_err *err);
+/* skd_workspace_openat, with *st filled from the open descriptor's fstat
+ * (the checks' own, so the caller needs no second one). */
+int skd_workspace_openat_stat(skd_workspace *ws, const char *path, int flags, mode_t mode,
+                              struct stat *st, skd_err *err);
 
 /* Longest single name (one path component), in bytes. */
 #define SKD_WS_NAME_MAX 255

@@ -87,13 +87,9 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
     if (has_length && length > max)
         return skd_result_error(SKD_ETOOBIG, "length %llu exceeds SKILLS_MAX_FILE_BYTES (%llu)",
                                 (unsigned long long)length, (unsigned long long)max);
-    fd = skd_workspace_openat(ctx->ws, path, O_RDONLY, 0, &err);
+    fd = skd_workspace_openat_stat(ctx->ws, path, O_RDONLY, 0, &st, &err);
     if (fd < 0)
         return skd_result_from_err(&err);
-    if (fstat(fd, &st) != 0) {
-        result = skd_result_error(SKD_EIO, "%s: %s", path, strerror(errno));
-        goto out;
-    }
     if (S_ISDIR(st.st_mode)) {
         result = skd_result_error(SKD_EISDIR, "%s: is a directory (use file_list)", path);
         goto out;

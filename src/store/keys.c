@@ -8,17 +8,33 @@
  * itself, compared in constant time, and the row), which is only believed
  * while the keys' generation is the one it was filled at: a revocation
  * bumps that counter (row 'keys' of the changes table) in the same
- * transaction, and every authentication reads it first (one row by primary
- * key), so a key revoked through any process or replica sharing the store
- * is refused on the very next call.
+ * transaction, and every authentication checks it first, so a key revoked
+ * through any process or replica sharing the store is refused on the very
+ * next call.
+ *
+ * On PostgreSQL the check reads the row (one row by primary key). On
+ * SQLite, whose users all share one machine, it reads a counter in a small
+ * file beside the database ("<db>-keysig", mapped shared by every process
+ * that opens the store): a revocation adds one to it after its commit, and
+ * the row is read again only when the counter moved. That is one load from
+ * memory instead of a read transaction (its two lock calls on the -shm file
+ * and a statement) on every call. A revoker that dies between its commit
+ * and its signal is caught by the replica thread, which compares the row
+ * with the cached generation every 200 ms (skd__keycache_poll). Where the
+ * file cannot be opened or mapped, every check reads the row, as on
+ * PostgreSQL.
  */
 #include "skilld/registry.h"
 #include "skilld/util.h"
 #include "store/store_internal.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const struct {
     const char *name;
@@ -204,6 +220,10 @@ out:
 
 struct skd__keycache {
     pthread_mutex_t mu;
+    uint64_t *sig; /* SQLite: the shared change signal (a mapped page); NULL: none */
+    int gen_ok;    /* gen was read when *sig was gen_sig (guarded by mu) */
+    int64_t gen;
+    uint64_t gen_sig;
     struct kc_entry {
         int used;
         int64_t gen;
@@ -254,12 +274,92 @@ static void kc_put(skd_store *st, const char *secret, int64_t gen, const skd_key
     pthread_mutex_unlock(&kc->mu);
 }
 
+/* The generation to check the cache against: from the signal when it has
+ * not moved since the row was last read, else from the row. The signal is
+ * loaded before the row is read, so a pair (sig, gen) never holds a
+ * generation older than the last revocation signalled before sig. */
+static int current_gen(skd_store *st, int64_t *gen, skd_err *err)
+{
+    struct skd__keycache *kc = st->kc;
+    if (!kc || !kc->sig)
+        return read_gen(st, gen, err);
+    uint64_t sig = __atomic_load_n(kc->sig, __ATOMIC_ACQUIRE);
+    pthread_mutex_lock(&kc->mu);
+    int ok = kc->gen_ok && kc->gen_sig == sig;
+    *gen = kc->gen;
+    pthread_mutex_unlock(&kc->mu);
+    if (ok)
+        return 0;
+    int rc = read_gen(st, gen, err);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&kc->mu);
+    kc->gen_ok = 1;
+    kc->gen = *gen;
+    kc->gen_sig = sig;
+    pthread_mutex_unlock(&kc->mu);
+    return 0;
+}
+
+/* Tell every process on this file that the keys changed (after the commit,
+ * whether or not it reported success: a needless signal costs one read). */
+static void signal_keys(skd_store *st)
+{
+    if (st->kc && st->kc->sig)
+        __atomic_add_fetch(st->kc->sig, 1, __ATOMIC_RELEASE);
+}
+
+void skd__keycache_poll(skd_store *st, skd__conn *c)
+{
+    struct skd__keycache *kc = st->kc;
+    skd__q q = {0};
+    if (!kc || !kc->sig || skd__q_start(c, &q_gen, &q, NULL))
+        return;
+    int64_t gen = 0;
+    int rc = skd__q_step(&q, NULL);
+    if (rc == 1)
+        gen = skd__q_col_int(&q, 0);
+    skd__q_end(&q);
+    if (rc < 0)
+        return;
+    pthread_mutex_lock(&kc->mu);
+    if (kc->gen_ok && kc->gen != gen)
+        kc->gen_ok = 0;
+    pthread_mutex_unlock(&kc->mu);
+}
+
+#define SIG_SIZE 4096
+
+/* Map "<db>-keysig" (made like SQLite's -wal and -shm: the database's mode
+ * and, when made by root, its owner). NULL when the store is not a plain
+ * SQLite file or the file cannot be used: the caller reads the row. */
+static uint64_t *sig_map(skd_store *st)
+{
+    struct stat db, sb;
+    char path[4096];
+    if (st->kind != SKD__STORE_SQLITE || !*st->where || strcmp(st->where, ":memory:") == 0 ||
+        strncmp(st->where, "file:", 5) == 0 || stat(st->where, &db) != 0 ||
+        (size_t)snprintf(path, sizeof(path), "%s-keysig", st->where) >= sizeof(path))
+        return NULL;
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, db.st_mode & 0666);
+    if (fd < 0)
+        return NULL;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+        (geteuid() != 0 || sb.st_uid == db.st_uid || fchown(fd, db.st_uid, db.st_gid) == 0) &&
+        (sb.st_size >= SIG_SIZE || ftruncate(fd, SIG_SIZE) == 0))
+        m = mmap(NULL, SIG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    return m == MAP_FAILED ? NULL : m;
+}
+
 int skd__keycache_init(skd_store *st, skd_err *err)
 {
     struct skd__keycache *kc = calloc(1, sizeof(*kc));
     if (!kc)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     pthread_mutex_init(&kc->mu, NULL);
+    kc->sig = sig_map(st);
     st->kc = kc;
     return 0;
 }
@@ -268,6 +368,8 @@ void skd__keycache_free(skd_store *st)
 {
     if (!st->kc)
         return;
+    if (st->kc->sig)
+        munmap(st->kc->sig, SIG_SIZE);
     pthread_mutex_destroy(&st->kc->mu);
     explicit_bzero(st->kc, sizeof(*st->kc)); /* the secrets */
     free(st->kc);
@@ -288,7 +390,7 @@ int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, sk
     /* The generation first: a revocation committed after this read makes
      * the next call miss, whatever this one caches. */
     int64_t gen = 0;
-    int rc = read_gen(st, &gen, &rerr);
+    int rc = current_gen(st, &gen, &rerr);
     if (rc)
         return skd_err_set(err, rc, "%s", rerr.msg);
     if (kc_get(st, id, secret, gen, &tmp))
@@ -329,6 +431,7 @@ int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err)
         goto out;
     skd__q_end(&q);
     rc = skd__conn_commit(c, err);
+    signal_keys(st);
 out:
     skd__q_end(&q);
     if (rc && c && c->in_tx)

@@ -592,6 +592,7 @@ static void *replica_main(void *arg)
             continue; /* the store is down: try again next round */
         act_on_cancels(r, c);
         check_changes(r, c);
+        skd__keycache_poll(st, c);
         if (skd_mono_ms() >= next_beat) {
             renew_and_sweep(r, c);
             next_beat = skd_mono_ms() + r->lease_ms / 3;

@@ -73,6 +73,10 @@ struct skd_store {
 /* The key cache (keys.c). */
 int skd__keycache_init(skd_store *st, skd_err *err);
 void skd__keycache_free(skd_store *st);
+/* The replica thread's check, every round, on its connection c: forget the
+ * cached generation when the row no longer holds it (a revoker that died
+ * between its commit and its signal). */
+void skd__keycache_poll(skd_store *st, skd__conn *c);
 
 /* The audit queue (audit.c): created at open, flushed and stopped at close. */
 int skd__audit_init(skd_store *st, skd_err *err);

@@ -375,16 +375,12 @@ static int peek(int base, const char *path, struct stat *st, skd_err *err)
     return rc;
 }
 
-int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode, skd_err *err)
-{
-    return skd_workspace_openat_in(ws, ws->dirfd, path, flags, mode, err);
-}
-
-int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int flags, mode_t mode,
-                            skd_err *err)
+/* skd_workspace_openat_in, with what the open descriptor's fstat saw in
+ * *st (the peek's when O_PATH). */
+static int open_checked(int base, const char *path, int flags, mode_t mode, struct stat *stp,
+                        skd_err *err)
 {
     struct stat st;
-    (void)ws; /* base is one of ws's directories; ws names the workspace in the API */
     int rc = skd_workspace_check_path(path, 1, err);
     if (rc)
         return rc;
@@ -403,6 +399,8 @@ int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int f
     }
     if (flags & O_PATH) {
         int fd = beneath(base, path, flags & (O_PATH | O_DIRECTORY), 0);
+        if (fd >= 0 && stp)
+            *stp = st;
         return fd >= 0 ? fd : map_errno(errno, path, err);
     }
     int fd = beneath(base, path, flags | O_NONBLOCK | O_NOCTTY, mode);
@@ -415,17 +413,37 @@ int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int f
     }
     if ((rc = check_kind(&st, path, err)) != 0)
         goto fail;
-    if (!(flags & O_NONBLOCK)) {
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-            rc = map_errno(errno, path, err);
-            goto fail;
-        }
+    /* F_SETFL sets only the status flags (append, async, direct, noatime,
+     * nonblock), each as open was given it: flags says all of them, so no
+     * F_GETFL is needed. */
+    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags) != 0) {
+        rc = map_errno(errno, path, err);
+        goto fail;
     }
+    if (stp)
+        *stp = st;
     return fd;
 fail:
     close(fd);
     return rc;
+}
+
+int skd_workspace_openat(skd_workspace *ws, const char *path, int flags, mode_t mode, skd_err *err)
+{
+    return open_checked(ws->dirfd, path, flags, mode, NULL, err);
+}
+
+int skd_workspace_openat_stat(skd_workspace *ws, const char *path, int flags, mode_t mode,
+                              struct stat *st, skd_err *err)
+{
+    return open_checked(ws->dirfd, path, flags, mode, st, err);
+}
+
+int skd_workspace_openat_in(skd_workspace *ws, int base, const char *path, int flags, mode_t mode,
+                            skd_err *err)
+{
+    (void)ws; /* base is one of ws's directories; ws names the workspace in the API */
+    return open_checked(base, path, flags, mode, NULL, err);
 }
 
 /* Create one missing directory: the last component of dir (a writable copy

@@ -12,7 +12,11 @@
  *   - a batch the database refuses (SQLite's write lock held elsewhere)
  *     stays queued and is written once the lock is gone;
  *   - a revoked key is refused on the very next call, also by another
- *     handle that had it cached, and the cache holds no wrong answers.
+ *     handle that had it cached, and the cache holds no wrong answers;
+ *   - SQLite: a revocation committed without its signal (a revoker killed
+ *     between the two) is caught by the replica thread's poll, and with
+ *     the signal file unusable every call reads the row and still refuses
+ *     a revoked key at once.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
@@ -23,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char dir[64];
@@ -268,6 +273,97 @@ out:
     skd_store_close(b);
 }
 
+/* Revoke id the way a revoker killed after its commit leaves it: the row
+ * and the generation changed, and no signal. */
+static int revoke_unsignalled(const char *where, const char *id)
+{
+    sqlite3 *db = NULL;
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "BEGIN IMMEDIATE; UPDATE api_keys SET revoked=1 WHERE id='%s'; "
+             "INSERT INTO changes(topic,seq) VALUES('keys',1) "
+             "ON CONFLICT(topic) DO UPDATE SET seq=changes.seq+1; COMMIT;",
+             id);
+    int rc = sqlite3_open(where, &db) == SQLITE_OK ? sqlite3_busy_timeout(db, 5000) : -1;
+    if (rc == SQLITE_OK)
+        rc = sqlite3_exec(db, sql, NULL, NULL, NULL);
+    sqlite3_close(db);
+    return rc;
+}
+
+TEST(an_unsignalled_revocation_is_caught_by_the_poll)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    skd_store *a = open_with(where, 20);
+    char *secret = NULL;
+    skd_key_info info, k;
+    skd_err err = {0};
+    CHECK(a != NULL);
+    if (!a)
+        return;
+    CHECK_EQ_INT(skd_store_key_create(a, "u", SKD_SCOPE_READ, &secret, &info, &err), 0);
+    CHECK_EQ_INT(skd_store_replica_start(a, "poll-test", 3000, &err), 0);
+    if (!secret)
+        goto out;
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, &err), 0); /* cached */
+    CHECK_EQ_INT(revoke_unsignalled(where, info.id), SQLITE_OK);
+    /* Believed until the poll (every 200 ms) finds the row moved. */
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, &err), 0);
+    int refused_after_ms = -1;
+    for (int ms = 0; ms < 3000 && refused_after_ms < 0; ms += 10) {
+        skd_err_clear(&err);
+        if (skd_store_key_auth(a, secret, &k, &err) == SKD_EUNAUTH)
+            refused_after_ms = ms;
+        else
+            usleep(10000);
+    }
+    printf("# refused %d ms after the unsignalled revocation\n", refused_after_ms);
+    CHECK(refused_after_ms >= 0);
+    CHECK(strstr(err.msg, "revoked") != NULL);
+out:
+    free(secret);
+    skd_store_close(a);
+}
+
+TEST(without_the_signal_file_every_call_reads_the_row)
+{
+    char where[256], sig[300];
+    fresh_where(where, sizeof(where));
+    snprintf(sig, sizeof(sig), "%s-keysig", where);
+    CHECK_EQ_INT(mkdir(sig, 0700), 0); /* a directory cannot be mapped */
+    skd_store *a = open_with(where, 20), *b = open_with(where, 20);
+    char *secret = NULL;
+    skd_key_info info, k;
+    skd_err err = {0};
+    CHECK(a && b);
+    if (!a || !b)
+        goto out;
+    CHECK(a->kc != NULL);
+    CHECK_EQ_INT(skd_store_key_create(a, "n", SKD_SCOPE_READ, &secret, &info, &err), 0);
+    if (!secret)
+        goto out;
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, &err), 0);
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, &err), 0);
+    CHECK_EQ_INT(skd_store_key_revoke(b, info.id, &err), 0);
+    CHECK_EQ_INT(skd_store_key_auth(a, secret, &k, NULL), SKD_EUNAUTH);
+    /* and unsignalled, the same: the row is read every call */
+    char *other = NULL;
+    skd_key_info oinfo;
+    CHECK_EQ_INT(skd_store_key_create(a, "o", SKD_SCOPE_READ, &other, &oinfo, &err), 0);
+    if (other) {
+        CHECK_EQ_INT(skd_store_key_auth(a, other, &k, &err), 0);
+        CHECK_EQ_INT(revoke_unsignalled(where, oinfo.id), SQLITE_OK);
+        CHECK_EQ_INT(skd_store_key_auth(a, other, &k, NULL), SKD_EUNAUTH);
+    }
+    free(other);
+out:
+    free(secret);
+    skd_store_close(a);
+    skd_store_close(b);
+    rmdir(sig);
+}
+
 int main(void)
 {
     TAP_BEGIN("store_audit");
@@ -287,6 +383,10 @@ int main(void)
     if (!pg_url)
         RUN(a_refused_batch_stays_queued);
     RUN(revoked_key_is_refused_at_once_by_every_handle);
+    if (!pg_url) {
+        RUN(an_unsignalled_revocation_is_caught_by_the_poll);
+        RUN(without_the_signal_file_every_call_reads_the_row);
+    }
     for (int i = 0; i < seq; i++) {
         char p[128];
         snprintf(p, sizeof(p), "%s/db%d.sqlite", dir, i);
