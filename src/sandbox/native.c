@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -49,6 +50,8 @@ static struct {
     int idmap_fd;                  /* user namespace: on-disk owner <-> sandbox user */
     unsigned owner_uid, owner_gid; /* who owns the workspaces on disk */
     int rootless;                  /* no root: unprivileged user namespace only */
+    struct stat own_mntns;         /* this process's mount namespace (st_dev, st_ino) */
+    int no_ns_ioctl;               /* PIDFD_GET_MNT_NAMESPACE is not known (before 6.11) */
     char why[SKD_ERR_MSG_MAX];
 } N = {.idmap_fd = -1};
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -62,12 +65,14 @@ static int nwarm;
  * (skd__native_flush): quota overlays already committed, whose unmounting
  * and removal (each rmdir of a mount point waits for an RCU grace period)
  * is all that is left of them, the quota tmpfs made ahead for a pre-made
- * sandbox whose run did not use it, and the cgroups of reaped runs (their
- * OOM state read; removing them may wait for dying tasks). */
+ * sandbox whose run did not use it, the mount namespaces of reaped runs
+ * (hold_mntns), and the cgroups of reaped runs (their OOM state read;
+ * removing them may wait for dying tasks). */
 static int defer_on;
 static struct {
     skd__wsq *wsq, *stage;
     skd__cgroup *cg;
+    int mntns;
 } deferred[64];
 /* The workspace quota of the last run that had one: a pre-made sandbox's
  * quota tmpfs is made for it (skd__wsq_stage; another quota starts afresh). */
@@ -98,6 +103,9 @@ void skd__native_flush(void)
 {
     while (ndeferred > 0) {
         ndeferred--;
+        /* First: its tmpfs pages are charged to the cgroup below. */
+        if (deferred[ndeferred].mntns >= 0)
+            close(deferred[ndeferred].mntns);
         skd__cgroup_destroy(deferred[ndeferred].cg);
         skd__wsq_free(deferred[ndeferred].wsq);
         skd__wsq_free(deferred[ndeferred].stage);
@@ -146,6 +154,8 @@ struct nstate {
     int warm, handed, ctl;
     skd__spawned ends;
     skd__wsq *stage; /* pre-made: its run's quota tmpfs, made ahead, or NULL */
+    pid_t pid;       /* in this process's pid namespace, while pidfd is unreaped */
+    int mntns;       /* the sandbox's mount namespace, held (hold_mntns), or -1 */
 };
 
 static int write_map(pid_t pid, const char *file, const char *map)
@@ -217,6 +227,8 @@ static int probe_userns(void)
 static void init_once(void)
 {
     uid_t me = geteuid();
+    if (stat("/proc/self/ns/mnt", &N.own_mntns) != 0)
+        memset(&N.own_mntns, 0, sizeof(N.own_mntns));
     N.rootless = me != 0;
     char own[64];
     snprintf(own, sizeof(own), "/tmp/.skilld-sandbox-root-%u", (unsigned)me);
@@ -571,7 +583,7 @@ static struct nstate *nstate_new(const skd__sandbox_req *req)
     if (!s)
         return NULL;
     s->req = req;
-    s->pidfd = s->ctl = -1;
+    s->pidfd = s->ctl = s->mntns = -1;
     s->child.ws_fd = s->child.img_fd = s->child.skill_fd = s->child.ctl_fd = -1;
     s->ends = (skd__spawned){-1, -1, -1, -1, -1, -1};
     return s;
@@ -726,6 +738,41 @@ static void close_spawned_ends(skd__spawned *sp)
 
 /* Pipes, clone3, id maps, release: a started child (cold: its run's;
  * warm: one that builds the root and waits on its control socket). */
+#ifndef PIDFD_GET_MNT_NAMESPACE
+#define PIDFD_GET_MNT_NAMESPACE _IO(0xFF, 3) /* linux/pidfd.h, 6.11 */
+#endif
+
+/* Hold the sandbox's mount namespace from outside, so that its teardown
+ * (every mount of its tree undone, the overlay and tmpfs superblocks
+ * released: about half a millisecond) is not done by its init's exit, which
+ * comes before that exit is seen, but by skd__native_flush after the
+ * outcome was sent, or by cleanup. Its tasks are gone all the same (the
+ * pid namespace ends with its init); what is held is mounts no task can
+ * reach. Best effort: without it the kernel tears down as before. A
+ * namespace that is still this process's (a pre-made sandbox that has not
+ * made its own yet) is not held. */
+static void hold_mntns(struct nstate *s)
+{
+    int fd = -1;
+    if (!N.no_ns_ioctl) {
+        fd = ioctl(s->pidfd, PIDFD_GET_MNT_NAMESPACE, 0);
+        if (fd < 0 && (errno == ENOTTY || errno == EINVAL))
+            N.no_ns_ioctl = 1;
+    }
+    if (fd < 0 && N.no_ns_ioctl && s->pid > 0) {
+        char p[64];
+        snprintf(p, sizeof(p), "/proc/%d/ns/mnt", (int)s->pid);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+    }
+    struct stat st;
+    if (fd >= 0 && (fstat(fd, &st) != 0 ||
+                    (st.st_ino == N.own_mntns.st_ino && st.st_dev == N.own_mntns.st_dev))) {
+        close(fd);
+        fd = -1;
+    }
+    s->mntns = fd;
+}
+
 static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
 {
     int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, sy[2] = {-1, -1};
@@ -795,6 +842,9 @@ static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
     }
     close_pair(sy);
     s->pidfd = fcntl(pidfd, F_DUPFD_CLOEXEC, 3);
+    s->pid = pid;
+    if (!s->warm) /* its namespaces are its own from clone3 */
+        hold_mntns(s);
     fcntl(in[1], F_SETFL, O_NONBLOCK);
     fcntl(o[0], F_SETFL, O_NONBLOCK);
     fcntl(e[0], F_SETFL, O_NONBLOCK);
@@ -885,6 +935,7 @@ static int warm_spawn(struct nstate *s, skd__spawned *out, skd_err *err)
     out->pidfd = fcntl(s->pidfd, F_DUPFD_CLOEXEC, 3);
     s->ends = (skd__spawned){-1, -1, -1, -1, -1, -1};
     s->handed = 1;
+    hold_mntns(s);
     if (out->pidfd < 0) {
         close_spawned_ends(out);
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: pidfd: %s", strerror(errno));
@@ -984,12 +1035,16 @@ static void native_cleanup(void *state, skd__outcome *out)
     int defer = defer_on && out && ndeferred < sizeof(deferred) / sizeof(deferred[0]) &&
                 (s->pidfd < 0 || exited);
     if (defer) {
+        deferred[ndeferred].mntns = s->mntns;
         deferred[ndeferred].cg = s->cg;
         deferred[ndeferred].stage = s->stage; /* a run that did not take it */
     } else {
+        if (s->mntns >= 0) /* before the cgroup's tasks are killed and it goes */
+            close(s->mntns);
         skd__cgroup_destroy(s->cg);
         skd__wsq_free(s->stage);
     }
+    s->mntns = -1;
     s->stage = NULL;
     if (s->child.ws_fd >= 0) /* before the commit: it holds the overlay */
         close(s->child.ws_fd);

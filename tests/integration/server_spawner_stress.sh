@@ -9,7 +9,8 @@
 #      and destroys 100 threads a second.
 #   3. The process that owns the listening socket runs as SKILLD_USER with
 #      no capability and no_new_privs; the spawner and its zygote have one
-#      thread each.
+#      thread each; after the runs the spawner holds no run's mount
+#      namespace (held until each outcome is sent) and few descriptors.
 #   4. kill -9 of the server during 16 running sandboxes: within 2 s no
 #      sandbox process is left; after a restart, within 2 s no cgroup of
 #      the dead server's spawner is left.
@@ -127,6 +128,16 @@ else
 fi
 grep -q "threads a second are created" "$TMP/serve.err" && pass "the churn hook ran" ||
     fail "the churn hook ran" "$(tail -3 "$TMP/serve.err")"
+# The spawner holds each run's mount namespace until the run's outcome is
+# sent (its teardown comes after the answer): once every answer is in, it
+# holds none, and no descriptor of the runs is left.
+held=$(ls -l "/proc/$SPAWNER/fd" 2>/dev/null | grep -c 'mnt:\[')
+nfd=$(ls "/proc/$SPAWNER/fd" 2>/dev/null | wc -l)
+if [ -n "$SPAWNER" ] && [ "$held" = 0 ] && [ "$nfd" -gt 0 ] && [ "$nfd" -lt 64 ]; then
+    pass "after the runs the spawner holds no mount namespace ($nfd descriptors)"
+else
+    fail "after the runs the spawner holds no mount namespace" "held $held, $nfd descriptors: $(ls -l /proc/$SPAWNER/fd 2>/dev/null | awk '{print $NF}' | sort | uniq -c | sort -rn | head -5 | tr '\n' ' ')"
+fi
 
 # ---- 4: kill -9 of the server during 16 running sandboxes ----
 MARK=$((500 + RANDOM % 400)).$$
