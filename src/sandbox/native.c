@@ -99,17 +99,29 @@ void skd__native_defer_teardown(int on)
     defer_on = on;
 }
 
+size_t skd__native_deferred(void)
+{
+    return ndeferred;
+}
+
+int skd__native_flush_one(void)
+{
+    if (ndeferred == 0)
+        return 0;
+    ndeferred--;
+    /* First: its tmpfs pages are charged to the cgroup below. */
+    if (deferred[ndeferred].mntns >= 0)
+        close(deferred[ndeferred].mntns);
+    skd__cgroup_destroy(deferred[ndeferred].cg);
+    skd__wsq_free(deferred[ndeferred].wsq);
+    skd__wsq_free(deferred[ndeferred].stage);
+    return 1;
+}
+
 void skd__native_flush(void)
 {
-    while (ndeferred > 0) {
-        ndeferred--;
-        /* First: its tmpfs pages are charged to the cgroup below. */
-        if (deferred[ndeferred].mntns >= 0)
-            close(deferred[ndeferred].mntns);
-        skd__cgroup_destroy(deferred[ndeferred].cg);
-        skd__wsq_free(deferred[ndeferred].wsq);
-        skd__wsq_free(deferred[ndeferred].stage);
-    }
+    while (skd__native_flush_one())
+        ;
 }
 
 void skd__native_set_owner(unsigned uid, unsigned gid)

@@ -187,9 +187,13 @@ void skd__native_warm_fill(int depth);
 void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
- * overlay to skd__native_flush, which the spawner calls once the run's
- * outcome is sent (nothing of the run is used after its commit). */
+ * overlay, the run's mount namespace and its cgroup to skd__native_flush,
+ * which the spawner calls once the run's outcome is sent (nothing of the
+ * run is used after its commit). flush_one tears down one run's and
+ * returns 1, or returns 0 when none is left. */
 void skd__native_defer_teardown(int on);
 void skd__native_flush(void);
+int skd__native_flush_one(void);
+size_t skd__native_deferred(void); /* runs whose teardown is owed */
 
 #endif
