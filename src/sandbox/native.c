@@ -109,7 +109,10 @@ int skd__native_flush_one(void)
     if (ndeferred == 0)
         return 0;
     ndeferred--;
-    /* First: its tmpfs pages are charged to the cgroup below. */
+    /* First: its tmpfs pages are charged to the cgroup below (a sandbox
+     * cloned meanwhile holds a copy of the descriptor until it closes its
+     * inherited ones; then that last close tears the mounts down, and the
+     * pages leave an already removed cgroup: harmless). */
     if (deferred[ndeferred].mntns >= 0)
         close(deferred[ndeferred].mntns);
     skd__cgroup_destroy(deferred[ndeferred].cg);

@@ -21,9 +21,11 @@
  * and a statement) on every call. A revoker that dies between its commit
  * and its signal is caught by the replica thread, which compares the row
  * with the cached generation every 200 ms (skd__keycache_poll). Where the
- * file cannot be opened or mapped, every check reads the row, as on
- * PostgreSQL.
+ * file cannot be used (sig_map), every check reads the row, as on
+ * PostgreSQL, and a revocation from such a process says that the others
+ * learn of it by their poll.
  */
+#include "skilld/log.h"
 #include "skilld/registry.h"
 #include "skilld/util.h"
 #include "store/store_internal.h"
@@ -224,6 +226,7 @@ struct skd__keycache {
     int gen_ok;    /* gen was read when *sig was gen_sig (guarded by mu) */
     int64_t gen;
     uint64_t gen_sig;
+    uint64_t epoch; /* moved by each correction of skd__keycache_poll */
     struct kc_entry {
         int used;
         int64_t gen;
@@ -281,11 +284,13 @@ static void kc_put(skd_store *st, const char *secret, int64_t gen, const skd_key
 static int current_gen(skd_store *st, int64_t *gen, skd_err *err)
 {
     struct skd__keycache *kc = st->kc;
-    if (!kc || !kc->sig)
+    uint64_t *sp = kc ? __atomic_load_n(&kc->sig, __ATOMIC_ACQUIRE) : NULL;
+    if (!sp)
         return read_gen(st, gen, err);
-    uint64_t sig = __atomic_load_n(kc->sig, __ATOMIC_ACQUIRE);
+    uint64_t sig = __atomic_load_n(sp, __ATOMIC_ACQUIRE);
     pthread_mutex_lock(&kc->mu);
     int ok = kc->gen_ok && kc->gen_sig == sig;
+    uint64_t epoch = kc->epoch;
     *gen = kc->gen;
     pthread_mutex_unlock(&kc->mu);
     if (ok)
@@ -293,27 +298,47 @@ static int current_gen(skd_store *st, int64_t *gen, skd_err *err)
     int rc = read_gen(st, gen, err);
     if (rc)
         return rc;
+    /* Not when the poll corrected the cache meanwhile: this read may be
+     * from before the change it found. */
     pthread_mutex_lock(&kc->mu);
-    kc->gen_ok = 1;
-    kc->gen = *gen;
-    kc->gen_sig = sig;
+    if (kc->epoch == epoch) {
+        kc->gen_ok = 1;
+        kc->gen = *gen;
+        kc->gen_sig = sig;
+    }
     pthread_mutex_unlock(&kc->mu);
     return 0;
 }
 
+static uint64_t *sig_map(skd_store *st);
+
 /* Tell every process on this file that the keys changed (after the commit,
- * whether or not it reported success: a needless signal costs one read). */
+ * whether or not it reported success: a needless signal costs one read).
+ * A process that could not map the file tries again now; if it still
+ * cannot, the others learn of the change from their poll. */
 static void signal_keys(skd_store *st)
 {
-    if (st->kc && st->kc->sig)
-        __atomic_add_fetch(st->kc->sig, 1, __ATOMIC_RELEASE);
+    struct skd__keycache *kc = st->kc;
+    if (!kc || st->kind != SKD__STORE_SQLITE)
+        return;
+    pthread_mutex_lock(&kc->mu);
+    if (!kc->sig) /* set once; checks load it without the lock */
+        __atomic_store_n(&kc->sig, sig_map(st), __ATOMIC_RELEASE);
+    uint64_t *sig = kc->sig;
+    pthread_mutex_unlock(&kc->mu);
+    if (sig)
+        __atomic_add_fetch(sig, 1, __ATOMIC_RELEASE);
+    else
+        skd_warn("key revoked, but %s-keysig cannot be used: servers sharing this store "
+                 "refuse the key within 200 ms, not on their next call",
+                 st->where);
 }
 
 void skd__keycache_poll(skd_store *st, skd__conn *c)
 {
     struct skd__keycache *kc = st->kc;
     skd__q q = {0};
-    if (!kc || !kc->sig || skd__q_start(c, &q_gen, &q, NULL))
+    if (!kc || !__atomic_load_n(&kc->sig, __ATOMIC_ACQUIRE) || skd__q_start(c, &q_gen, &q, NULL))
         return;
     int64_t gen = 0;
     int rc = skd__q_step(&q, NULL);
@@ -323,16 +348,32 @@ void skd__keycache_poll(skd_store *st, skd__conn *c)
     if (rc < 0)
         return;
     pthread_mutex_lock(&kc->mu);
-    if (kc->gen_ok && kc->gen != gen)
+    if (kc->gen_ok && kc->gen != gen) {
         kc->gen_ok = 0;
+        kc->epoch++;
+    }
     pthread_mutex_unlock(&kc->mu);
 }
 
 #define SIG_SIZE 4096
 
-/* Map "<db>-keysig" (made like SQLite's -wal and -shm: the database's mode
- * and, when made by root, its owner). NULL when the store is not a plain
- * SQLite file or the file cannot be used: the caller reads the row. */
+/* The signal file is usable when it is a regular file with one link (not
+ * another name of some other file), owned by this process's user or the
+ * database's owner, and writable by no one the database is not writable
+ * by. */
+static int sig_file_ok(const struct stat *sb, const struct stat *db)
+{
+    return S_ISREG(sb->st_mode) && sb->st_nlink == 1 &&
+           (sb->st_uid == geteuid() || sb->st_uid == db->st_uid) &&
+           (sb->st_mode & 0022 & ~db->st_mode) == 0;
+}
+
+/* Map "<db>-keysig", made like SQLite's -wal and -shm: the database's mode
+ * and, when made by root, its owner. NULL when the store is not a plain
+ * SQLite file or the file cannot be used: the caller reads the row. Who
+ * may write the file may truncate it, and a mapped process then dies on
+ * its next check (SIGBUS): that is no one the database itself is not
+ * writable by, who can break the store in other ways. */
 static uint64_t *sig_map(skd_store *st)
 {
     struct stat db, sb;
@@ -345,9 +386,14 @@ static uint64_t *sig_map(skd_store *st)
     if (fd < 0)
         return NULL;
     void *m = MAP_FAILED;
-    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
-        (geteuid() != 0 || sb.st_uid == db.st_uid || fchown(fd, db.st_uid, db.st_gid) == 0) &&
-        (sb.st_size >= SIG_SIZE || ftruncate(fd, SIG_SIZE) == 0))
+    int ok = fstat(fd, &sb) == 0 && sig_file_ok(&sb, &db);
+    /* The umask may have narrowed the mode: the database's (the group of a
+     * shared store writes both). Root gives the file the database's owner. */
+    if (ok && sb.st_uid == geteuid() && (sb.st_mode & 0666) != (db.st_mode & 0666))
+        ok = fchmod(fd, db.st_mode & 0666) == 0;
+    if (ok && geteuid() == 0 && sb.st_uid != db.st_uid)
+        ok = fchown(fd, db.st_uid, db.st_gid) == 0;
+    if (ok && (sb.st_size >= SIG_SIZE || ftruncate(fd, SIG_SIZE) == 0))
         m = mmap(NULL, SIG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     return m == MAP_FAILED ? NULL : m;

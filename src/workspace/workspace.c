@@ -399,9 +399,14 @@ static int open_checked(int base, const char *path, int flags, mode_t mode, stru
     }
     if (flags & O_PATH) {
         int fd = beneath(base, path, flags & (O_PATH | O_DIRECTORY), 0);
-        if (fd >= 0 && stp)
-            *stp = st;
-        return fd >= 0 ? fd : map_errno(errno, path, err);
+        if (fd < 0)
+            return map_errno(errno, path, err);
+        if (stp && fstat(fd, stp) != 0) { /* this open's, not the look's */
+            rc = map_errno(errno, path, err);
+            close(fd);
+            return rc;
+        }
+        return fd;
     }
     int fd = beneath(base, path, flags | O_NONBLOCK | O_NOCTTY, mode);
     if (fd < 0)
@@ -413,10 +418,10 @@ static int open_checked(int base, const char *path, int flags, mode_t mode, stru
     }
     if ((rc = check_kind(&st, path, err)) != 0)
         goto fail;
-    /* F_SETFL sets only the status flags (append, async, direct, noatime,
-     * nonblock), each as open was given it: flags says all of them, so no
-     * F_GETFL is needed. */
-    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags) != 0) {
+    /* F_SETFL sets only the status flags (append, direct, noatime,
+     * nonblock, async), each but async as open was given it (open ignores
+     * O_ASYNC): flags says all of them, so no F_GETFL is needed. */
+    if (!(flags & O_NONBLOCK) && fcntl(fd, F_SETFL, flags & ~O_ASYNC) != 0) {
         rc = map_errno(errno, path, err);
         goto fail;
     }

@@ -16,13 +16,15 @@
  *   - SQLite: a revocation committed without its signal (a revoker killed
  *     between the two) is caught by the replica thread's poll, and with
  *     the signal file unusable every call reads the row and still refuses
- *     a revoked key at once.
+ *     a revoked key at once; a signal file that is another name of some
+ *     other file is not used, and a new one gets the database's mode.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
 #include "store/store_internal.h"
 #include "tap.h"
 
+#include <fcntl.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -364,6 +366,39 @@ out:
     rmdir(sig);
 }
 
+TEST(the_signal_file_is_checked_and_given_the_database_mode)
+{
+    char where[256], sig[300], other[300];
+    struct stat sb;
+    fresh_where(where, sizeof(where));
+    snprintf(sig, sizeof(sig), "%s-keysig", where);
+    snprintf(other, sizeof(other), "%s-other", where);
+    /* another name of some other file: never used (nor extended) */
+    int fd = open(other, O_RDWR | O_CREAT | O_EXCL, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK_EQ_INT(link(other, sig), 0);
+    skd_store *a = open_with(where, 20);
+    CHECK(a != NULL);
+    skd_store_close(a);
+    CHECK_EQ_INT(stat(other, &sb), 0);
+    CHECK_EQ_INT((int)sb.st_size, 0);
+    unlink(sig);
+    unlink(other);
+    /* a shared store's group writes the signal too, whatever the umask */
+    CHECK_EQ_INT(chmod(where, 0660), 0);
+    mode_t old = umask(022);
+    a = open_with(where, 20);
+    umask(old);
+    CHECK(a != NULL);
+    CHECK_EQ_INT(stat(sig, &sb), 0);
+    CHECK_EQ_INT((int)(sb.st_mode & 0777), 0660);
+    CHECK_EQ_INT((int)sb.st_size, 4096);
+    CHECK_EQ_INT((int)sb.st_nlink, 1);
+    skd_store_close(a);
+}
+
 int main(void)
 {
     TAP_BEGIN("store_audit");
@@ -386,6 +421,7 @@ int main(void)
     if (!pg_url) {
         RUN(an_unsignalled_revocation_is_caught_by_the_poll);
         RUN(without_the_signal_file_every_call_reads_the_row);
+        RUN(the_signal_file_is_checked_and_given_the_database_mode);
     }
     for (int i = 0; i < seq; i++) {
         char p[128];
