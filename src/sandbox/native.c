@@ -104,20 +104,22 @@ size_t skd__native_deferred(void)
     return ndeferred;
 }
 
+/* Oldest first: what waits longest goes first. */
 int skd__native_flush_one(void)
 {
     if (ndeferred == 0)
         return 0;
+    __typeof__(deferred[0]) d = deferred[0];
     ndeferred--;
-    /* First: its tmpfs pages are charged to the cgroup below (a sandbox
-     * cloned meanwhile holds a copy of the descriptor until it closes its
-     * inherited ones; then that last close tears the mounts down, and the
-     * pages leave an already removed cgroup: harmless). */
-    if (deferred[ndeferred].mntns >= 0)
-        close(deferred[ndeferred].mntns);
-    skd__cgroup_destroy(deferred[ndeferred].cg);
-    skd__wsq_free(deferred[ndeferred].wsq);
-    skd__wsq_free(deferred[ndeferred].stage);
+    memmove(&deferred[0], &deferred[1], ndeferred * sizeof(deferred[0]));
+    /* First: its tmpfs pages are charged to the cgroup below. (No sandbox
+     * is cloned while runs are owed, see native_spawn and warm_fill, so
+     * this is the last reference.) */
+    if (d.mntns >= 0)
+        close(d.mntns);
+    skd__cgroup_destroy(d.cg);
+    skd__wsq_free(d.wsq);
+    skd__wsq_free(d.stage);
     return 1;
 }
 
@@ -961,12 +963,18 @@ static int warm_spawn(struct nstate *s, skd__spawned *out, skd_err *err)
 static int native_spawn(void *state, skd__spawned *out, skd_err *err)
 {
     struct nstate *s = state;
-    return s->warm ? warm_spawn(s, out, err) : start_child(s, out, err);
+    if (s->warm)
+        return warm_spawn(s, out, err);
+    /* A new mount namespace copies the spawner's, with the overlays of
+     * runs still owed a teardown, and the child holds their namespaces
+     * until it closes what it inherited: let them go first. */
+    skd__native_flush();
+    return start_child(s, out, err);
 }
 
 /* ---- pre-made sandboxes ---- */
 
-void skd__native_warm_fill(int depth)
+int skd__native_warm_fill(int depth)
 {
     static unsigned seq;
     static skd_sandbox_config cfg = {.tmp_size = 1 << 20, .file_size_limit = 1};
@@ -982,20 +990,21 @@ void skd__native_warm_fill(int depth)
     if (depth > WARM_MAX)
         depth = WARM_MAX;
     if (nwarm >= depth || native_detect(&err) != 0 || N.rootless)
-        return;
+        return 0;
+    skd__native_flush(); /* as for a cold spawn: it copies the mounts */
     struct nstate *s = nstate_new(&req);
     char name[32];
     snprintf(name, sizeof(name), "warm-%u", ++seq);
     skd__spawned sp = {-1, -1, -1, -1, -1, -1};
     if (!s)
-        return;
+        return -1;
     s->warm = s->child.warm = 1;
     cfg.tmp_size = def_tmp_size > 0 ? def_tmp_size : 1 << 20;
     if (fill_child(s, &err) || skd__cgroup_create_bare(name, &s->cg, &err) ||
         start_child(s, &sp, &err)) {
         skd_debug("native sandbox: no pre-made sandbox: %s", skd_err_msg(&err));
         native_cleanup(s, NULL);
-        return;
+        return -1;
     }
     close(sp.pidfd); /* s->pidfd is the provider's own copy */
     sp.pidfd = -1;
@@ -1007,6 +1016,7 @@ void skd__native_warm_fill(int depth)
                                          SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID, &s->stage, &err))
         skd_debug("native sandbox: no quota tmpfs made ahead: %s", skd_err_msg(&err));
     warm[nwarm++] = s;
+    return 1;
 }
 
 void skd__native_warm_drop(void)

@@ -178,9 +178,10 @@ void skd__native_child_main(const struct skd__native_child *c) __attribute__((no
 
 /* Pre-made sandboxes of this process (native.c). Fill makes one when fewer
  * than depth (at most 2) are waiting and this process can (root, native
- * usable); drop kills every waiting one and removes its cgroup. Both are
- * no-ops otherwise. */
-void skd__native_warm_fill(int depth);
+ * usable), first tearing down the runs still owed it: 1 when it made one,
+ * 0 when none was wanted, -1 when making it failed. Drop kills every
+ * waiting one and removes its cgroup. */
+int skd__native_warm_fill(int depth);
 /* A run's defaults, the operator's (the spawner's configuration): pre-made
  * sandboxes get /tmp and /dev/shm of this size and these limits written
  * to their cgroup ahead; a run that asks for others gets those instead. */

@@ -72,8 +72,10 @@ struct srun {
     siginfo_t si;
 };
 
-/* Runs whose teardown may wait for an idle moment (idle_step). */
+/* Runs whose teardown may wait for an idle moment (idle_step), and how
+ * long the owed work waits for one before it is done between events. */
 #define IDLE_BACKLOG 4
+#define IDLE_MAX_MS 5
 
 static struct {
     const skd__spawner_conf *conf;
@@ -81,7 +83,7 @@ static struct {
     struct srun *runs;
     size_t nruns;
     uint64_t next_handle;
-    int idle_owed; /* deferred teardown and the next pre-made sandbox (idle_step) */
+    int64_t owed_since; /* ms: deferred teardown, pre-made sandboxes owed (idle_step); 0: none */
 } S;
 
 /* ---- helpers ---- */
@@ -351,11 +353,12 @@ static void close_spawned(skd__spawned *sp)
 /* Keep a pre-made native sandbox waiting (native.c) when native runs
  * here: one at start, and another after each outcome was sent (not after
  * the spawn: its set-up would compete for the CPU with the run). */
-static void warm_fill(int at_start)
+static int warm_fill(int at_start)
 {
     const char *rt = S.conf->runtime;
     if (S.conf->warm > (at_start ? 0 : 1) && (strcmp(rt, "native") == 0 || strcmp(rt, "auto") == 0))
-        skd__native_warm_fill(S.conf->warm); /* one for skilld exec, two for a server */
+        return skd__native_warm_fill(S.conf->warm); /* one for skilld exec, two for a server */
+    return 0;
 }
 
 static void on_spawn(skd__spawn_msg *m)
@@ -480,10 +483,12 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
     /* The overlay's mounts and the next run's sandbox, now the outcome is
-     * out: when nothing else waits (idle_step). A spawner never idle still
-     * tears down all but a few runs at once: what a run leaves (its /tmp
-     * above all) is not kept for long. */
-    S.idle_owed = 1;
+     * out: when nothing else waits (idle_step). What a run leaves (its /tmp
+     * above all) is held for few runs and little time: past IDLE_BACKLOG
+     * the oldest goes at once, and past IDLE_MAX_MS a step is done between
+     * events. */
+    if (!S.owed_since)
+        S.owed_since = skd_mono_ms();
     while (skd__native_deferred() > IDLE_BACKLOG)
         skd__native_flush_one();
 }
@@ -497,27 +502,31 @@ static int spawn_expected(void)
     return 0;
 }
 
-/* The work a run leaves after its outcome (the deferred teardown, then a
- * new pre-made sandbox) is done one piece at a time while no message and
- * no exit waits, so that the next run's prepare and spawn, or a sandbox's
- * exit, are served first; on two CPUs it then runs beside the next
- * sandbox instead of before it. Returns 1 while more is owed. */
+/* The work runs leave after their outcome (the deferred teardown, oldest
+ * first, then new pre-made sandboxes until the pool is full) is done one
+ * piece at a time while no message and no exit waits, so that the next
+ * run's prepare and spawn, or a sandbox's exit, are served first; on two
+ * CPUs it then runs beside the next sandbox instead of before it. Returns
+ * 1 while more is owed. */
 static int idle_step(void)
 {
     if (skd__native_flush_one())
         return 1;
-    warm_fill(0);
-    return 0;
+    return warm_fill(0) == 1; /* made one: the pool may want another */
 }
 
-/* How long the loop may wait before the owed work is done: not at all when
- * nothing is expected, a little while a spawn is (a prepared run may wait
- * in the server's queue for its slot). */
+/* How long the loop may wait before a step of the owed work: not at all
+ * when nothing is expected, up to 2 ms while a prepared run's spawn is (it
+ * may wait in the server's queue for its slot), never past IDLE_MAX_MS
+ * from when the work became owed. */
 static int idle_wait_ms(void)
 {
-    if (!S.idle_owed)
+    if (!S.owed_since)
         return -1;
-    return spawn_expected() ? 2 : 0;
+    int64_t left = S.owed_since + IDLE_MAX_MS - skd_mono_ms();
+    if (left <= 0 || !spawn_expected())
+        return 0;
+    return left < 2 ? (int)left : 2;
 }
 
 /* The server is gone: nothing of its runs may outlive this process. */
@@ -621,8 +630,6 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         int n = epoll_wait(S.epfd, evs, 32, idle_wait_ms());
         if (n < 0 && errno != EINTR)
             _exit(127);
-        if (n == 0 && S.idle_owed)
-            S.idle_owed = idle_step();
         for (int i = 0; i < n; i++) {
             if (evs[i].data.u64 == 0) {
                 on_message();
@@ -632,6 +639,9 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
             if (r)
                 reap_run(r, 0); /* no zombie waits for the server's cleanup */
         }
+        /* Idle, or owed for too long: one step (the events came first). */
+        if (S.owed_since && (n == 0 || skd_mono_ms() - S.owed_since >= IDLE_MAX_MS) && !idle_step())
+            S.owed_since = 0;
     }
 }
 

@@ -330,7 +330,8 @@ static void signal_keys(skd_store *st)
         __atomic_add_fetch(sig, 1, __ATOMIC_RELEASE);
     else
         skd_warn("key revoked, but %s-keysig cannot be used: servers sharing this store "
-                 "refuse the key within 200 ms, not on their next call",
+                 "refuse the key within about half a second (their poll), not on their next "
+                 "call",
                  st->where);
 }
 
@@ -360,12 +361,34 @@ void skd__keycache_poll(skd_store *st, skd__conn *c)
 /* The signal file is usable when it is a regular file with one link (not
  * another name of some other file), owned by this process's user or the
  * database's owner, and writable by no one the database is not writable
- * by. */
+ * by: its group may write it only when that group is the database's and
+ * may write the database. */
 static int sig_file_ok(const struct stat *sb, const struct stat *db)
 {
     return S_ISREG(sb->st_mode) && sb->st_nlink == 1 &&
            (sb->st_uid == geteuid() || sb->st_uid == db->st_uid) &&
-           (sb->st_mode & 0022 & ~db->st_mode) == 0;
+           (sb->st_mode & 0002 & ~db->st_mode) == 0 &&
+           (!(sb->st_mode & 0020) || (sb->st_gid == db->st_gid && (db->st_mode & 0020)));
+}
+
+/* Give a file of ours the database's group and mode (the umask narrowed
+ * the mode; a new file has our group): the group of a shared store writes
+ * both. Without that group, no group write. Root also gives it the
+ * database's owner. Refreshes *sb; 0 on success. */
+static int sig_file_fit(int fd, struct stat *sb, const struct stat *db)
+{
+    if (!S_ISREG(sb->st_mode) || sb->st_nlink != 1)
+        return 0; /* refused by sig_file_ok; nothing of it is changed */
+    if (sb->st_uid == geteuid()) {
+        mode_t want = db->st_mode & 0666;
+        if (sb->st_gid != db->st_gid && fchown(fd, (uid_t)-1, db->st_gid) != 0)
+            want &= (mode_t)~0020;
+        if ((sb->st_mode & 0777) != want && fchmod(fd, want) != 0)
+            return -1;
+    }
+    if (geteuid() == 0 && sb->st_uid != db->st_uid && fchown(fd, db->st_uid, db->st_gid) != 0)
+        return -1;
+    return fstat(fd, sb);
 }
 
 /* Map "<db>-keysig", made like SQLite's -wal and -shm: the database's mode
@@ -386,13 +409,7 @@ static uint64_t *sig_map(skd_store *st)
     if (fd < 0)
         return NULL;
     void *m = MAP_FAILED;
-    int ok = fstat(fd, &sb) == 0 && sig_file_ok(&sb, &db);
-    /* The umask may have narrowed the mode: the database's (the group of a
-     * shared store writes both). Root gives the file the database's owner. */
-    if (ok && sb.st_uid == geteuid() && (sb.st_mode & 0666) != (db.st_mode & 0666))
-        ok = fchmod(fd, db.st_mode & 0666) == 0;
-    if (ok && geteuid() == 0 && sb.st_uid != db.st_uid)
-        ok = fchown(fd, db.st_uid, db.st_gid) == 0;
+    int ok = fstat(fd, &sb) == 0 && sig_file_fit(fd, &sb, &db) == 0 && sig_file_ok(&sb, &db);
     if (ok && (sb.st_size >= SIG_SIZE || ftruncate(fd, SIG_SIZE) == 0))
         m = mmap(NULL, SIG_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);

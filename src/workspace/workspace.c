@@ -401,8 +401,9 @@ static int open_checked(int base, const char *path, int flags, mode_t mode, stru
         int fd = beneath(base, path, flags & (O_PATH | O_DIRECTORY), 0);
         if (fd < 0)
             return map_errno(errno, path, err);
-        if (stp && fstat(fd, stp) != 0) { /* this open's, not the look's */
-            rc = map_errno(errno, path, err);
+        /* this open's, not the look's: checked again */
+        if (stp && (fstat(fd, stp) != 0 ? (rc = map_errno(errno, path, err)) != 0
+                                        : (rc = check_kind(stp, path, err)) != 0)) {
             close(fd);
             return rc;
         }

@@ -10,7 +10,9 @@
 #   3. The process that owns the listening socket runs as SKILLD_USER with
 #      no capability and no_new_privs; the spawner and its zygote have one
 #      thread each; after the runs the spawner holds no run's mount
-#      namespace (held until each outcome is sent) and few descriptors.
+#      namespace (held until each outcome is sent) and few descriptors;
+#      after the concurrent bursts no run's cgroup is left and two
+#      pre-made sandboxes wait again.
 #   4. kill -9 of the server during 16 running sandboxes: within 2 s no
 #      sandbox process is left; after a restart, within 2 s no cgroup of
 #      the dead server's spawner is left.
@@ -93,6 +95,21 @@ if grep -q '^failures 0$' "$TMP/rounds.out"; then
     pass "5 rounds of 3 keys x 24 concurrent sleep 1: all succeed, none times out"
 else
     fail "5 rounds of 3 keys x 24 concurrent sleep 1: all succeed, none times out" "$(tr '\n' ' ' <"$TMP/rounds.out")"
+fi
+# After the bursts the spawner catches up with what they left: every run's
+# cgroup removed and the pool of pre-made sandboxes full again (two).
+cgs() { find /sys/fs/cgroup -maxdepth 9 -type d -path "*/skilld/$SPAWNER/*" 2>/dev/null |
+    sed 's|.*/||' | sort -u | tr '\n' ' '; }
+left=""
+for _ in $(seq 1 60); do
+    left=$(cgs)
+    [ "$(echo "$left" | wc -w)" = 2 ] && [ -z "$(echo "$left" | tr ' ' '\n' | grep -v '^warm-' | grep .)" ] && break
+    sleep 0.05
+done
+if [ "$(echo "$left" | wc -w)" = 2 ] && [ -z "$(echo "$left" | tr ' ' '\n' | grep -v '^warm-' | grep .)" ]; then
+    pass "after the bursts: no run's cgroup left, two pre-made sandboxes wait"
+else
+    fail "after the bursts: no run's cgroup left, two pre-made sandboxes wait" "cgroups under skilld/$SPAWNER: $left"
 fi
 
 # ---- 2: 2,000 sequential runs under thread churn ----

@@ -397,6 +397,16 @@ TEST(the_signal_file_is_checked_and_given_the_database_mode)
     CHECK_EQ_INT((int)sb.st_size, 4096);
     CHECK_EQ_INT((int)sb.st_nlink, 1);
     skd_store_close(a);
+    /* ... and the database's group, not the maker's (whose group would
+     * write it without writing the database) */
+    unlink(sig);
+    CHECK_EQ_INT(chown(where, (uid_t)-1, 2000), 0);
+    a = open_with(where, 20);
+    CHECK(a != NULL);
+    CHECK_EQ_INT(stat(sig, &sb), 0);
+    CHECK_EQ_INT((int)sb.st_gid, 2000);
+    CHECK_EQ_INT((int)(sb.st_mode & 0777), 0660);
+    skd_store_close(a);
 }
 
 int main(void)
