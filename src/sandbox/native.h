@@ -175,6 +175,10 @@ int skd__native_rootless(void);
  * child builds the run-independent part, then waits for its run on
  * c->ctl_fd (and exits quietly on EOF: the sandbox was discarded). */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
+/* What a pre-made sandbox does first: move the descriptors of c (its
+ * pipes, sockets, status pipe and cgroup files) above every inherited one
+ * and close all others (ends the process on failure). For tests. */
+void skd__native_keep_own_fds(struct skd__native_child *c);
 
 /* Pre-made sandboxes of this process (native.c). Fill makes one when fewer
  * than depth (at most 2) are waiting and this process can (root, native

@@ -408,7 +408,10 @@ static void keep_own_fds(struct skd__native_child *c)
             top = *own[i] + 1;
     int lo = -1, prev = -1;
     for (int i = 0; i < n; i++) {
-        int fd = (int)syscall(SYS_fcntl, *own[i], F_DUPFD_CLOEXEC, top);
+        /* Above the last one moved, not just above top: a gap closed below
+         * is free again, and the next copy would land in it, below prev,
+         * where the next gap's close would take it. */
+        int fd = (int)syscall(SYS_fcntl, *own[i], F_DUPFD_CLOEXEC, lo < 0 ? top : prev + 1);
         if (fd < 0)
             die("keep descriptors", NULL);
         if (lo < 0)
@@ -421,6 +424,13 @@ static void keep_own_fds(struct skd__native_child *c)
     if (syscall(SYS_close_range, 0U, (unsigned)lo - 1, 0U) != 0 ||
         syscall(SYS_close_range, (unsigned)prev + 1, ~0U, 0U) != 0)
         die("close inherited descriptors", NULL);
+}
+
+void skd__native_keep_own_fds(struct skd__native_child *c)
+{
+    status_fd = c->status_fd;
+    keep_own_fds(c);
+    c->status_fd = status_fd;
 }
 
 /* Next NUL-terminated string of the message at *p (bounded by end). */

@@ -124,6 +124,42 @@ TEST(tmp_is_private_and_limited)
  * /dev/shm are mounted ahead with the default size: a run of the default
  * size keeps them, a run of another size gets fresh ones; each gets its own
  * size, empty. */
+/* A pre-made sandbox is cloned from a spawner that may hold hundreds of
+ * descriptors (other runs'): it keeps its own among them and closes the
+ * rest. Inherited ones above HIGH_FD with gaps between them once made it
+ * close one of its own (a gap closed below was reused by the next copy). */
+TEST(a_pre_made_sandbox_keeps_its_descriptors_among_inherited_ones)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        struct skd__native_child c;
+        memset(&c, 0, sizeof(c));
+        int base = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        for (int fd = 20; fd < 30; fd++)
+            dup2(base, fd);
+        static const int inherited[] = {200, 201, 203, 206, 210, 211, 215};
+        for (size_t i = 0; i < sizeof(inherited) / sizeof(inherited[0]); i++)
+            dup2(base, inherited[i]);
+        c.in_fd = 20, c.out_fd = 21, c.err_fd = 22, c.sync_fd = 23, c.ctl_fd = 24;
+        c.status_fd = 25, c.ncg = 4;
+        for (int i = 0; i < 4; i++)
+            c.cg_fds[i] = 26 + i;
+        skd__native_keep_own_fds(&c);
+        int kept[] = {c.in_fd,     c.out_fd,    c.err_fd,    c.sync_fd,   c.ctl_fd,
+                      c.status_fd, c.cg_fds[0], c.cg_fds[1], c.cg_fds[2], c.cg_fds[3]};
+        int bad = 0, open_fds = 0;
+        for (int i = 0; i < 10; i++)
+            bad += fcntl(kept[i], F_GETFD) < 0;
+        for (int fd = 0; fd < 1024; fd++)
+            open_fds += fcntl(fd, F_GETFD) >= 0;
+        _exit(bad ? 1 : open_fds == 10 ? 0 : 2);
+    }
+    int st = -1;
+    CHECK(p > 0 && waitpid(p, &st, 0) == p);
+    CHECK(WIFEXITED(st));
+    CHECK_EQ_INT(WEXITSTATUS(st), 0);
+}
+
 TEST(tmp_size_of_each_run)
 {
     static const int mib[] = {0, 2, 0, 8, 8, 0}; /* 0: the default, 64 MiB */
@@ -387,6 +423,7 @@ int main(int argc, char **argv)
     RUN(network_is_loopback_only);
     RUN(workspace_round_trip);
     RUN(tmp_is_private_and_limited);
+    RUN(a_pre_made_sandbox_keeps_its_descriptors_among_inherited_ones);
     RUN(tmp_size_of_each_run);
     RUN(memory_limit_oom);
     RUN(memory_limit_above_and_below_the_default);
