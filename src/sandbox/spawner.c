@@ -350,9 +350,10 @@ static void close_spawned(skd__spawned *sp)
         }
 }
 
-/* Keep a pre-made native sandbox waiting (native.c) when native runs
- * here: one at start, and another after each outcome was sent (not after
- * the spawn: its set-up would compete for the CPU with the run). */
+/* Keep pre-made native sandboxes waiting (native.c) when native runs
+ * here: at start, and after outcomes were sent, when idle, until the pool
+ * is full (idle_step; not after the spawn: its set-up would compete for
+ * the CPU with the run). 1 when it made one. */
 static int warm_fill(int at_start)
 {
     const char *rt = S.conf->runtime;
