@@ -30,6 +30,7 @@ struct skd_engine {
     skd_registry *reg;
     pthread_mutex_t runner_mu; /* guards the lazy start of runner */
     skd_runner *runner;        /* NULL until the first sandbox run */
+    int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
 };
 
 static int mkdir_p(const char *path, skd_err *err)
@@ -93,6 +94,11 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         .audit_flush_ms = (int)skd_config_int(cfg, "SKILLD_AUDIT_FLUSH_MS"),
         .audit_sync = skd_config_bool(cfg, "SKILLD_AUDIT_SYNC"),
     };
+    /* skilld exec writes one row, right after its run: at once, while the
+     * spawner tears the run down, not from a writer thread at close. */
+    e->one_call = (flags & SKD_ENGINE_NO_SKILLS) != 0;
+    if (e->one_call)
+        so.audit_sync = 1;
     if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
     if (flags & SKD_ENGINE_NO_SKILLS) { /* skilld exec: the store for its audit row */
@@ -125,6 +131,13 @@ void skd_engine_close(skd_engine *e)
 {
     if (!e)
         return;
+    /* No run of a one-call engine uses the store: closing it (the WAL's
+     * checkpoint) overlaps the spawner's exit, which skd_runner_free waits
+     * for. Otherwise runs in flight may still write to the store. */
+    if (e->one_call) {
+        skd_store_close(e->store);
+        e->store = NULL;
+    }
     skd_runner_free(e->runner);
     pthread_mutex_destroy(&e->runner_mu);
     skd_store_close(e->store); /* first: its replica thread uses the registry */
