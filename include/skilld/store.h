@@ -34,11 +34,6 @@ typedef struct skd_store_opts {
      * returns. */
     int audit_flush_ms;
     int audit_sync;
-    /* SQLite: a closing connection leaves the WAL and its index for the
-     * next process instead of checkpointing and deleting them (skilld
-     * exec, a process per call); the WAL is still checkpointed when it
-     * passes SQLite's 1000 pages, and by every process without this. */
-    int keep_wal;
 } skd_store_opts;
 
 /* Open the store at where: a file path (SQLite) or a postgresql:// or

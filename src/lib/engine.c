@@ -98,7 +98,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
      * spawner tears the run down, not from a writer thread at close. */
     e->one_call = (flags & SKD_ENGINE_NO_SKILLS) != 0;
     if (e->one_call)
-        so.audit_sync = so.keep_wal = 1;
+        so.audit_sync = 1;
     if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
     if (flags & SKD_ENGINE_NO_SKILLS) { /* skilld exec: the store for its audit row */

@@ -41,8 +41,6 @@ int skd__sqlite_connect(skd__conn *c, skd_err *err)
     }
     sqlite3_busy_timeout(db, c->st->opts.busy_timeout_ms);
     sqlite3_extended_result_codes(db, 1);
-    if (c->st->opts.keep_wal)
-        sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     c->db = db;
     memset(c->stmts, 0, sizeof(c->stmts));
     if ((rc = skd__sqlite_exec(c, "PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;", err))) {
