@@ -103,4 +103,18 @@ for lang in python javascript sh; do
     if [ "$(jget .stdout)" = 42 ] && [ "$(jget .success)" = true ]; then
         pass "eval_code $lang"; else fail "eval_code $lang" "rc=$RC $OUT $(head -c 300 "$TMP/err")"; fi
 done
+# Each exec leaves one audit row for its key, written before the command
+# returns (at once, not from a writer thread), and closes the store cleanly.
+exec_json --key audit-k -- true
+exec_json --key audit-k -- false
+rows=$(python3 - "$DATA_DIR/skilld.db" <<'PY'
+import sqlite3, sys
+c = sqlite3.connect(sys.argv[1])
+print(" ".join("%s/%s/%s" % r for r in c.execute(
+    "SELECT skill, status, coalesce(error_code, '-') FROM executions "
+    "WHERE key_id='audit-k' ORDER BY created_ms, rowid")))
+PY
+)
+if [ "$rows" = "exec/success/- exec/error/command_failed" ] && [ ! -e "$DATA_DIR/skilld.db-wal" ]; then
+    pass "exec audit rows"; else fail "exec audit rows" "$rows $(ls "$DATA_DIR")"; fi
 finish
