@@ -144,13 +144,20 @@ typedef struct skd_sandbox_result {
                        proxy (an array, see src/net/egress.h), else NULL */
     /* The workspace quota overlay (a writable workspace with a quota):
      * ws_checked 1 when there was one; ws_error 0 when the run's changes
-     * were kept (ws_bytes: what the workspace holds now), else SKD_EQUOTA
-     * or SKD_ECANCELLED (killed: nothing kept) with ws_message. */
+     * were kept (ws_bytes: what the workspace holds now, or
+     * SKD_WS_BYTES_UNCHANGED when the run changed nothing and the workspace
+     * was not measured), else SKD_EQUOTA or SKD_ECANCELLED (killed: nothing
+     * kept) with ws_message. */
     int ws_checked;
     int ws_error;
     uint64_t ws_bytes;
     char ws_message[SKD_ERR_MSG_MAX];
 } skd_sandbox_result;
+
+/* ws_bytes of a run that wrote nothing: its workspace is as it was, so it
+ * is not walked (a walk costs a stat per entry, in the spawner every key
+ * shares). The result then says "changed": false and no bytes. */
+#define SKD_WS_BYTES_UNCHANGED UINT64_MAX
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
 void skd_sandbox_result_free(skd_sandbox_result *r);

@@ -88,6 +88,20 @@ int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);
  * (temporary files of writes in progress or interrupted) never count. */
 int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err);
 
+/* What a workspace holds: the bytes of its regular files, and its entries
+ * (files, directories, symlinks and the rest, each one; the temporary files
+ * above never count). SKILLS_WORKSPACE_MAX_ENTRIES bounds entries: a
+ * directory's own blocks are not in bytes, so without the bound a tenant
+ * could fill the disk with empty directories inside any byte quota. */
+typedef struct skd_ws_usage {
+    uint64_t bytes, entries;
+} skd_ws_usage;
+
+/* skd_workspace_usage_at with entries counted; the walk stops once more
+ * than max_entries were seen (entries is then max_entries + 1, bytes a
+ * partial sum), so its cost is bounded whatever the workspace holds. */
+int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err);
+
 /* Temporary files of atomic writes are named SKD_WORKSPACE_TMP_PREFIX and
  * random hex; clients may not use the prefix for their own names. */
 #define SKD_WORKSPACE_TMP_PREFIX ".skd-tmp-"

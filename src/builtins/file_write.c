@@ -173,9 +173,25 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, skd_err *err)
         return kind;
     if (kind == 1 && j->mode == W_CREATE)
         return skd_err_set(err, SKD_EEXISTS, "%s: already exists", j->path);
-    int rc = skd_workspace_usage(ctx->ws, &used, err);
+    /* Every entry counts once (a directory's blocks are not in bytes); a
+     * new name is one more. The walk stops past the bound. */
+    uint64_t max_entries =
+        (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_MAX_ENTRIES");
+    skd_ws_usage u;
+    int rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, err);
     if (rc)
         return rc;
+    used = u.bytes;
+    if (u.entries > max_entries)
+        return skd_err_set(err, SKD_EQUOTA,
+                           "the workspace holds more than %llu files, directories and links "
+                           "(SKILLS_WORKSPACE_MAX_ENTRIES); remove some first",
+                           (unsigned long long)max_entries);
+    if (kind == 0 && u.entries + 1 > max_entries)
+        return skd_err_set(err, SKD_EQUOTA,
+                           "a new file would bring the workspace to %llu files, directories and "
+                           "links; SKILLS_WORKSPACE_MAX_ENTRIES is %llu",
+                           (unsigned long long)(u.entries + 1), (unsigned long long)max_entries);
     /* overwrite replaces the old bytes; append and create add to them.
      * Sandboxed code may change files meanwhile, hence the guard. */
     if (j->mode == W_OVERWRITE)

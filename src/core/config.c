@@ -59,6 +59,9 @@ static const struct key keys[] = {
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
      "bytes a workspace may hold (file skills and sandboxed code alike)"},
+    {"SKILLS_WORKSPACE_MAX_ENTRIES", K_INT, "100000", 1, I64MAX, 0,
+     "files, directories and links a workspace may hold (a directory's own blocks are not in "
+     "the byte quota; this bounds them, and the walk that measures a workspace)"},
     {"SKILLS_SANDBOX_WORKSPACE_QUOTA", K_STR, "overlay", 0, 0, 0,
      "how sandboxes are held to the quota: overlay (tmpfs upper layer, committed when within "
      "quota; needs root) or off (not enforced inside sandboxes; doctor warns)"},

@@ -87,7 +87,10 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
             o, "workspace",
             r->ws_error ? json_pack("{s:b, s:{s:s, s:s}}", "kept", 0, "error", "code",
                                     skd_errcode(r->ws_error), "message", r->ws_message)
-                        : json_pack("{s:b, s:I}", "kept", 1, "bytes", (json_int_t)r->ws_bytes));
+            : r->ws_bytes == SKD_WS_BYTES_UNCHANGED
+                ? json_pack("{s:b, s:b}", "kept", 1, "changed", 0)
+                : json_pack("{s:b, s:b, s:I}", "kept", 1, "changed", 1, "bytes",
+                            (json_int_t)r->ws_bytes));
     if (bad) {
         json_decref(o);
         return NULL;

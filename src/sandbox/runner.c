@@ -441,7 +441,7 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->pids = r->defaults.pids_limit;
     k->cpu = r->defaults.cpu_limit;
     k->warm = opts->one_run ? 1 : 2;
-    (void)cfg;
+    k->workspace_max_entries = cfg ? skd_config_int(cfg, "SKILLS_WORKSPACE_MAX_ENTRIES") : 0;
     return 0;
 }
 

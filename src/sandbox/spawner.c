@@ -31,6 +31,7 @@
 #include "sandbox/native.h"
 #include "sandbox/spawner.h"
 #include "sandbox/spawner_proto.h"
+#include "sandbox/ws_quota.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -618,6 +619,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
     skd__native_set_defaults(conf->tmp_size, conf->memory_mb, conf->pids, conf->cpu);
     skd__native_defer_teardown(1);
+    skd__wsq_set_max_entries(conf->workspace_max_entries);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
      * spawner that died before us. */
     if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)

@@ -25,6 +25,7 @@ typedef struct skd__spawner_conf {
      * workspace may hold after a run (0: no overlay), and the bytes of
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
+    long long workspace_max_entries; /* SKILLS_WORKSPACE_MAX_ENTRIES (0: the default) */
     /* A run's defaults (the operator's): pre-made sandboxes are made with
      * this /tmp size and these limits (native.c), never a tenant's. */
     long long tmp_size, memory_mb, pids, cpu;

@@ -57,6 +57,15 @@
 #define WSQ_MAX_DEPTH 128
 #define TMP_PREFIX SKD_WORKSPACE_TMP_PREFIX
 
+/* SKILLS_WORKSPACE_MAX_ENTRIES, the operator's (skd__wsq_set_max_entries). */
+static long long max_entries = 100000;
+
+void skd__wsq_set_max_entries(long long n)
+{
+    if (n > 0)
+        max_entries = n;
+}
+
 struct skd__wsq {
     char dir[256];    /* the run's tmpfs: SKD__WSQ_DIR/<owner>/<run id or warm-N> */
     char merged[300]; /* dir/merged, the overlay */
@@ -324,8 +333,9 @@ int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, c
 /* One pass over the upper layer: measure (apply 0) or apply (apply 1). */
 struct pass {
     int apply;
-    uint64_t added, removed; /* bytes of regular files */
-    uid_t uid;               /* the workspace's owner */
+    uint64_t added, removed;     /* bytes of regular files */
+    uint64_t added_e, removed_e; /* entries (files, directories, links) */
+    uid_t uid;                   /* the workspace's owner */
     gid_t gid;
     skd_err *err;
     int depth;
@@ -343,24 +353,27 @@ static int is_opaque(int fd)
     return n == 1 && v[0] == 'y';
 }
 
-/* Bytes of regular files at name under dirfd (a file or a tree), 0 when
- * there is nothing. */
-static uint64_t usage_of(int dirfd, const char *name)
+/* What the run takes away at name under dirfd (a file or a tree): its
+ * bytes of regular files and its entries, the top one included, added to
+ * p's removed counts; nothing when there is nothing. */
+static void remove_usage(struct pass *p, int dirfd, const char *name)
 {
     struct stat st;
-    uint64_t n = 0;
     if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-        return 0;
+        return;
+    p->removed_e++;
     if (S_ISREG(st.st_mode))
-        return (uint64_t)st.st_size;
+        p->removed += (uint64_t)st.st_size;
     if (!S_ISDIR(st.st_mode))
-        return 0;
+        return;
+    skd_ws_usage u = {0};
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && skd_workspace_usage_at(fd, &n, NULL) != 0)
-        n = 0;
+    if (fd >= 0 && skd_workspace_usage_limit(fd, max_entries, &u, NULL) == 0) {
+        p->removed += u.bytes;
+        p->removed_e += u.entries;
+    }
     if (fd >= 0)
         close(fd);
-    return n;
 }
 
 /* Remove name under dirfd, file or tree. */
@@ -472,7 +485,9 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
     int exists = wdir >= 0 && fstatat(wdir, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
     int replace = exists && (!S_ISDIR(old.st_mode) || is_opaque(ufd));
     if (replace)
-        p->removed += usage_of(wdir, name);
+        remove_usage(p, wdir, name);
+    if (!exists || replace)
+        p->added_e++;
     if (p->apply) {
         if ((replace && remove_any(wdir, name) != 0) ||
             ((!exists || replace) && mkdirat(wdir, name, st->st_mode & 0777) != 0 &&
@@ -511,9 +526,11 @@ static int one_entry(struct pass *p, int udir, int wdir, const char *name)
     if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !is_whiteout(&st))
         return 0; /* FIFOs, sockets, devices: not kept */
     if (exists)
-        p->removed += usage_of(wdir, name);
+        remove_usage(p, wdir, name);
     if (S_ISREG(st.st_mode))
         p->added += (uint64_t)st.st_size;
+    if (!is_whiteout(&st))
+        p->added_e++;
     if (!p->apply)
         return 0;
     if (is_whiteout(&st))
@@ -547,6 +564,29 @@ static int walk_upper(struct pass *p, int udir, int wdir)
     }
     closedir(d);
     p->depth--;
+    return rc;
+}
+
+/* 1 when the directory fd (borrowed) holds nothing the commit would take
+ * (only . and .., or temporary names), 0 when it holds something, -1 on a
+ * read error. */
+static int upper_empty(int fd)
+{
+    int dup = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = dup >= 0 ? fdopendir(dup) : NULL;
+    if (!d) {
+        if (dup >= 0)
+            close(dup);
+        return -1;
+    }
+    int empty = 1;
+    struct dirent *de;
+    errno = 0;
+    while (empty && (de = readdir(d)) != NULL)
+        empty = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+                strncmp(de->d_name, TMP_PREFIX, strlen(TMP_PREFIX)) == 0;
+    int rc = errno && empty ? -1 : empty;
+    closedir(d);
     return rc;
 }
 
@@ -601,13 +641,41 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
         goto out;
     }
-    if ((rc = skd_workspace_usage_at(ws, &now, err)) != 0)
+    /* The run wrote nothing: the workspace is as it was, nothing to check
+     * or apply, and it is not walked (a stat per entry, in the spawner). */
+    int empty = upper_empty(up);
+    if (empty < 0) {
+        rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
         goto out;
+    }
+    if (empty) {
+        *bytes = SKD_WS_BYTES_UNCHANGED;
+        goto out;
+    }
+    skd_ws_usage u;
+    if ((rc = skd_workspace_usage_limit(ws, max_entries, &u, err)) != 0)
+        goto out;
+    now = u.bytes;
     rc = walk_upper(&p, up, ws);
     up = -1; /* closed by walk_upper; the apply pass opens it afresh (a dup shares the offset) */
     if (rc != 0)
         goto out;
     uint64_t after = now + p.added - (p.removed < now + p.added ? p.removed : now + p.added);
+    uint64_t grown = u.entries + p.added_e;
+    uint64_t after_e = grown - (p.removed_e < grown ? p.removed_e : grown);
+    /* Past the bound the walk stopped early (u.entries is max + 1): the
+     * workspace is over it whatever the run removed, as far as is known. */
+    if (after_e > (uint64_t)max_entries || u.entries > (uint64_t)max_entries) {
+        rc = skd_err_set(err, SKD_EQUOTA,
+                         "the run left the workspace with %s%llu files, directories and links, "
+                         "above SKILLS_WORKSPACE_MAX_ENTRIES=%lld; none of its changes were kept",
+                         u.entries > (uint64_t)max_entries ? "more than " : "",
+                         (unsigned long long)(u.entries > (uint64_t)max_entries
+                                                  ? (uint64_t)max_entries
+                                                  : after_e),
+                         max_entries);
+        goto out;
+    }
     if (after > (uint64_t)q->quota) {
         rc = skd_err_set(err, SKD_EQUOTA,
                          "the run left the workspace at %llu bytes, above its quota of %lld "
@@ -624,7 +692,7 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         goto out;
     }
     p.apply = 1;
-    p.added = p.removed = 0;
+    p.added = p.removed = p.added_e = p.removed_e = 0;
     if ((up = upper_fd(q)) < 0) {
         rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
         goto out;

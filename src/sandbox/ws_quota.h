@@ -82,6 +82,10 @@ struct skd__outcome;
  * outcome's ws_* fields (and the log when it is an I/O failure). */
 void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o);
 
+/* SKILLS_WORKSPACE_MAX_ENTRIES for every later commit (default 100000):
+ * files, directories and links the workspace may hold after a run. */
+void skd__wsq_set_max_entries(long long n);
+
 /* Unmount whatever is left and remove the run's directory. NULL ok. */
 void skd__wsq_free(skd__wsq *q);
 

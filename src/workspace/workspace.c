@@ -536,8 +536,11 @@ int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
     return fd;
 }
 
-/* Sum regular file sizes below dirfd (which this function closes). */
-static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
+/* Sum regular file sizes below dirfd (which this function closes) and count
+ * every entry, stopping once more than max entries were seen (u->entries is
+ * then max + 1): a workspace of a million empty entries costs one bounded
+ * walk, not a million stats per call. */
+static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *err)
 {
     DIR *d = fdopendir(dirfd);
     int rc = 0;
@@ -545,7 +548,7 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
         close(dirfd);
         return skd_err_set(err, SKD_EIO, "cannot read a workspace directory: %s", strerror(errno));
     }
-    for (;;) {
+    while (u->entries <= max) {
         errno = 0;
         struct dirent *de = readdir(d);
         if (!de) {
@@ -560,8 +563,9 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
         struct stat st;
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* removed meanwhile */
+        u->entries++;
         if (S_ISREG(st.st_mode)) {
-            *bytes += (uint64_t)st.st_size;
+            u->bytes += (uint64_t)st.st_size;
         } else if (S_ISDIR(st.st_mode)) {
             if (depth >= WALK_MAX_DEPTH) {
                 rc = skd_err_set(err, SKD_EFORBIDDEN,
@@ -571,7 +575,7 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
             int sub = beneath(dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0);
             if (sub < 0)
                 continue; /* replaced by a non-directory meanwhile */
-            if ((rc = walk(sub, depth + 1, bytes, err)) != 0)
+            if ((rc = walk(sub, depth + 1, u, max, err)) != 0)
                 break;
         }
     }
@@ -581,20 +585,27 @@ static int walk(int dirfd, int depth, uint64_t *bytes, skd_err *err)
 
 int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err)
 {
-    *bytes = 0;
-    int fd = beneath(ws->dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
-    if (fd < 0)
-        return map_errno(errno, ".", err);
-    return walk(fd, 0, bytes, err);
+    skd_ws_usage u;
+    int rc = skd_workspace_usage_limit(ws->dirfd, UINT64_MAX - 1, &u, err);
+    *bytes = u.bytes;
+    return rc;
 }
 
 int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err)
 {
-    *bytes = 0;
+    skd_ws_usage u;
+    int rc = skd_workspace_usage_limit(dirfd, UINT64_MAX - 1, &u, err);
+    *bytes = u.bytes;
+    return rc;
+}
+
+int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err)
+{
+    u->bytes = u->entries = 0;
     int fd = beneath(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
         return map_errno(errno, ".", err);
-    return walk(fd, 0, bytes, err);
+    return walk(fd, 0, u, max_entries, err);
 }
 
 int skd_workspace_reserve_check(skd_workspace *ws, uint64_t more, uint64_t reserve, skd_err *err)

@@ -165,6 +165,29 @@ for id in $RUN_IDS; do grep -q "/$id" /proc/self/mounts && left="$left $id"; don
 [ -n "$RUN_IDS" ] && [ -z "$left" ] && pass "no quota overlay of these runs left mounted" ||
     fail "no quota overlay of these runs left mounted" "ids: ${RUN_IDS:-none} left:$left"
 
+# Entries: empty directories cost no byte of the quota, so the workspace's
+# files, directories and links are bounded apart (SKILLS_WORKSPACE_MAX_ENTRIES),
+# for sandboxed code and file skills alike, and nothing over it is kept.
+entries() { find "$WS" -mindepth 1 ! -name '.skd-tmp-*' 2>/dev/null | wc -l; }
+cap=$(( $(entries) + 10 ))
+restart SKILLS_WORKSPACE_MAX_ENTRIES=$cap
+req POST /v1/execute "${A[@]}" -d '{"skill":"execute_command","input":{"command":"sh","args":["-c","mkdir /workspace/many && cd /workspace/many && for i in $(seq 30); do mkdir d$i; done; echo made"]}}'
+if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); w=j["workspace"]; sys.exit(0 if j["success"] is False and w["kept"] is False and w["error"]["code"]=="quota_exceeded" and "SKILLS_WORKSPACE_MAX_ENTRIES" in w["error"]["message"] and "made" in j["stdout"] else 1)' "$BODY" &&
+   [ ! -e "$WS/many" ] && [ "$(entries)" -le "$cap" ]; then
+    pass "30 empty directories past SKILLS_WORKSPACE_MAX_ENTRIES: nothing kept, the run says why"
+else fail "30 empty directories past SKILLS_WORKSPACE_MAX_ENTRIES: nothing kept, the run says why" "entries=$(entries) cap=$cap ${BODY:0:500}"; fi
+for i in $(seq 10); do
+    req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"e'$i'.txt","content":"x"}}'
+done
+expect_json "the 10th new file is within SKILLS_WORKSPACE_MAX_ENTRIES" 'j["success"] is True'
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"e11.txt","content":"x"}}'
+expect_json "a new file past SKILLS_WORKSPACE_MAX_ENTRIES is quota_exceeded, saying so" \
+    'j["error"]["code"]=="quota_exceeded" and "SKILLS_WORKSPACE_MAX_ENTRIES" in j["error"]["message"]'
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"e1.txt","content":"rewritten"}}'
+expect_json "an existing file can still be rewritten at SKILLS_WORKSPACE_MAX_ENTRIES" 'j["success"] is True'
+[ "$(entries)" -le "$cap" ] && pass "the workspace holds no more entries than the bound" ||
+    fail "the workspace holds no more entries than the bound" "entries=$(entries) cap=$cap"
+
 # The store's reserve: a tenant write that would eat into it is refused;
 # the store itself keeps working.
 restart SKILLS_DATA_RESERVE_BYTES=9223372036854775807

@@ -25,6 +25,7 @@
 
 #include "sandbox/container.h"
 #include "sandbox/ws_quota.h"
+#include "skilld/sandbox.h"
 #include "skilld/workspace.h"
 
 static char g_ws[PATH_MAX];
@@ -211,6 +212,79 @@ TEST(over_quota_changes_nothing)
     CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
     skd__wsq_free(q);
     CHECK_EQ_INT(usage(), (9u << 20) + 10);
+}
+
+/* SKILLS_WORKSPACE_MAX_ENTRIES: empty directories cost no byte of the
+ * quota, so entries are bounded apart; a run over the bound keeps nothing,
+ * and what it removes or replaces counts against what it adds. */
+TEST(over_max_entries_changes_nothing)
+{
+    fresh_workspace();
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/old", g_ws);
+    mkdir(path, 0755);
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        snprintf(name, sizeof(name), "f%d", i);
+        CHECK_EQ_INT(put(path, name, 1), 0); /* old/ and 5 files: 6 entries */
+    }
+    skd__wsq_set_max_entries(10);
+    skd__wsq *q = NULL;
+    skd_err err = {0};
+    uint64_t bytes = 0;
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "88888888-8888-8888-8888-888888888888", 1 << 20, &q, &err), 0);
+    if (!q)
+        return;
+    for (int i = 0; i < 5; i++) { /* 6 + 5 = 11 entries, 0 bytes more */
+        snprintf(path, sizeof(path), "%s/d%d", skd__wsq_merged(q), i);
+        CHECK_EQ_INT(mkdir(path, 0755), 0);
+    }
+    CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), SKD_EQUOTA);
+    CHECK(strstr(err.msg, "11 files, directories and links") != NULL);
+    CHECK(strstr(err.msg, "SKILLS_WORKSPACE_MAX_ENTRIES=10") != NULL);
+    skd__wsq_free(q);
+    CHECK(!exists(g_ws, "d0"));
+    /* Removing old/ (6 entries) makes room for the same 5 directories. */
+    err = (skd_err){0};
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "88888888-8888-8888-8888-888888888889", 1 << 20, &q, &err), 0);
+    if (!q)
+        return;
+    char cmd[PATH_MAX + 32];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s/old'", skd__wsq_merged(q));
+    CHECK_EQ_INT(system(cmd), 0);
+    for (int i = 0; i < 5; i++) {
+        snprintf(path, sizeof(path), "%s/d%d", skd__wsq_merged(q), i);
+        CHECK_EQ_INT(mkdir(path, 0755), 0);
+    }
+    CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
+    if (err.code)
+        printf("# %s\n", err.msg);
+    skd__wsq_free(q);
+    CHECK(exists(g_ws, "d4"));
+    CHECK(!exists(g_ws, "old"));
+    CHECK_EQ_INT(bytes, 0);
+    /* Over the bound now (5 entries, 3 allowed): a run that writes nothing
+     * is not walked, refused or measured; one that writes is refused. */
+    skd__wsq_set_max_entries(3);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "88888888-8888-8888-8888-88888888888a", 1 << 20, &q, &err), 0);
+    if (!q)
+        return;
+    CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
+    CHECK(bytes == SKD_WS_BYTES_UNCHANGED);
+    skd__wsq_free(q);
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "88888888-8888-8888-8888-88888888888b", 1 << 20, &q, &err), 0);
+    if (!q)
+        return;
+    CHECK_EQ_INT(put(skd__wsq_merged(q), "one", 1), 0);
+    CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), SKD_EQUOTA);
+    CHECK(strstr(err.msg, "more than 3 files") != NULL);
+    skd__wsq_free(q);
+    CHECK(!exists(g_ws, "one"));
+    skd__wsq_set_max_entries(100000);
 }
 
 TEST(killed_run_changes_nothing)
@@ -422,6 +496,7 @@ int main(int argc, char **argv)
         RUN(commit_applies_changes);
         RUN(commit_with_the_overlay_still_mounted);
         RUN(over_quota_changes_nothing);
+        RUN(over_max_entries_changes_nothing);
         RUN(killed_run_changes_nothing);
         /* Valgrind 3.19 implements neither open_tree nor mount_setattr,
          * which the idmapped lower layer of the staged cases needs: under

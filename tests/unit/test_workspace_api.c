@@ -166,6 +166,13 @@ TEST(openat_parent_usage_lock)
     uint64_t used = 0;
     CHECK_EQ_INT(skd_workspace_usage(ws, &used, &e), 0);
     CHECK_EQ_INT(used, 5);
+    /* Entries: a, a/b, a/b/c.txt; the walk stops past the bound. */
+    skd_ws_usage u = {0};
+    CHECK_EQ_INT(skd_workspace_usage_limit(skd_workspace_fd(ws), 100, &u, &e), 0);
+    CHECK_EQ_INT(u.entries, 3);
+    CHECK_EQ_INT(u.bytes, 5);
+    CHECK_EQ_INT(skd_workspace_usage_limit(skd_workspace_fd(ws), 1, &u, &e), 0);
+    CHECK_EQ_INT(u.entries, 2);
     CHECK_EQ_INT(skd_workspace_lock(ws, &e), 0);
     CHECK_EQ_INT(skd_workspace_lock(ws, &e), 0); /* already held: no deadlock */
     /* another handle of the same workspace cannot take the lock meanwhile */
