@@ -73,6 +73,12 @@ int skd_workspace_openat_stat(skd_workspace *ws, const char *path, int flags, mo
  * SKD_E*. The fd may be passed to skd_workspace_openat_in. */
 int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
                               char name[SKD_WS_NAME_MAX + 1], skd_err *err);
+/* skd_workspace_open_parent with mkdirs, creating at most *budget missing
+ * directories (each one taken from it); past it SKD_EQUOTA, before the
+ * directory over budget is made. The caller holds the workspace lock and
+ * measured the workspace (skd_workspace_usage_limit) to set the budget. */
+int skd_workspace_open_parent_within(skd_workspace *ws, const char *path, uint64_t *budget,
+                                     char name[SKD_WS_NAME_MAX + 1], skd_err *err);
 
 /* skd_workspace_openat, resolved beneath dirfd instead of the workspace
  * root; dirfd must be a directory of this workspace (from
@@ -96,6 +102,10 @@ int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err);
 typedef struct skd_ws_usage {
     uint64_t bytes, entries;
 } skd_ws_usage;
+
+/* What one new entry takes on disk beyond its bytes (a directory's block),
+ * counted against SKILLS_DATA_RESERVE_BYTES. */
+#define SKD_WS_ENTRY_BYTES 4096u
 
 /* skd_workspace_usage_at with entries counted; the walk stops once more
  * than max_entries were seen (entries is then max_entries + 1, bytes a

@@ -164,8 +164,17 @@ static int append(skd_workspace *ws, const struct wjob *j, skd_err *err)
     return rc;
 }
 
-/* Under the workspace lock: check the target and the quota, then write. */
-static int write_locked(const skd_ctx *ctx, struct wjob *j, skd_err *err)
+static uint64_t max_entries_of(const skd_ctx *ctx)
+{
+    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_MAX_ENTRIES");
+}
+
+/* Under the workspace lock: check the target and the quota, then write.
+ * pre: the workspace measured under this lock already (the directories
+ * this call made included), or NULL to measure it here; made: how many
+ * directories this call made for it. */
+static int write_locked(const skd_ctx *ctx, struct wjob *j, const skd_ws_usage *pre, uint64_t made,
+                        skd_err *err)
 {
     uint64_t old = 0, used = 0;
     int kind = inspect_target(j, &old, err);
@@ -174,15 +183,16 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, skd_err *err)
     if (kind == 1 && j->mode == W_CREATE)
         return skd_err_set(err, SKD_EEXISTS, "%s: already exists", j->path);
     /* Every entry counts once (a directory's blocks are not in bytes); a
-     * new name is one more. The walk stops past the bound. */
-    uint64_t max_entries =
-        (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_MAX_ENTRIES");
+     * new name is one more, a rewrite none. The walk stops past the bound. */
+    uint64_t max_entries = max_entries_of(ctx);
     skd_ws_usage u;
-    int rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, err);
-    if (rc)
+    int rc = 0;
+    if (pre)
+        u = *pre;
+    else if ((rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, err)))
         return rc;
     used = u.bytes;
-    if (u.entries > max_entries)
+    if (kind == 0 && u.entries > max_entries)
         return skd_err_set(err, SKD_EQUOTA,
                            "the workspace holds more than %llu files, directories and links "
                            "(SKILLS_WORKSPACE_MAX_ENTRIES); remove some first",
@@ -206,7 +216,7 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, skd_err *err)
     /* Every tenant within its quota can still fill the disk together: the
      * store's reserve is never given out. */
     if ((rc = skd_workspace_reserve_check(
-             ctx->ws, j->len,
+             ctx->ws, j->len + SKD_WS_ENTRY_BYTES * (made + (kind == 0)),
              (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_DATA_RESERVE_BYTES"),
              err)) != 0)
         return rc;
@@ -247,15 +257,36 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
             goto out;
         }
     }
-    j.dirfd =
-        skd_workspace_open_parent(ctx->ws, j.path, skd_json_bool(input, "mkdirs", 0), j.name, &err);
-    if (j.dirfd < 0) {
-        rc = j.dirfd;
+    if (!skd_json_bool(input, "mkdirs", 0)) {
+        j.dirfd = skd_workspace_open_parent(ctx->ws, j.path, 0, j.name, &err);
+        if (j.dirfd < 0) {
+            rc = j.dirfd;
+            goto out;
+        }
+        if ((rc = skd_workspace_lock(ctx->ws, &err)) != 0)
+            goto out;
+        rc = write_locked(ctx, &j, NULL, 0, &err);
+        skd_workspace_unlock(ctx->ws);
         goto out;
     }
+    /* mkdirs: measured under the lock first, so that the directories it
+     * makes are held to SKILLS_WORKSPACE_MAX_ENTRIES too (one slot kept for
+     * the file), not made and then refused. */
     if ((rc = skd_workspace_lock(ctx->ws, &err)) != 0)
         goto out;
-    rc = write_locked(ctx, &j, &err);
+    uint64_t max_entries = max_entries_of(ctx);
+    skd_ws_usage u;
+    if ((rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, &err)) == 0) {
+        uint64_t budget = u.entries + 1 <= max_entries ? max_entries - u.entries - 1 : 0;
+        uint64_t before = budget;
+        j.dirfd = skd_workspace_open_parent_within(ctx->ws, j.path, &budget, j.name, &err);
+        if (j.dirfd < 0) {
+            rc = j.dirfd;
+        } else {
+            u.entries += before - budget;
+            rc = write_locked(ctx, &j, &u, before - budget, &err);
+        }
+    }
     skd_workspace_unlock(ctx->ws);
 out:
     free(decoded);

@@ -335,6 +335,7 @@ struct pass {
     int apply;
     uint64_t added, removed;     /* bytes of regular files */
     uint64_t added_e, removed_e; /* entries (files, directories, links) */
+    int shallow;                 /* removed trees count their top entry only */
     uid_t uid;                   /* the workspace's owner */
     gid_t gid;
     skd_err *err;
@@ -364,7 +365,7 @@ static void remove_usage(struct pass *p, int dirfd, const char *name)
     p->removed_e++;
     if (S_ISREG(st.st_mode))
         p->removed += (uint64_t)st.st_size;
-    if (!S_ISDIR(st.st_mode))
+    if (!S_ISDIR(st.st_mode) || p->shallow)
         return;
     skd_ws_usage u = {0};
     int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -656,6 +657,12 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     if ((rc = skd_workspace_usage_limit(ws, max_entries, &u, err)) != 0)
         goto out;
     now = u.bytes;
+    /* Past the bound the walk stopped early (u.entries is max + 1, bytes a
+     * partial sum): what the run removes is then not measured below the top
+     * of each tree (a run of many whiteouts would cost a bounded walk each),
+     * and only a run that adds neither entries nor bytes is kept. */
+    int over = u.entries > (uint64_t)max_entries;
+    p.shallow = over;
     rc = walk_upper(&p, up, ws);
     up = -1; /* closed by walk_upper; the apply pass opens it afresh (a dup shares the offset) */
     if (rc != 0)
@@ -663,28 +670,27 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     uint64_t after = now + p.added - (p.removed < now + p.added ? p.removed : now + p.added);
     uint64_t grown = u.entries + p.added_e;
     uint64_t after_e = grown - (p.removed_e < grown ? p.removed_e : grown);
-    /* Past the bound the walk stopped early (u.entries is max + 1): the
-     * workspace is over it whatever the run removed, as far as is known. */
-    if (after_e > (uint64_t)max_entries || u.entries > (uint64_t)max_entries) {
+    if (over ? p.added_e > 0 || p.added > 0 : after_e > (uint64_t)max_entries) {
         rc = skd_err_set(err, SKD_EQUOTA,
                          "the run left the workspace with %s%llu files, directories and links, "
-                         "above SKILLS_WORKSPACE_MAX_ENTRIES=%lld; none of its changes were kept",
-                         u.entries > (uint64_t)max_entries ? "more than " : "",
-                         (unsigned long long)(u.entries > (uint64_t)max_entries
-                                                  ? (uint64_t)max_entries
-                                                  : after_e),
-                         max_entries);
+                         "above SKILLS_WORKSPACE_MAX_ENTRIES=%lld; none of its changes were kept%s",
+                         over ? "more than " : "",
+                         (unsigned long long)(over ? (uint64_t)max_entries : after_e), max_entries,
+                         over ? " (a run that only removes is)" : "");
         goto out;
     }
-    if (after > (uint64_t)q->quota) {
+    if (!over && after > (uint64_t)q->quota) {
         rc = skd_err_set(err, SKD_EQUOTA,
                          "the run left the workspace at %llu bytes, above its quota of %lld "
                          "(SKILLS_WORKSPACE_QUOTA_BYTES); none of its changes were kept",
                          (unsigned long long)after, (long long)q->quota);
         goto out;
     }
-    if (p.added > 0 && fstatvfs(ws, &vfs) == 0 &&
-        (uint64_t)vfs.f_bavail * vfs.f_frsize < p.added + (uint64_t)(reserve > 0 ? reserve : 0)) {
+    /* Bytes and, for each new entry, a block (directories and links take
+     * disk that is in no byte count). */
+    uint64_t need = p.added + SKD_WS_ENTRY_BYTES * p.added_e;
+    if (need > 0 && fstatvfs(ws, &vfs) == 0 &&
+        (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (uint64_t)(reserve > 0 ? reserve : 0)) {
         rc = skd_err_set(err, SKD_EQUOTA,
                          "DATA_DIR's filesystem keeps %lld bytes free for the store "
                          "(SKILLS_DATA_RESERVE_BYTES); none of the run's changes were kept",

@@ -480,7 +480,7 @@ static int make_one_dir(skd_workspace *ws, char *dir, skd_err *err)
 
 /* mkdir -p of dir (a writable copy of a checked path), each prefix looked
  * up from the workspace root. */
-static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
+static int make_dirs(skd_workspace *ws, char *dir, uint64_t *budget, skd_err *err)
 {
     for (char *p = dir;; p++) {
         if (*p != '/' && *p != '\0')
@@ -492,10 +492,15 @@ static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
             int fd = beneath_dir(ws->dirfd, dir);
             if (fd >= 0)
                 close(fd);
-            else if (errno == ENOENT)
-                rc = make_one_dir(ws, dir, err);
-            else
+            else if (errno != ENOENT)
                 rc = map_errno(errno, dir, err);
+            else if (budget && *budget == 0)
+                rc = skd_err_set(err, SKD_EQUOTA,
+                                 "%s: creating it would bring the workspace past its bound of "
+                                 "files, directories and links (SKILLS_WORKSPACE_MAX_ENTRIES)",
+                                 dir);
+            else if ((rc = make_one_dir(ws, dir, err)) == 0 && budget)
+                (*budget)--;
         }
         *p = saved;
         if (rc)
@@ -505,8 +510,8 @@ static int make_dirs(skd_workspace *ws, char *dir, skd_err *err)
     }
 }
 
-int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
-                              char name[SKD_WS_NAME_MAX + 1], skd_err *err)
+static int open_parent(skd_workspace *ws, const char *path, int mkdirs, uint64_t *budget,
+                       char name[SKD_WS_NAME_MAX + 1], skd_err *err)
 {
     char dir[SKD_WS_PATH_MAX + 1];
     int rc = skd_workspace_check_path(path, 0, err);
@@ -528,12 +533,24 @@ int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
         *slash = '\0';
     else
         dir[0] = '\0';
-    if (mkdirs && (rc = make_dirs(ws, dir, err)) != 0)
+    if (mkdirs && (rc = make_dirs(ws, dir, budget, err)) != 0)
         return rc;
     int fd = beneath_dir(ws->dirfd, *dir ? dir : ".");
     if (fd < 0)
         return map_errno(errno, *dir ? dir : ".", err);
     return fd;
+}
+
+int skd_workspace_open_parent(skd_workspace *ws, const char *path, int mkdirs,
+                              char name[SKD_WS_NAME_MAX + 1], skd_err *err)
+{
+    return open_parent(ws, path, mkdirs, NULL, name, err);
+}
+
+int skd_workspace_open_parent_within(skd_workspace *ws, const char *path, uint64_t *budget,
+                                     char name[SKD_WS_NAME_MAX + 1], skd_err *err)
+{
+    return open_parent(ws, path, 1, budget, name, err);
 }
 
 /* Sum regular file sizes below dirfd (which this function closes) and count

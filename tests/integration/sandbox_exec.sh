@@ -104,17 +104,18 @@ for lang in python javascript sh; do
         pass "eval_code $lang"; else fail "eval_code $lang" "rc=$RC $OUT $(head -c 300 "$TMP/err")"; fi
 done
 # Each exec leaves one audit row for its key, written before the command
-# returns (at once, not from a writer thread), and closes the store cleanly.
-exec_json --key audit-k -- true
-exec_json --key audit-k -- false
-rows=$(python3 - "$DATA_DIR/skilld.db" <<'PY'
-import sqlite3, sys
-c = sqlite3.connect(sys.argv[1])
-print(" ".join("%s/%s/%s" % r for r in c.execute(
-    "SELECT skill, status, coalesce(error_code, '-') FROM executions "
-    "WHERE key_id='audit-k' ORDER BY created_ms, rowid")))
-PY
-)
-if [ "$rows" = "exec/success/- exec/error/command_failed" ] && [ ! -e "$DATA_DIR/skilld.db-wal" ]; then
-    pass "exec audit rows"; else fail "exec audit rows" "$rows $(ls "$DATA_DIR")"; fi
+# returns (at once, not from a writer thread); read back through the store
+# (SQLite here, PostgreSQL in the store ring) with `skilld mcp`'s
+# skills_executions. With SQLite the store is closed cleanly (no WAL left).
+KID=$("$SKILLD" keys create audit-exec --json 2>/dev/null | "$JGET" .id 2>/dev/null)
+exec_json --key "$KID" -- true
+exec_json --key "$KID" -- false
+OUT=$(printf '%s\n' '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}' \
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"skills_executions","arguments":{"limit":10}}}' |
+    "$SKILLD" mcp --key "$KID" 2>/dev/null | tail -1)
+rows=$(python3 -c 'import json,sys; e=json.loads(sys.argv[1])["result"]["structuredContent"]["executions"]; print(" ".join("%s/%s/%s" % (x["skill"], x["status"], x.get("errorCode") or "-") for x in reversed(e)))' "$OUT" 2>/dev/null)
+if [ -n "$KID" ] && [ "$rows" = "exec/success/- exec/error/command_failed" ] &&
+   { [ ! -e "$DATA_DIR/skilld.db" ] || [ ! -e "$DATA_DIR/skilld.db-wal" ]; }; then
+    pass "exec audit rows"; else fail "exec audit rows" "key=$KID rows=$rows $(ls "$DATA_DIR") ${OUT:0:300}"; fi
 finish

@@ -183,6 +183,11 @@ expect_json "the 10th new file is within SKILLS_WORKSPACE_MAX_ENTRIES" 'j["succe
 req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"e11.txt","content":"x"}}'
 expect_json "a new file past SKILLS_WORKSPACE_MAX_ENTRIES is quota_exceeded, saying so" \
     'j["error"]["code"]=="quota_exceeded" and "SKILLS_WORKSPACE_MAX_ENTRIES" in j["error"]["message"]'
+req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"deep/a/b/c.txt","content":"x","mkdirs":true}}'
+if python3 -c 'import json,sys; j=json.loads(sys.argv[1]); sys.exit(0 if j["error"]["code"]=="quota_exceeded" and "SKILLS_WORKSPACE_MAX_ENTRIES" in j["error"]["message"] else 1)' "$BODY" &&
+   [ ! -e "$WS/deep" ]; then
+    pass "mkdirs makes no directory past SKILLS_WORKSPACE_MAX_ENTRIES"
+else fail "mkdirs makes no directory past SKILLS_WORKSPACE_MAX_ENTRIES" "$(ls "$WS") ${BODY:0:300}"; fi
 req POST /v1/execute "${A[@]}" -d '{"skill":"file_write","input":{"path":"e1.txt","content":"rewritten"}}'
 expect_json "an existing file can still be rewritten at SKILLS_WORKSPACE_MAX_ENTRIES" 'j["success"] is True'
 [ "$(entries)" -le "$cap" ] && pass "the workspace holds no more entries than the bound" ||

@@ -284,6 +284,20 @@ TEST(over_max_entries_changes_nothing)
     CHECK(strstr(err.msg, "more than 3 files") != NULL);
     skd__wsq_free(q);
     CHECK(!exists(g_ws, "one"));
+    /* Still over it: a run that only removes is kept. */
+    CHECK_EQ_INT(
+        skd__wsq_prepare(g_ws, -1, "88888888-8888-8888-8888-88888888888c", 1 << 20, &q, &err), 0);
+    if (!q)
+        return;
+    snprintf(path, sizeof(path), "%s/d4", skd__wsq_merged(q));
+    CHECK_EQ_INT(rmdir(path), 0);
+    err = (skd_err){0};
+    CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
+    if (err.code)
+        printf("# %s\n", err.msg);
+    skd__wsq_free(q);
+    CHECK(!exists(g_ws, "d4"));
+    CHECK(exists(g_ws, "d3"));
     skd__wsq_set_max_entries(100000);
 }
 
