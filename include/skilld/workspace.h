@@ -86,17 +86,11 @@ int skd_workspace_open_parent_within(skd_workspace *ws, const char *path, uint64
 int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int flags, mode_t mode,
                             skd_err *err);
 
-/* Bytes currently used by the workspace (sum of regular file sizes). */
-int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err);
-
-/* The same for the directory dirfd (borrowed): sizes of the regular files
- * below it, symlinks not followed. Names starting SKD_WORKSPACE_TMP_PREFIX
- * (temporary files of writes in progress or interrupted) never count. */
-int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err);
-
-/* What a workspace holds: the bytes of its regular files, and its entries
- * (files, directories, symlinks and the rest, each one; the temporary files
- * above never count). SKILLS_WORKSPACE_MAX_ENTRIES bounds entries: a
+/* What the directory dirfd (borrowed; skd_workspace_fd for the whole
+ * workspace) holds below it: the bytes of its regular files, and its
+ * entries (files, directories, symlinks and the rest, each one), symlinks
+ * not followed. Names starting SKD_WORKSPACE_TMP_PREFIX (temporary files of
+ * writes in progress or interrupted) never count. SKILLS_WORKSPACE_MAX_ENTRIES bounds entries: a
  * directory's own blocks are not in bytes, so without the bound a tenant
  * could fill the disk with empty directories inside any byte quota. */
 typedef struct skd_ws_usage {
@@ -107,8 +101,8 @@ typedef struct skd_ws_usage {
  * counted against SKILLS_DATA_RESERVE_BYTES. */
 #define SKD_WS_ENTRY_BYTES 4096u
 
-/* skd_workspace_usage_at with entries counted; the walk stops once more
- * than max_entries were seen (entries is then max_entries + 1, bytes a
+/* Measure dirfd into u; the walk stops once more than max_entries were
+ * seen (entries is then max_entries + 1, bytes a
  * partial sum), so its cost is bounded whatever the workspace holds. */
 int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err);
 

@@ -600,22 +600,6 @@ static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *er
     return rc;
 }
 
-int skd_workspace_usage(skd_workspace *ws, uint64_t *bytes, skd_err *err)
-{
-    skd_ws_usage u;
-    int rc = skd_workspace_usage_limit(ws->dirfd, UINT64_MAX - 1, &u, err);
-    *bytes = u.bytes;
-    return rc;
-}
-
-int skd_workspace_usage_at(int dirfd, uint64_t *bytes, skd_err *err)
-{
-    skd_ws_usage u;
-    int rc = skd_workspace_usage_limit(dirfd, UINT64_MAX - 1, &u, err);
-    *bytes = u.bytes;
-    return rc;
-}
-
 int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err)
 {
     u->bytes = u->entries = 0;

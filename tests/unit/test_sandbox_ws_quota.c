@@ -70,11 +70,11 @@ static int exists(const char *dir, const char *name)
 
 static uint64_t usage(void)
 {
-    uint64_t n = 0;
+    skd_ws_usage u = {0};
     int fd = open(g_ws, O_RDONLY | O_DIRECTORY);
-    skd_workspace_usage_at(fd, &n, NULL);
+    skd_workspace_usage_limit(fd, UINT64_MAX - 1, &u, NULL);
     close(fd);
-    return n;
+    return u.bytes;
 }
 
 static void fresh_workspace(void)
