@@ -149,6 +149,7 @@ pg_labels=(pg/unit/test_store_concurrency pg/unit/test_store_audit)
 for t in tests/integration/*.sh; do
     case $(basename "$t") in
     store_errors.sh) continue ;; # SQLite's own failure cases
+    exec_wal.sh) continue ;; # SQLite's WAL across skilld exec processes
     echo_example.sh) continue ;; # the C API example finds itself beside build/skilld
     server_spawner_stress.sh) continue ;; # the spawner's own stress, nothing of the store (95 s)
     lazy_libs.sh) continue ;; # inspects the binary itself (the PostgreSQL SKILLD is a wrapper script)

@@ -34,6 +34,12 @@ typedef struct skd_store_opts {
      * returns. */
     int audit_flush_ms;
     int audit_sync;
+    /* SQLite, a process per call (skilld exec): a closing connection leaves
+     * a WAL of at most this many bytes, and its index, for the next opener
+     * instead of checkpointing and deleting them; a larger WAL is
+     * checkpointed and deleted as usual, so it never grows past this plus
+     * one call's rows. 0: every close checkpoints (the default). */
+    int64_t keep_wal_bytes;
 } skd_store_opts;
 
 /* Open the store at where: a file path (SQLite) or a postgresql:// or

@@ -23,6 +23,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* skilld exec leaves a WAL up to this size for the next process (about a
+ * dozen runs' audit rows); the one that finds it larger checkpoints it. */
+#define SKD_EXEC_KEEP_WAL_BYTES (256 * 1024)
+
 struct skd_engine {
     json_t *synced; /* custom_sync.c: the stored skills this process last loaded */
     const skd_config *cfg;
@@ -97,8 +101,14 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     /* skilld exec writes one row, right after its run: at once, while the
      * spawner tears the run down, not from a writer thread at close. */
     e->one_call = (flags & SKD_ENGINE_NO_SKILLS) != 0;
-    if (e->one_call)
+    if (e->one_call) {
+        /* A small WAL is left for the next process rather than
+         * checkpointed (two fdatasyncs, the files deleted and made again
+         * per call), unless the operator asked for durable rows. */
+        if (!so.audit_sync)
+            so.keep_wal_bytes = SKD_EXEC_KEEP_WAL_BYTES;
         so.audit_sync = 1;
+    }
     if ((rc = skd_store_open_opts(*where ? where : dbpath, &so, &e->store, err)) != 0)
         goto out;
     if (flags & SKD_ENGINE_NO_SKILLS) { /* skilld exec: the store for its audit row */

@@ -8,7 +8,9 @@
 #include "store/store_internal.h"
 
 #include <sqlite3.h>
+#include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* The wire error for SQLite result rc: a refused uniqueness constraint is
  * the caller's conflict, everything else means the store failed. */
@@ -50,8 +52,26 @@ int skd__sqlite_connect(skd__conn *c, skd_err *err)
     return rc;
 }
 
+/* 1 when the closing connection may leave the WAL for the next opener: it
+ * is small (opts.keep_wal_bytes). The next process that is first to open
+ * the database rebuilds the WAL's index from all of it, with nothing marked
+ * as checkpointed, so a WAL that is always left would never restart and
+ * would grow without bound: past the bound, the close checkpoints and
+ * deletes it as every close did before. */
+static int keep_wal(const skd__conn *c)
+{
+    char wal[4096];
+    struct stat sb;
+    int64_t cap = c->st->opts.keep_wal_bytes;
+    if (cap <= 0 || snprintf(wal, sizeof(wal), "%s-wal", c->st->where) >= (int)sizeof(wal))
+        return 0;
+    return stat(wal, &sb) == 0 && (int64_t)sb.st_size <= cap;
+}
+
 void skd__sqlite_disconnect(skd__conn *c)
 {
+    if (c->db && keep_wal(c))
+        sqlite3_db_config(c->db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     for (int i = 0; i < SKD__MAX_STMTS; i++) {
         sqlite3_finalize(c->stmts[i]);
         c->stmts[i] = NULL;

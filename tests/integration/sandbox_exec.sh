@@ -106,7 +106,8 @@ done
 # Each exec leaves one audit row for its key, written before the command
 # returns (at once, not from a writer thread); read back through the store
 # (SQLite here, PostgreSQL in the store ring) with `skilld mcp`'s
-# skills_executions. With SQLite the store is closed cleanly (no WAL left).
+# skills_executions. With SQLite the last to close (skilld mcp) checkpoints
+# and deletes the WAL that the execs left (tests/integration/exec_wal.sh).
 KID=$("$SKILLD" keys create audit-exec --json 2>/dev/null | "$JGET" .id 2>/dev/null)
 exec_json --key "$KID" -- true
 exec_json --key "$KID" -- false
