@@ -220,8 +220,14 @@ static int make_idmap_userns(void)
     if (pipe2(p, O_CLOEXEC) != 0)
         return -1;
     struct idmap_child c = {p[0], p[1]};
+    /* Born with every signal blocked (as posix_spawn does): a handler of
+     * ours run by the child would run on memory we share. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     pid_t pid = clone(idmap_child_main, stack + sizeof(stack), CLONE_VM | CLONE_NEWUSER | SIGCHLD,
                       &c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     close(p[0]);
     if (pid < 0) {
         close(p[1]);
