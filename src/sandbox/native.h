@@ -65,8 +65,9 @@ int skd__cgroup_clone_fd(const skd__cgroup *cg);
  * the kernel's check (the opener's credentials) passes for the child.
  * Returns how many (0 on v2: CLONE_INTO_CGROUP is used) or SKD_ESANDBOX. */
 int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err);
-/* SIGKILL every process in the cgroup (cgroup.kill, or freeze + kill +
- * thaw on v1). Never blocks for long. */
+/* SIGKILL every process in the cgroup (cgroup.kill, or each listed
+ * process; the run's pid namespace, whose init the caller killed first,
+ * takes the rest). Never blocks for long. */
 void skd__cgroup_kill(skd__cgroup *cg);
 /* 1 when the kernel OOM-killed a process of this cgroup. */
 int skd__cgroup_oom_killed(skd__cgroup *cg);

@@ -766,21 +766,17 @@ void skd__cgroup_kill(skd__cgroup *cg)
 {
     if (!cg || !cg->n)
         return;
-    if (G.version == 2) {
-        if (G.has_kill && write_file(cg->dir[0], "cgroup.kill", "1") == 0)
-            return;
-        write_file(cg->dir[0], "cgroup.freeze", "1");
-        kill_procs(cg->dir[0]);
-        write_file(cg->dir[0], "cgroup.freeze", "0");
+    if (G.version == 2 && G.has_kill && write_file(cg->dir[0], "cgroup.kill", "1") == 0)
         return;
-    }
-    /* v1: freeze so nothing forks between listing and killing, then thaw so
-     * the kills are delivered. */
-    int frozen =
-        cg->n > C_FREEZER && write_file(cg->dir[C_FREEZER], "freezer.state", "FROZEN") == 0;
-    kill_procs(cg->dir[C_PIDS]);
-    if (frozen)
-        write_file(cg->dir[C_FREEZER], "freezer.state", "THAWED");
+    /* No freezer: every process of a run is in the pid namespace whose init
+     * native_kill has just sent SIGKILL, and the kernel kills the whole
+     * namespace with its init (no fork outruns that: the namespace takes
+     * no new pid once its init is dying). This kill of what the cgroup
+     * lists is a second net. Freezing first would open a window in which
+     * our own death (the parent-death signal of a killed server, arriving
+     * during shutdown) leaves the run frozen for good, with SIGKILL
+     * pending and its memory held, until another skilld thaws it. */
+    kill_procs(cg->dir[G.version == 2 ? 0 : C_PIDS]);
 }
 
 /* The number after "key " in a "key value" per line file, or -1. */

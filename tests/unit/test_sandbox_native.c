@@ -275,7 +275,28 @@ static int procs_with_token(const char *token)
             continue;
         buf[k] = '\0';
         if (strcmp(buf + 6, token) == 0) {
-            printf("# running: pid %s\n", de->d_name);
+            /* Its state and parent, for a failure's report. */
+            char st[1024] = "";
+            snprintf(p, sizeof(p), "/proc/%s/status", de->d_name);
+            FILE *f = fopen(p, "re");
+            char line[256];
+            while (f && fgets(line, sizeof(line), f))
+                if (!strncmp(line, "State:", 6) || !strncmp(line, "PPid:", 5) ||
+                    !strncmp(line, "SigPnd:", 7) || !strncmp(line, "ShdPnd:", 7))
+                    strncat(st, line, sizeof(st) - strlen(st) - 1);
+            if (f)
+                fclose(f);
+            snprintf(p, sizeof(p), "/proc/%s/stack", de->d_name);
+            int sfd = open(p, O_RDONLY); /* its kernel stack: where it waits */
+            size_t at = strlen(st);
+            ssize_t sk = sfd >= 0 ? read(sfd, st + at, sizeof(st) - at - 1) : 0;
+            st[at + (sk > 0 ? (size_t)sk : 0)] = '\0';
+            if (sfd >= 0)
+                close(sfd);
+            for (char *q = st; *q; q++)
+                if (*q == '\n' || *q == '\t')
+                    *q = ' ';
+            printf("# running: pid %s %s\n", de->d_name, st);
             n++;
         }
     }
@@ -389,6 +410,18 @@ TEST(dies_with_server)
         struct timespec ts = {0, 10000000L};
         nanosleep(&ts, NULL);
         left = procs_with_token(token);
+    }
+    if (left) { /* for the report: the spawner, if it is still there */
+        char p[64], sline[256];
+        snprintf(p, sizeof(p), "/proc/%ld/status", sp);
+        FILE *f = fopen(p, "re");
+        while (f && fgets(sline, sizeof(sline), f))
+            if (!strncmp(sline, "State:", 6) || !strncmp(sline, "Name:", 5))
+                printf("# spawner %ld %s", sp, sline);
+        if (f)
+            fclose(f);
+        else
+            printf("# spawner %ld is gone\n", sp);
     }
     CHECK_EQ_INT(left, 0);
     /* What the dead server left in the cgroup tree goes with the next
