@@ -1,5 +1,5 @@
 /*
- * The owner label of container runs (src/sandbox/container_cli.c): a live
+ * The owner label of container runs (src/sandbox/container/container_cli.c): a live
  * skilld must look alive to every other skilld however its memory grows,
  * or their leftover sweep removes its running containers (a run then ends
  * with exit 137 and timedOut false).
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 
 TEST(own_label_stays_alive_as_memory_grows)
 {

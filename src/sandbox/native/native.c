@@ -9,8 +9,8 @@
  * skd_sandbox_image_rootfs. Fail closed: every step that cannot be done
  * refuses the run with SKD_ESANDBOX naming the step.
  */
-#include "sandbox/native.h"
-#include "net/egress.h"
+#include "sandbox/native/native.h"
+#include "sandbox/spawner/egress_place.h"
 #include "skilld/log.h"
 #include "sandbox/ws_quota.h"
 
@@ -895,7 +895,7 @@ static int start_child(struct nstate *s, skd__spawned *out, skd_err *err)
     close_ctl_child(s);
     /* networkEnabled: the egress proxy's socket goes on the sandbox's
      * loopback before the child is released, so it is there when the
-     * command starts (src/net/egress_place.c). */
+     * command starts (src/sandbox/spawner/egress_place.c). */
     if ((s->req->cfg->network_enabled && (rc = skd__egress_place(pidfd, &egress_fd, err)) != 0) ||
         (rc = release_child(pid, sy[1], err)) != 0) {
         if (egress_fd >= 0)
