@@ -64,14 +64,9 @@ static void add(json_t *checks, const char *name, int st, const char *fix, const
 /* First line of a small file into buf; -1 when it cannot be read. */
 static int read_line(const char *path, char *buf, size_t cap)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    int rc = fgets(buf, (int)cap, f) ? 0 : -1;
-    fclose(f);
-    if (rc == 0)
-        buf[strcspn(buf, "\n")] = '\0';
-    return rc;
+    int rc = skd_read_small(AT_FDCWD, path, 0, buf, cap, NULL);
+    buf[strcspn(buf, "\n")] = '\0';
+    return rc == 0 || (rc == SKD_ETOOBIG && buf[0]) ? 0 : -1;
 }
 
 static int64_t read_int(const char *path, int64_t def)
@@ -267,12 +262,7 @@ static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, si
     /* No systemd: the cgroup as it is, if skilld may subdivide it. */
     char p[PATH_MAX + 300];
     snprintf(p, sizeof(p), "%s/cgroup.subtree_control", base);
-    FILE *sc = fopen(p, "re");
-    if (sc) {
-        if (!fgets(sub, sizeof(sub), sc))
-            sub[0] = '\0';
-        fclose(sc);
-    }
+    (void)skd_read_small(AT_FDCWD, p, 0, sub, sizeof(sub), NULL);
     sub[strcspn(sub, "\n")] = '\0';
     int enabled = has_word(sub, "memory") && has_word(sub, "pids") && has_word(sub, "cpu");
     int others = self[0] ? other_procs(base) : 0;
@@ -433,11 +423,10 @@ static void check_seccomp(json_t *checks)
 
 static void check_syscalls(json_t *checks)
 {
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
-    long fd = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+    int fd = skd_openat2(AT_FDCWD, "/", O_PATH, 0, RESOLVE_NO_SYMLINKS);
     int e = errno;
     if (fd >= 0)
-        close((int)fd);
+        close(fd);
     add(checks, "openat2", fd >= 0 ? OK : FAIL,
         "use Linux 5.6 or later; inside a container allow openat2 in its seccomp profile",
         "openat2 with RESOLVE_* %s", fd >= 0 ? "works" : strerror(e));

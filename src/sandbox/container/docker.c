@@ -152,12 +152,8 @@ static int podman_cgroups(skd_err *err)
                                    i == 3 ? " (boot with swapaccount=1)" : "");
         return 0;
     }
-    char buf[256] = "";
-    int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    char buf[256];
+    (void)skd_read_small(AT_FDCWD, "/sys/fs/cgroup/cgroup.controllers", 0, buf, sizeof(buf), NULL);
     static const char *const need[] = {"cpu", "memory", "pids"};
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
         if (!has_word(buf, need[i]))

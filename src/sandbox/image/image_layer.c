@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <archive_entry.h>
@@ -144,12 +143,10 @@ int skd__image_norm_path(const char *in, char *out, size_t cap)
 static int openat2_beneath(int at, const char *name, int flags)
 {
     static int no_openat2;
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
     if (!no_openat2) {
-        int fd = (int)syscall(SYS_openat2, at, name, &how, sizeof(how));
+        int fd = skd_openat2(at, name, flags, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                 RESOLVE_NO_XDEV);
         if (fd >= 0 || errno != ENOSYS)
             return fd;
         no_openat2 = 1;

@@ -27,6 +27,7 @@
 #include "sandbox/native/native.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,12 +105,9 @@ int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap)
     out[0] = '\0';
     if (snprintf(p, sizeof(p), "%s/cgroup.controllers", path) >= (int)sizeof(p))
         return -1;
-    FILE *f = fopen(p, "re");
-    if (!f)
+    int rc = skd_read_small(AT_FDCWD, p, 0, ctl, sizeof(ctl), NULL);
+    if (rc && rc != SKD_ETOOBIG)
         return -1;
-    if (!fgets(ctl, sizeof(ctl), f))
-        ctl[0] = '\0';
-    fclose(f);
     for (size_t i = 0; i < 3; i++)
         if (!has_word(ctl, want[i])) {
             size_t n = strlen(out);

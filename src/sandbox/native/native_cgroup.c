@@ -58,21 +58,19 @@ struct skd__cgroup {
     char ahead[L_COUNT][40]; /* the value written ahead through lim_fd[i], or "" */
 };
 
+/* dir/file, or -1 with ENAMETOOLONG. */
+static int join(char *p, const char *dir, const char *file)
+{
+    if (snprintf(p, PATH_MAX, "%s/%s", dir, file) < PATH_MAX)
+        return 0;
+    errno = ENAMETOOLONG;
+    return -1;
+}
+
 static int write_file(const char *dir, const char *file, const char *val)
 {
     char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, val, strlen(val));
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)strlen(val) ? 0 : -1;
+    return join(p, dir, file) || skd_write_small(AT_FDCWD, p, 0, val) ? -1 : 0;
 }
 
 /* write_file for limit idx: through the descriptor opened ahead when there
@@ -89,7 +87,7 @@ static int write_limit(skd__cgroup *cg, int idx, const char *dir, const char *fi
             errno = ENOENT;
             return -1;
         }
-        if (len >= sizeof(cg->ahead[idx]) || write(fd, val, len) != (ssize_t)len)
+        if (len >= sizeof(cg->ahead[idx]) || skd_write_all(fd, val, len))
             return -1;
         memcpy(cg->ahead[idx], val, len + 1);
         return 0;
@@ -99,27 +97,17 @@ static int write_limit(skd__cgroup *cg, int idx, const char *dir, const char *fi
     if (fd < 0)
         return same ? 0 : write_file(dir, file, val);
     cg->lim_fd[idx] = -1;
-    ssize_t n = same ? (ssize_t)len : write(fd, val, len);
+    int rc = same ? 0 : skd_write_all(fd, val, len);
     int saved = errno;
     close(fd);
     errno = saved;
-    return n == (ssize_t)len ? 0 : -1;
+    return rc ? -1 : 0;
 }
 
 static int read_file(const char *dir, const char *file, char *buf, size_t cap)
 {
     char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
-        return -1;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
+    return join(p, dir, file) || skd_read_small(AT_FDCWD, p, 0, buf, cap, NULL) ? -1 : 0;
 }
 
 static int exists(const char *dir, const char *file)
@@ -148,30 +136,15 @@ static void cache_drop(void)
 }
 
 /* A stream of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo). */
+#define PROC_MAX (4 << 20) /* a host with thousands of mounts stays below */
 static FILE *cached(int i)
 {
     static const char *const names[2] = {"/proc/self/cgroup", "/proc/self/mountinfo"};
     if (!cache.text[i]) {
-        FILE *f = fopen(names[i], "re");
-        if (!f)
+        char *buf;
+        size_t len;
+        if (skd_read_alloc(AT_FDCWD, names[i], 0, PROC_MAX, &buf, &len))
             return NULL;
-        char *buf = NULL;
-        size_t len = 0, cap = 0, n;
-        char chunk[4096];
-        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-            if (len + n > cap) {
-                char *nb = realloc(buf, cap = (len + n) * 2);
-                if (!nb) {
-                    free(buf);
-                    fclose(f);
-                    return NULL;
-                }
-                buf = nb;
-            }
-            memcpy(buf + len, chunk, n);
-            len += n;
-        }
-        fclose(f);
         if (!len) {
             free(buf);
             return NULL;
@@ -258,18 +231,13 @@ static void kill_procs(const char *dir);
  * spawner whose server was killed waits for init to reap it). */
 static int pid_gone(pid_t pid)
 {
-    char p[64], buf[256];
+    char p[64], buf[1024]; /* a stat line is about 300 bytes */
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 1;
     snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
+    int rc = skd_read_small(AT_FDCWD, p, 0, buf, sizeof(buf), NULL);
+    if (rc || !buf[0])
+        return rc == SKD_ENOENT;
     const char *rp = strrchr(buf, ')'); /* the name may hold spaces or ')' */
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
