@@ -31,10 +31,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MAX_LINKS 40      /* as the kernel's MAXSYMLINKS */
-#define MAX_STACK 256     /* directory nesting followed */
-#define BUF_CAP 8192      /* path plus spliced symlink targets */
-#define MAX_UP 4096       /* ".." steps when checking containment */
+#define MAX_LINKS 40  /* as the kernel's MAXSYMLINKS */
+#define MAX_STACK 256 /* directory nesting followed */
+#define BUF_CAP 8192  /* path plus spliced symlink targets */
+#define MAX_UP 4096   /* ".." steps when checking containment */
 
 static atomic_int no_openat2; /* 1 once openat2 answered ENOSYS */
 static atomic_int force_user; /* tests */

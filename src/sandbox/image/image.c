@@ -273,30 +273,6 @@ static int ensure_dirs(const char *data_dir, const char *name, char *img, size_t
     return rc;
 }
 
-static int read_small_file(int dirfd, const char *name, char **out, size_t *len)
-{
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    skd_buf b;
-    skd_buf_init(&b, MANIFEST_MAX);
-    char chunk[4096];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(fd, chunk, sizeof(chunk))) > 0)
-        if (skd_buf_append(&b, chunk, (size_t)n)) {
-            rc = -1;
-            break;
-        }
-    close(fd);
-    if (n < 0 || rc) {
-        skd_buf_free(&b);
-        return -1;
-    }
-    *out = skd_buf_steal(&b, len);
-    return *out ? 0 : -1;
-}
-
 /* ---- import --------------------------------------------------------------- */
 
 static const char *format_name(skd__image_format f)
@@ -524,7 +500,7 @@ static json_t *list_entry(int tagdirfd, const char *name, const char *tag)
     char *text = NULL;
     size_t len = 0;
     json_t *m = NULL;
-    if (read_small_file(tagdirfd, MANIFEST, &text, &len) == 0)
+    if (skd_read_alloc(tagdirfd, MANIFEST, O_NOFOLLOW, MANIFEST_MAX, &text, &len) == 0)
         m = skd_json_parse(text, len, NULL);
     free(text);
     if (!json_is_object(m)) {

@@ -131,16 +131,9 @@ static int to_memfd(const unsigned char *p, size_t n)
     int fd = memfd_create("skilld-spawn-msg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -1;
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)w;
+    if (skd_write_all(fd, p, n)) {
+        close(fd);
+        return -1;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         close(fd);
