@@ -180,7 +180,7 @@ typedef struct skd_sandbox_spec {
     const char *runtime;     /* NULL: the runner's (SKILLS_SANDBOX_RUNTIME) */
     const char *image;       /* NULL or "host": the host image */
     const char *const *argv; /* NULL-terminated; argv[0] is the program */
-    const char *const *env;  /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG */
+    const char *const *env;  /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG, TMPDIR */
     const void *stdin_data;  /* may be NULL: stdin is empty */
     size_t stdin_len;
     const skd_sandbox_config *config; /* NULL: the runner's defaults */

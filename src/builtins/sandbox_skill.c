@@ -4,6 +4,7 @@
  * checked again here because the schema cannot express them.
  */
 #include "builtins/sandbox_skill.h"
+#include "sandbox/env.h"
 #include "skilld/sandbox.h"
 #include "skilld/workspace.h"
 
@@ -12,14 +13,6 @@
 #include <string.h>
 
 #define MAX_ENV 256
-
-static const char *const base_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-    "HOME=/workspace",
-    "LANG=C.UTF-8",
-    "TMPDIR=/tmp",
-};
-#define NBASE (sizeof(base_env) / sizeof(base_env[0]))
 
 static int env_name_ok(const char *k)
 {
@@ -47,17 +40,19 @@ static json_t *build_env(const json_t *extra, char ***out)
     size_t n = json_is_object(extra) ? json_object_size(extra) : 0;
     if (n > MAX_ENV)
         return skd_result_error(SKD_EINVAL, "env: at most %d variables", MAX_ENV);
-    char **env = calloc(NBASE + n + 1, sizeof(*env));
+    size_t nbase = 0;
+    while (skd__sandbox_env_base[nbase])
+        nbase++;
+    char **env = calloc(nbase + n + 1, sizeof(*env));
     size_t k = 0;
     if (!env)
         return skd_result_error(SKD_ENOMEM, "out of memory");
     const char *key;
     json_t *v;
-    for (size_t i = 0; i < NBASE; i++) {
-        const char *eq = strchr(base_env[i], '=');
-        if (n && json_object_getn(extra, base_env[i], (size_t)(eq - base_env[i])))
+    for (const char *const *b = skd__sandbox_env_base; *b; b++) {
+        if (n && json_object_getn(extra, *b, strcspn(*b, "=")))
             continue;
-        if (!(env[k++] = strdup(base_env[i])))
+        if (!(env[k++] = strdup(*b)))
             goto nomem;
     }
     json_object_foreach ((json_t *)extra, key, v) {
