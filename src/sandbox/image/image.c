@@ -364,21 +364,6 @@ static int build_rootfs(const char *tmp, const char *tar_path, const skd_image_l
     return rc;
 }
 
-static void remove_path(const char *path)
-{
-    char copy[PATH_MAX];
-    skd_strlcpy(copy, path, sizeof(copy));
-    char *slash = strrchr(copy, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    (void)skd__rm_tree_at(fd, slash + 1);
-    close(fd);
-}
-
 /* Delete what a crash left in images/: .remove-* at once (already renamed
  * away from readers), .import-* when a day old (younger ones may belong to
  * an import still running). Best effort. */
@@ -466,7 +451,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
     }
 out:
     if (made_tmp)
-        remove_path(tmp);
+        skd__rm_tree_path(tmp);
     if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
@@ -580,7 +565,7 @@ int skd_image_remove(const char *data_dir, const char *ref, skd_err *err)
     if (renameat2(AT_FDCWD, final, AT_FDCWD, gone, RENAME_NOREPLACE) < 0)
         return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "removing %s: %s", txt,
                            strerror(errno));
-    remove_path(gone);
+    skd__rm_tree_path(gone);
     if (snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name goes when its last tag does */
     return 0;

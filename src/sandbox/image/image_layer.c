@@ -289,6 +289,22 @@ int skd__rm_tree_at(int at, const char *name)
     return rm_tree(at, name, 0);
 }
 
+void skd__rm_tree_path(const char *path)
+{
+    char copy[PATH_MAX];
+    if (skd_strlcpy(copy, path, sizeof(copy)) != 0)
+        return;
+    char *slash = strrchr(copy, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    (void)rm_tree(fd, slash + 1, 0);
+    close(fd);
+}
+
 /* ---- entries ---------------------------------------------------------- */
 
 /* Empty directory dir (relative path) of everything this layer did not

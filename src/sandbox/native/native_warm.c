@@ -187,7 +187,7 @@ int skd__native_warm_fill(int depth)
     struct nstate *s = skd__native_state_new(&req);
     char name[32];
     snprintf(name, sizeof(name), "warm-%u", ++seq);
-    skd__spawned sp = {-1, -1, -1, -1, -1, -1};
+    skd__spawned sp = SKD__SPAWNED_NONE;
     if (!s)
         return -1;
     s->warm = s->child.warm = 1;

@@ -371,12 +371,7 @@ static void on_spawn(skd__spawn_msg *m)
         reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to spawn");
         return;
     }
-    skd__spawned sp = {.pidfd = -1,
-                       .stdin_fd = -1,
-                       .stdout_fd = -1,
-                       .stderr_fd = -1,
-                       .status_fd = -1,
-                       .egress_fd = -1};
+    skd__spawned sp = SKD__SPAWNED_NONE;
     r->spawned = 1;
     if (r->prov->spawn(r->pstate, &sp, &err) != 0) {
         r->reaped = 1; /* nothing to wait for */
