@@ -242,13 +242,14 @@ static int pid_gone(pid_t pid)
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
-/* Remove what a skilld process that is gone left under parent: its
- * "<pid>" directory and the run cgroups in it (killing any process still
- * there: a sandbox whose server died). Live processes' directories are left
- * alone; an rmdir that fails (in use) is harmless. */
+/* Remove a "<pid>" directory and the run cgroups in it (killing any
+ * process still there: a sandbox whose server died); an rmdir that fails
+ * (in use) is harmless. */
 static void remove_runs(const char *dir);
 
-static void reap_stale(const char *parent)
+/* Call fn on the "<pid>" directory under parent of each skilld process
+ * that is gone; live processes' directories are left alone. */
+static void for_each_stale(const char *parent, void (*fn)(const char *dir))
 {
     DIR *d = opendir(parent);
     struct dirent *de;
@@ -259,7 +260,7 @@ static void reap_stale(const char *parent)
             !pid_gone((pid_t)pid) ||
             snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
             continue;
-        remove_runs(dir);
+        fn(dir);
     }
     if (d)
         closedir(d);
@@ -270,7 +271,7 @@ static void reap_stale(const char *parent)
 static int own_dir(char *parent, size_t cap, int v2)
 {
     size_t n = strlen(parent);
-    reap_stale(parent);
+    for_each_stale(parent, remove_runs);
     if (snprintf(parent + n, cap - n, "/%d", (int)getpid()) >= (int)(cap - n) || mkdir_ok(parent))
         return -1;
     if (v2 && write_file(parent, "cgroup.subtree_control", "+memory +pids +cpu"))
@@ -380,6 +381,21 @@ static int setup_v2(void)
     return 0;
 }
 
+/* Thaw every run cgroup under dir. */
+static void thaw_runs(const char *dir)
+{
+    DIR *r = opendir(dir);
+    struct dirent *re;
+    while (r && (re = readdir(r)) != NULL) {
+        char run[PATH_MAX];
+        if (re->d_type == DT_DIR && re->d_name[0] != '.' &&
+            snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) < (int)sizeof(run))
+            write_file(run, "freezer.state", "THAWED");
+    }
+    if (r)
+        closedir(r);
+}
+
 /* v1: thaw the frozen runs of dead skilld processes first, so that the
  * other hierarchies' stale runs (reaped before the freezer's, in controller
  * order) can be killed and removed at once. */
@@ -390,28 +406,7 @@ static void thaw_stale_v1(void)
         self_path(ctl_names[C_FREEZER], self, sizeof(self)) ||
         snprintf(parent, sizeof(parent), "%s%s/skilld", mnt, self) >= (int)sizeof(parent))
         return;
-    DIR *d = opendir(parent);
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        int64_t pid;
-        char dir[PATH_MAX];
-        if (skd_parse_i64(de->d_name, 1, INT_MAX, &pid) != 0 || (pid_t)pid == getpid() ||
-            !pid_gone((pid_t)pid) ||
-            snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
-            continue;
-        DIR *r = opendir(dir);
-        struct dirent *re;
-        while (r && (re = readdir(r)) != NULL) {
-            char run[PATH_MAX];
-            if (re->d_type == DT_DIR && re->d_name[0] != '.' &&
-                snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) < (int)sizeof(run))
-                write_file(run, "freezer.state", "THAWED");
-        }
-        if (r)
-            closedir(r);
-    }
-    if (d)
-        closedir(d);
+    for_each_stale(parent, thaw_runs);
 }
 
 static int setup_v1(void)
