@@ -647,7 +647,11 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
 
 static pid_t last_spawner;
 
-static int fork_spawner(const skd__spawner_conf *conf, int ctrl)
+/* Fork a helper process (the spawner or the zygote) that runs main_fn on
+ * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
+static int fork_helper(const skd__spawner_conf *conf, const char *name,
+                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
+                       pid_t *pid_out)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
@@ -661,15 +665,25 @@ static int fork_spawner(const skd__spawner_conf *conf, int ctrl)
     }
     if (pid == 0) {
         tie_to_parent(me);
-        close(ctrl);
         close(sv[0]);
         keep_only_fd(sv[1]);
-        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
-        spawner_main(conf, 3);
+        default_signals();
+        prctl(PR_SET_NAME, name, 0, 0, 0);
+        main_fn(conf, 3);
+        _exit(127); /* main_fn does not return */
     }
     close(sv[1]);
-    last_spawner = pid;
-    return sv[0];
+    *sock_out = sv[0];
+    *pid_out = pid;
+    return 0;
+}
+
+/* In the zygote: a new spawner (its own ctrl socket is not inherited:
+ * fork_helper keeps nothing but the new pair's end). */
+static int fork_spawner(const skd__spawner_conf *conf)
+{
+    int fd;
+    return fork_helper(conf, "skilld-spawner", spawner_main, &fd, &last_spawner) == 0 ? fd : -1;
 }
 
 __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf, int ctrl)
@@ -700,7 +714,7 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
         }
         skd__spawn_out o;
         if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
-            int fd = fork_spawner(conf, ctrl);
+            int fd = fork_spawner(conf);
             if (fd >= 0) {
                 skd__spawn_out_init(&o, SKD__REP_OK, (uint64_t)last_spawner);
                 skd__spawn_out_fd(&o, fd, SKD__FD_SOCKET);
@@ -723,37 +737,6 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
         if (rc == 0)
             skd__spawn_msg_free(&m);
     }
-}
-
-/* Fork a helper process (the spawner or the zygote) that runs main_fn on
- * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
-static int fork_helper(const skd__spawner_conf *conf, const char *name,
-                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
-                       pid_t *pid_out)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return -1;
-    pid_t me = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        tie_to_parent(me);
-        close(sv[0]);
-        keep_only_fd(sv[1]);
-        default_signals();
-        prctl(PR_SET_NAME, name, 0, 0, 0);
-        main_fn(conf, 3);
-        _exit(127); /* main_fn does not return */
-    }
-    close(sv[1]);
-    *sock_out = sv[0];
-    *pid_out = pid;
-    return 0;
 }
 
 int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
