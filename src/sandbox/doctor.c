@@ -223,15 +223,9 @@ static int other_procs(const char *dir)
 static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, size_t cap,
                             int *usable)
 {
-    char self[PATH_MAX - 300] = "", base[PATH_MAX], sub[512] = "", line[PATH_MAX + 8];
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            skd_strlcpy(self, strcmp(line + 3, "/") == 0 ? "" : line + 3, sizeof(self));
-        }
-    if (f)
-        fclose(f);
+    char self[PATH_MAX - 300] = "", base[PATH_MAX], sub[512] = "";
+    if (skd__cgroup_self(NULL, self, sizeof(self)))
+        self[0] = '\0';
     if (snprintf(base, sizeof(base), "%s%s", mnt, self) >= (int)sizeof(base))
         base[0] = '\0';
     int d = skd__cgroup_delegated(base, self, deleg_why, cap);

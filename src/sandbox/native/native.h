@@ -95,6 +95,12 @@ int skd__cgroup_delegate(const char *reason, skd_err *err);
 /* The controllers of memory, pids, cpu missing from path's
  * cgroup.controllers into out ("" when none); -1 when unreadable. */
 int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap);
+/* This process's cgroup path for cgroup v1 controller ctl, or v2 when ctl
+ * is NULL ("" for the root), from text (the content of /proc/self/cgroup,
+ * borrowed) or, with skd__cgroup_self, read now. 0, or -1 when there is no
+ * such line or it does not fit in cap bytes. */
+int skd__cgroup_parse_self(const char *text, const char *ctl, char *out, size_t cap);
+int skd__cgroup_self(const char *ctl, char *out, size_t cap);
 /* What to tell an operator whose cgroup cannot be delegated. Static. */
 const char *skd__cgroup_delegate_fix(void);
 

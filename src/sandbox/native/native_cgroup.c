@@ -135,9 +135,11 @@ static void cache_drop(void)
     }
 }
 
-/* A stream of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo). */
 #define PROC_MAX (4 << 20) /* a host with thousands of mounts stays below */
-static FILE *cached(int i)
+
+/* The text of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo),
+ * NUL-terminated, or NULL. */
+static const char *cached_text(int i)
 {
     static const char *const names[2] = {"/proc/self/cgroup", "/proc/self/mountinfo"};
     if (!cache.text[i]) {
@@ -152,19 +154,28 @@ static FILE *cached(int i)
         cache.text[i] = buf;
         cache.len[i] = len;
     }
-    return fmemopen(cache.text[i], cache.len[i], "r");
+    return cache.text[i];
 }
 
-/* Our own cgroup path for a v1 controller (or v2 when ctl is NULL). */
-static int self_path(const char *ctl, char *out, size_t cap)
+/* A stream of file i. */
+static FILE *cached(int i)
 {
-    FILE *f = cached(0);
-    char line[1024];
-    int found = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
+    return cached_text(i) ? fmemopen(cache.text[i], cache.len[i], "r") : NULL;
+}
+
+int skd__cgroup_parse_self(const char *text, const char *ctl, char *out, size_t cap)
+{
+    for (const char *l = text; l && *l;) {
+        size_t n = strcspn(l, "\n");
+        char line[PATH_MAX + 256];
+        const char *next = l[n] ? l + n + 1 : NULL;
+        if (n >= sizeof(line)) {
+            l = next;
+            continue;
+        }
+        memcpy(line, l, n);
+        line[n] = '\0';
+        l = next;
         char *c1 = strchr(line, ':');
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
@@ -181,13 +192,28 @@ static int self_path(const char *ctl, char *out, size_t cap)
             snprintf(want, sizeof(want), ",%s,", ctl);
             match = strstr(tmp, want) != NULL;
         }
-        if (match) {
-            found = skd_strlcpy(out, strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1, cap) ? -1 : 0;
-            break;
-        }
+        if (match)
+            return skd_strlcpy(out, strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1, cap) ? -1 : 0;
     }
-    fclose(f);
-    return found;
+    return -1;
+}
+
+int skd__cgroup_self(const char *ctl, char *out, size_t cap)
+{
+    char *text;
+    if (skd_read_alloc(AT_FDCWD, "/proc/self/cgroup", 0, PROC_MAX, &text, NULL))
+        return -1;
+    int rc = skd__cgroup_parse_self(text, ctl, out, cap);
+    free(text);
+    return rc;
+}
+
+/* Our own cgroup path for a v1 controller (or v2 when ctl is NULL), as
+ * /proc/self/cgroup said when it was read last. */
+static int self_path(const char *ctl, char *out, size_t cap)
+{
+    const char *text = cached_text(0);
+    return text ? skd__cgroup_parse_self(text, ctl, out, cap) : -1;
 }
 
 /* Mount point of a cgroup v1 hierarchy carrying ctl, or of cgroup2. */
