@@ -190,7 +190,7 @@ int skd__native_warm_fill(int depth);
 /* A run's defaults, the operator's (the spawner's configuration): pre-made
  * sandboxes get /tmp and /dev/shm of this size and these limits written
  * to their cgroup ahead; a run that asks for others gets those instead. */
-void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu);
+void skd__native_set_defaults(const skd_sandbox_config *defaults);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
  * overlay, the run's mount namespace and its cgroup to skd__native_flush,

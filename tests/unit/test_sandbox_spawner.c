@@ -188,12 +188,13 @@ static int start_spawner(void)
     memset(&zconf, 0, sizeof(zconf));
     skd_strlcpy(zconf.data_dir, "/tmp/skilld-spawner-test", sizeof(zconf.data_dir));
     skd_strlcpy(zconf.runtime, "native", sizeof(zconf.runtime));
-    zconf.max_cpu = 200;
-    zconf.max_memory_mb = 256;
-    zconf.max_timeout_ms = 5000;
-    zconf.max_pids = 64;
-    zconf.max_output_bytes = 1 << 20;
-    zconf.max_tmp_bytes = 256LL << 20;
+    skd_sandbox_ceilings_from_config(&zconf.ceil, NULL);
+    zconf.ceil.max[SKD_LIMIT_CPU] = 200;
+    zconf.ceil.max[SKD_LIMIT_MEMORY] = 256;
+    zconf.ceil.max[SKD_LIMIT_TIMEOUT] = 5000;
+    zconf.ceil.max[SKD_LIMIT_PIDS] = 64;
+    zconf.ceil.max[SKD_LIMIT_OUTPUT] = 1 << 20;
+    zconf.ceil.max[SKD_LIMIT_TMP] = 256LL << 20;
     mkdir(zconf.data_dir, 0700);
     if (skd__zygote_fork(&zconf, &zctrl, &zpid) != 0)
         return -1;
