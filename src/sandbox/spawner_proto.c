@@ -255,8 +255,10 @@ static int take_limit(skd__spawn_msg *m, const unsigned char *p, uint32_t n, cha
     memcpy(&tag, p, 4);
     memcpy(&zero, p + 4, 4);
     memcpy(&v, p + 8, 8);
+    if (zero != 0)
+        return snprintf(what, cap, "bad limit field"), -1;
     int id = skd_limit_by_tag(tag);
-    if (zero != 0 || id < 0)
+    if (id < 0)
         return snprintf(what, cap, "unknown limit tag %u", (unsigned)tag), -1;
     const skd_limit *l = &skd_limits[id];
     if (m->limits_seen & (1u << id))
