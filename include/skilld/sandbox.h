@@ -93,6 +93,12 @@ json_t *skd_sandbox_clamped_json(unsigned bits);
  * number of warnings. */
 int skd_sandbox_ceilings_warn(const skd_config *cfg);
 
+/* One line for `skilld doctor`: every limit's default (after the ceiling)
+ * and its ceiling, in row order, into buf (cap bytes, NUL-terminated,
+ * cut short when it does not fit). Returns the number of defaults the
+ * ceilings lowered. cfg NULL: the built-in values. */
+int skd_sandbox_limits_describe(const skd_config *cfg, char *buf, size_t cap);
+
 /* Fill c with the defaults from cfg (SKILLS_SANDBOX_TIMEOUT_MS,
  * SKILLS_SANDBOX_MEMORY_MB, ...), each clamped to its ceiling;
  * networkEnabled is false. cfg NULL gives the built-in defaults. */

@@ -217,6 +217,37 @@ void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg)
     (void)skd_sandbox_config_clamp(c, &ceil);
 }
 
+int skd_sandbox_limits_describe(const skd_config *cfg, char *buf, size_t cap)
+{
+    skd_sandbox_config raw, def;
+    skd_sandbox_ceilings ceil;
+    size_t len = 0;
+    int over = 0;
+    raw_defaults(&raw, cfg);
+    skd_sandbox_config_defaults(&def, cfg);
+    skd_sandbox_ceilings_from_config(&ceil, cfg);
+    buf[0] = '\0';
+    for (int i = 0; i < SKD_LIMIT_N && len < cap; i++) {
+        const skd_limit *l = &skd_limits[i];
+        long long v = (long long)skd_limit_get(&def, i), max = (long long)ceil.max[i];
+        int n;
+        over += skd_limit_get(&raw, i) != skd_limit_get(&def, i);
+        if (l->kind == SKD_LIMIT_BOOL)
+            n = snprintf(buf + len, cap - len, "%s%s %s%s", i ? ", " : "", l->key,
+                         v ? "true" : "false",
+                         !l->ceil_env ? ""
+                         : max        ? " (allowed)"
+                                      : " (not allowed)");
+        else if (l->ceil_env)
+            n = snprintf(buf + len, cap - len, "%s%s %lld (ceiling %lld)", i ? ", " : "", l->key, v,
+                         max);
+        else
+            n = snprintf(buf + len, cap - len, "%s%s %lld", i ? ", " : "", l->key, v);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return over;
+}
+
 /* ---- the JSON form --------------------------------------------------------- */
 
 /* Set row l of c from the JSON value v; path names it in messages. */
