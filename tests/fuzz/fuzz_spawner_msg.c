@@ -1,5 +1,5 @@
 /* libFuzzer driver for the spawner protocol decoder
- * (src/sandbox/spawner_proto.c), the spawner's first line against a
+ * (src/sandbox/spawner/spawner_proto.c), the spawner's first line against a
  * hostile server. The first input byte says how many descriptors arrive
  * with the message (0..8, opened on /dev/null); the rest is the packet.
  * The decoder must survive any packet, accept only messages whose required
@@ -8,7 +8,7 @@
  * must survive a round trip through the encoder unchanged. The limits are
  * tagged fields (one per row of include/skilld/limits.h): an accepted
  * message holds each tag at most once, each value in its row's range. */
-#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner/spawner_proto.h"
 
 #include <fcntl.h>
 #include <stdint.h>
