@@ -11,7 +11,7 @@
  * A row without a probe below does not compile.
  */
 #include "sandbox_test.h"
-#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner/spawner_proto.h"
 #include "skilld/custom.h"
 
 #include <dirent.h>
