@@ -260,6 +260,19 @@ TEST(hostile_requests_refused)
     put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);
     CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
     CHECK(strstr(msg, "timeout") != NULL);
+    /* Every row with a ceiling, one above it (include/skilld/limits.h):
+     * the spawner holds each to the ceilings it was told at start. */
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        if (!l->ceil_env || zconf.ceil.max[i] >= l->max)
+            continue;
+        over = c;
+        skd_limit_set(&over, i, zconf.ceil.max[i] + 1);
+        put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);
+        CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
+        CHECK_EQ_INT(code, SKD_EFORBIDDEN);
+        CHECK(strstr(msg, l->key) != NULL);
+    }
     over = c;
     over.pids_limit = 0;
     put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);
