@@ -32,8 +32,11 @@
  *             for at all and what the wire accepts
  *   scale     field units per settings unit (1, or 1048576 for MiB)
  *   unit      the settings' unit, for help texts
- *   tag       the limit's tag on the spawner wire: unique, never reused
+ *   tag       the limit's tag on the spawner wire: unique, never reused (a
+ *             tag, not the row's place, names the limit there)
  *   doc       what the field means, in its own unit (the docs table)
+ * The order of the rows is the order of the clamped list in a result, of
+ * --print-config and of the docs table.
  * For a BOOL row with a ceiling setting the setting is the operator's switch:
  * true is refused (forbidden) unless it is on. A BOOL row is never clamped.
  */
@@ -47,18 +50,18 @@
 
 /* clang-format off */
 #define SKD_SANDBOX_LIMITS(X)                                                                      \
-    X(CPU, cpu_limit, INT, "cpuLimit", "cpuLimit", "--cpu",                                        \
-      "SKILLS_SANDBOX_CPU_PERCENT", 100, "SKILLS_SANDBOX_MAX_CPU", 0,                              \
-      "the number of cores x 100", 1, 102400, 1, "percent of one CPU", 1,                          \
-      "percent of one CPU (cgroup quota; 200 = two CPUs)")                                         \
-    X(MEMORY, memory_limit, INT, "memoryLimit", "memoryLimit", "--memory",                         \
-      "SKILLS_SANDBOX_MEMORY_MB", 512, "SKILLS_SANDBOX_MAX_MEMORY_MB", 1024,                       \
-      "", 8, 1048576, 1, "MiB", 2,                                                                 \
-      "MiB, swap off")                                                                             \
     X(TIMEOUT, timeout_ms, INT, "timeout", "timeoutMs", "--timeout",                               \
       "SKILLS_SANDBOX_TIMEOUT_MS", 10000, "SKILLS_SANDBOX_MAX_TIMEOUT_MS", 60000,                  \
       "", 1, 3600000, 1, "ms", 3,                                                                  \
       "wall-clock ms (`timeoutMs` in skill inputs and manifests)")                                 \
+    X(MEMORY, memory_limit, INT, "memoryLimit", "memoryLimit", "--memory",                         \
+      "SKILLS_SANDBOX_MEMORY_MB", 512, "SKILLS_SANDBOX_MAX_MEMORY_MB", 1024,                       \
+      "", 8, 1048576, 1, "MiB", 2,                                                                 \
+      "MiB, swap off")                                                                             \
+    X(CPU, cpu_limit, INT, "cpuLimit", "cpuLimit", "--cpu",                                        \
+      "SKILLS_SANDBOX_CPU_PERCENT", 100, "SKILLS_SANDBOX_MAX_CPU", 0,                              \
+      "the number of cores x 100", 1, 102400, 1, "percent of one CPU", 1,                          \
+      "percent of one CPU (cgroup quota; 200 = two CPUs)")                                         \
     X(NETWORK, network_enabled, BOOL, "networkEnabled", "networkEnabled", NULL,                    \
       NULL, false, "SKILLS_SANDBOX_NETWORK_ENABLED", false,                                        \
       "", 0, 1, 1, "true or false", 4,                                                             \
