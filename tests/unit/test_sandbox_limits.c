@@ -334,10 +334,10 @@ static const char *cgroup_file(long pid, const char *ctl, const char *v1, const 
     return out;
 }
 
-/* Start a run of "sleep <token>" with c, find it, hand its host pid to
- * check, then kill it. */
+/* A row's probe: run a sandbox with the row at v and check it took hold. */
 typedef void (*probe_fn)(const char *tap_case, int64_t v);
 
+/* A run of "sleep <token>" kept alive while it is looked at from outside. */
 struct live {
     struct done d;
     char id[SKD_UUID_LEN + 1];
@@ -382,7 +382,8 @@ static skd_sandbox_config with(int id, int64_t v)
     return c;
 }
 
-/* Check that line (a file of the live process) holds want. */
+/* Start a live run with row id at v; body checks what the kernel holds for
+ * it (lv.pid is its host pid), then the run is killed. */
 #define LIVE_CHECK(id, v, token, body)                                                             \
     do {                                                                                           \
         struct live lv;                                                                            \
