@@ -305,7 +305,8 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
         close_fds(fds, nfds > SKD__SPAWN_MAX_FDS ? SKD__SPAWN_MAX_FDS : 0);
         return skd_err_set(err, SKD_EINVAL, "spawner message: too many descriptors");
     }
-    memcpy(m->fds, fds, sizeof(int) * (size_t)nfds);
+    if (nfds > 0) /* fds may be NULL when there are none */
+        memcpy(m->fds, fds, sizeof(int) * (size_t)nfds);
     m->nfds = nfds;
     uint32_t magic, nfd_hdr, flags;
     uint16_t nfields;
