@@ -109,6 +109,12 @@ void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg);
  * Returns 0 or SKD_EINVAL naming the field; c is unchanged on error. */
 int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_err *err);
 
+/* Add row id's property to a skill's input schema (stolen; its
+ * "properties" object gets the row's manifest key, e.g. timeoutMs, typed
+ * and ranged as the row says). Returns schema, or NULL (schema released)
+ * when it has no properties, the row no manifest key, or memory ran out. */
+json_t *skd_sandbox_limit_schema(json_t *schema, int id);
+
 /* The config as a JSON object. New reference. */
 json_t *skd_sandbox_config_to_json(const skd_sandbox_config *c);
 

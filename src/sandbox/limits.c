@@ -248,6 +248,21 @@ int skd_sandbox_limits_describe(const skd_config *cfg, char *buf, size_t cap)
     return over;
 }
 
+json_t *skd_sandbox_limit_schema(json_t *schema, int id)
+{
+    const skd_limit *l = &skd_limits[id];
+    json_t *props = json_object_get(schema, "properties");
+    json_t *v = l->kind == SKD_LIMIT_BOOL
+                    ? json_pack("{s:s}", "type", "boolean")
+                    : json_pack("{s:s, s:I, s:I}", "type", "integer", "minimum", (json_int_t)l->min,
+                                "maximum", (json_int_t)l->max);
+    if (!json_is_object(props) || !l->mkey || !v || json_object_set_new(props, l->mkey, v)) {
+        json_decref(schema);
+        return NULL;
+    }
+    return schema;
+}
+
 /* ---- the JSON form --------------------------------------------------------- */
 
 /* Set row l of c from the JSON value v; path names it in messages. */
