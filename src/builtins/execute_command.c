@@ -73,10 +73,7 @@ void skd__builtin_execute_command_def(skd_skill_def *d)
     d->version = "1.0.0";
     d->description = "Run a command in an isolated sandbox (no network by default) with the "
                      "caller's workspace at /workspace; returns exit code and output.";
-    /* timeoutMs and networkEnabled: as the limits table says. */
-    d->input_schema = skd_sandbox_limit_schema(
-        skd_sandbox_limit_schema(json_loads(schema, 0, NULL), SKD_LIMIT_TIMEOUT),
-        SKD_LIMIT_NETWORK);
+    d->input_schema = skd__sandbox_skill_schema(schema);
     d->mode = SKD_MODE_SANDBOX;
     d->handler = handler;
 }

@@ -197,3 +197,9 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
     skd_sandbox_result_free(&res);
     return out ? out : skd_result_error(SKD_ENOMEM, "out of memory");
 }
+
+json_t *skd__sandbox_skill_schema(const char *text)
+{
+    return skd_sandbox_limit_schema(
+        skd_sandbox_limit_schema(json_loads(text, 0, NULL), SKD_LIMIT_TIMEOUT), SKD_LIMIT_NETWORK);
+}
