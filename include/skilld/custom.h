@@ -106,7 +106,7 @@ int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref,
  * logged and skipped, never fatal. */
 int skd__custom_load(skd_engine *e, skd_err *err);
 /* Library-internal: bring the stored custom skills into the registry again
- * (another replica changed them; src/lib/custom_sync.c). arg is the
+ * (another replica changed them; src/skills/custom_sync.c). arg is the
  * engine. */
 void skd__custom_sync(void *arg);
 /* Library-internal: remember the stored skills just loaded (engine open),
@@ -137,10 +137,10 @@ int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char 
 /* Library-internal: the Agent Skills rules on a front matter (borrowed). */
 int skd__skill_bundle_check(const json_t *frontmatter, skd_err *err);
 
-/* Library-internal: add the skill_run skill (src/lib/skill_run.c). */
+/* Library-internal: add the skill_run skill (src/builtins/skill_run.c). */
 int skd__skill_run_add(skd_registry *reg, skd_err *err);
 
-/* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
+/* Library-internal: add the skills_register skill (src/builtins/skills_register.c). */
 int skd__skills_register_add(skd_registry *reg, skd_err *err);
 
 /* Library-internal: build the registry definition of a command skill

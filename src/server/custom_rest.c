@@ -2,9 +2,9 @@
  * REST management of custom skills: register (POST /v1/skills), remove
  * (DELETE /v1/skills/{name[@version]}) and enable/disable (PATCH). The key
  * comes from the bearer secret (http.c); who may do what is decided by
- * src/lib/custom.c, never here. The body is a manifest, or {"manifest":
+ * src/skills/custom.c, never here. The body is a manifest, or {"manifest":
  * {...}, "replace": true} to replace the key's own name@version. A body
- * of type application/x-tar is a SKILL.md bundle (src/lib/bundle_import.c);
+ * of type application/x-tar is a SKILL.md bundle (src/skills/bundle_import.c);
  * PATCH {"public": bool, "owner"?} publishes a bundle (admins only).
  */
 #include "server/custom_http.h"

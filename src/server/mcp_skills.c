@@ -9,7 +9,7 @@
  * path segment percent-encoded. Entries carry the front matter verbatim and
  * every file's exact size and "sha256:<hex>" digest as recorded at
  * registration; resources/read serves only bytes that still match them
- * (src/lib/bundle.c refuses the rest). A URI is decoded strictly: no
+ * (src/skills/bundle.c refuses the rest). A URI is decoded strictly: no
  * query, fragment, empty, "." or ".." segment, and the path must be a file
  * of the record, so nothing outside a bundle is ever opened.
  */

@@ -10,7 +10,7 @@
  * limits. The bundle is SKILL.md at the archive's root, or in its single
  * top-level directory. Its front matter names it; the folder then moves to
  * DATA_DIR/bundles/<owner tag>/<name> and is registered for the actor like
- * any folder (src/lib/custom.c), so a symlink that points out of it is
+ * any folder (src/skills/custom.c), so a symlink that points out of it is
  * refused by the scan as well.
  */
 #include "sandbox/image/image_internal.h"

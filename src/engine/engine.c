@@ -117,9 +117,9 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     }
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
         goto out;
-    if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
+    if ((rc = skd__custom_load(e, err)) != 0) /* src/skills/custom.c */
         goto out;
-    /* Skills registered through another replica (src/lib/custom_sync.c). */
+    /* Skills registered through another replica (src/skills/custom_sync.c). */
     skd__custom_sync_init(e);
     skd_store_watch_skills(e->store, skd__custom_sync, e);
     /* Temporary files of writes a crash interrupted (a minute old: a

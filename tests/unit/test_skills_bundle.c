@@ -1,5 +1,5 @@
 /*
- * SKILL.md bundles (src/lib/bundle.c): what a scan records and refuses,
+ * SKILL.md bundles (src/skills/bundle.c): what a scan records and refuses,
  * visibility by owner, and that a file changed on disk is never served
  * under its recorded digest (the read is refused, the listing drops the
  * bundle until it is registered again, a touch changes nothing).
@@ -199,7 +199,7 @@ TEST(changed_on_disk_is_refused_until_registered_again)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_bundle");
+    TAP_BEGIN("test_skills_bundle");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-bundle-XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;

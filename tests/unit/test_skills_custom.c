@@ -279,7 +279,7 @@ TEST(data_dir_skills_folder_scanned)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_custom");
+    TAP_BEGIN("test_skills_custom");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-custom-XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;

@@ -89,7 +89,7 @@ TEST(quick_skills_are_the_read_only_builtins)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_engine_flags");
+    TAP_BEGIN("test_engine_flags");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-engine-flags.XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;
