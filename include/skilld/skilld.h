@@ -42,6 +42,10 @@ void skd_engine_close(skd_engine *e); /* NULL ok */
 const skd_config *skd_engine_config(skd_engine *e);
 skd_registry *skd_engine_registry(skd_engine *e);
 skd_store *skd_engine_store(skd_engine *e);
+/* The engine's custom skills and bundles (include/skilld/custom.h,
+ * bundle.h); NULL for an engine opened with SKD_ENGINE_SANDBOX_ONLY or
+ * SKD_ENGINE_NO_SKILLS. Borrowed. */
+skd_skills *skd_engine_skills(skd_engine *e);
 
 /* Execution request from a transport. */
 typedef struct skd_call {
@@ -62,10 +66,10 @@ typedef struct skd_call {
  * out of memory). exec_id, when not NULL, receives the execution id. */
 json_t *skd_engine_execute(skd_engine *e, const skd_call *call, char exec_id[37]);
 
-/* 1 when skill (a name or name@version as key_id sees it) is a built-in
- * that reads one file of the caller's workspace (file_read): it takes
- * no lock and starts no process, so a transport may run it on its event
- * thread. 0 for anything else, unknown skills included. */
+/* 1 when skill (a name or name@version as key_id sees it) is a direct
+ * skill defined as quick (skd_skill_def.quick; the built-in file_read): it
+ * takes no lock and starts no process, so a transport may run it on its
+ * event thread. 0 for anything else, unknown skills included. */
 int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id);
 
 /* Register the built-in skills (file_*, http_request, web_*, sandbox

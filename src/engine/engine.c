@@ -28,7 +28,7 @@
 #define SKD_EXEC_KEEP_WAL_BYTES (256 * 1024)
 
 struct skd_engine {
-    json_t *synced; /* custom_sync.c: the stored skills this process last loaded */
+    skd_skills *skills; /* src/skills/: custom skills and bundles */
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
@@ -115,13 +115,17 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         *out = e;
         return 0;
     }
+    if (!(e->skills = skd__skills_new(cfg, e->store, e->reg))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
         goto out;
-    if ((rc = skd__custom_load(e, err)) != 0) /* src/skills/custom.c */
+    if ((rc = skd__custom_load(e->skills, err)) != 0) /* src/skills/custom.c */
         goto out;
     /* Skills registered through another replica (src/skills/custom_sync.c). */
-    skd__custom_sync_init(e);
-    skd_store_watch_skills(e->store, skd__custom_sync, e);
+    skd__custom_sync_init(e->skills);
+    skd_store_watch_skills(e->store, skd__custom_sync, e->skills);
     /* Temporary files of writes a crash interrupted (a minute old: a
      * replica sharing DATA_DIR may be writing younger ones). */
     skd_err serr = {0};
@@ -152,7 +156,7 @@ void skd_engine_close(skd_engine *e)
     pthread_mutex_destroy(&e->runner_mu);
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
-    json_decref(e->synced);
+    skd__skills_free(e->skills);
     free(e);
 }
 
@@ -166,9 +170,9 @@ skd_registry *skd_engine_registry(skd_engine *e)
     return e->reg;
 }
 
-json_t **skd__engine_synced(skd_engine *e)
+skd_skills *skd_engine_skills(skd_engine *e)
 {
-    return &e->synced;
+    return e->skills;
 }
 
 skd_store *skd_engine_store(skd_engine *e)
@@ -230,6 +234,12 @@ static json_t *prepare(skd_engine *e, const skd_call *c, const json_t *input, sk
     return NULL;
 }
 
+/* skd_ctx.runner: how a handler reaches the engine's runner. */
+static skd_runner *ctx_runner(const skd_ctx *ctx, skd_err *err)
+{
+    return skd_engine_runner(ctx->engine, err);
+}
+
 static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
                            const char *exec_id)
 {
@@ -240,6 +250,10 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
     skd_ctx ctx = {
         .key_id = c->key_id,
         .scopes = c->scopes,
+        .cfg = e->cfg,
+        .store = e->store,
+        .skills = e->skills,
+        .runner = ctx_runner,
         .engine = e,
         .ws = ws,
         .cancel = c->cancel,
@@ -331,17 +345,12 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
 
 int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id)
 {
-    /* file_list is not: a recursive listing may stat 10,000 entries */
-    static const char *const quick[] = {"file_read"};
     if (!e->store || !skill)
         return 0;
+    /* A property of the skill (skd_skill_def.quick), as the caller sees
+     * it: a key's own skill of the same name is not the built-in. */
     skd_skill *s = skd_registry_lookup(e->reg, skill, key_id, NULL);
-    int yes = 0;
-    /* the built-in itself: global, direct, no manifest (a custom skill of
-     * the same name has one) */
-    if (s && !skd_skill_owner(s) && !skd_skill_manifest(s) && skd_skill_mode(s) == SKD_MODE_DIRECT)
-        for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++)
-            yes |= strcmp(skd_skill_name(s), quick[i]) == 0;
+    int yes = s && skd_skill_quick(s) && skd_skill_mode(s) == SKD_MODE_DIRECT;
     skd_skill_unref(s);
     return yes;
 }

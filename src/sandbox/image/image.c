@@ -399,7 +399,7 @@ static void remove_path(const char *path)
     int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return;
-    (void)skd__rm_tree_at(fd, slash + 1);
+    (void)skd_image_rm_tree_at(fd, slash + 1);
     close(fd);
 }
 
@@ -425,7 +425,7 @@ static void sweep_stale(const char *img)
             now - st.st_mtime > STALE_IMPORT_S)
             rm = 1;
         if (rm)
-            (void)skd__rm_tree_at(dirfd(d), de->d_name);
+            (void)skd_image_rm_tree_at(dirfd(d), de->d_name);
     }
     closedir(d);
 }
