@@ -13,6 +13,18 @@ obj=${BUILD:-build}/obj/src
 [ -d "$obj" ] || { echo "check-layers: $obj missing (run make first)" >&2; exit 2; }
 command -v nm >/dev/null || { echo "check-layers: nm not found" >&2; exit 2; }
 
+bad=0
+while IFS= read -r hit; do
+    file=${hit%%:*}
+    inc=${hit#*#include \"}
+    inc=${inc%%\"*}
+    from=${file#src/}
+    from=${from%%/*}
+    [ "$from" = cli ] || [ "$from" = "${inc%%/*}" ] && continue
+    echo "$file includes another folder's internal header $inc"
+    bad=1
+done < <(grep -rnE '#include "[a-z_]+/.*_int(ernal)?\.h"' src || true)
+
 # One line per symbol: "D folder symbol" (defined) or "U folder symbol" (used).
 find "$obj" -name '*.o' | sort | while read -r o; do
     rel=${o#"$obj"/}
@@ -66,4 +78,5 @@ for c in bad:
                 more = " ..." if len(s) > 4 else ""
                 print("  %s -> %s: %s%s" % (f, t, ", ".join(s[:4]), more))
 sys.exit(1 if bad else 0)
-'
+' || bad=1
+exit $bad
