@@ -20,6 +20,10 @@ void skd__builtin_eval_code_def(skd_skill_def *d);
 void skd__builtin_skills_register_def(skd_skill_def *d);
 void skd__builtin_skill_run_def(skd_skill_def *d);
 
+/* skilld exec's skill, registered by the command line in its one-call
+ * engine only (src/builtins/exec.c); not in the list below. */
+void skd__builtin_exec_def(skd_skill_def *d);
+
 /* Registration order; add new built-ins here, one per line. */
 #define SKD__BUILTIN_LIST                                                                          \
     skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,           \
