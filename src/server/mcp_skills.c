@@ -16,7 +16,7 @@
 #include "server/mcp_int.h"
 
 #include "builtins/fileskill.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/bundle.h"
 
 #include <stdio.h>

@@ -16,7 +16,7 @@
 #include "server/mcp_int.h"
 
 #include "server/metrics.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/buf.h"
 #include "skilld/store.h"
 #include "skilld/tenancy.h"
