@@ -2,7 +2,7 @@
 #   make            release build (-O2 -g) into build/
 #   make asan       ASan+UBSan build into build-asan/
 #   make check      build and run every test (scripts/test.sh)
-#   make lint       banned functions + clang-format check
+#   make lint       banned functions, clang-format, no cycle among src/ folders
 #   make install    binary, man page, systemd units, /etc/skilld/skilld.conf
 #                   (PREFIX=/usr/local, DESTDIR for staging; as root with
 #                   no DESTDIR it also creates the `skilld` system user)
@@ -135,9 +135,10 @@ fuzz:
 check:
 	scripts/test.sh
 
-lint:
+lint: $(LIB_OBJS) $(CLI_OBJS)
 	scripts/check-banned.sh
 	scripts/check-format.sh
+	BUILD=$(BUILD) scripts/check-layers.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -18,6 +18,10 @@
  * Ownership: a skill registered by a key belongs to that key and only it
  * sees it; a key with skills:admin registers global skills. Registered
  * skills are kept in the store and come back at the next engine open.
+ *
+ * The functions below (and those of bundle.h) work on an engine's
+ * skd_skills: skd_engine_skills(e) from outside, ctx->skills in a handler.
+ * They never call the engine back (scripts/check-layers.sh).
  */
 #ifndef SKILLD_CUSTOM_H
 #define SKILLD_CUSTOM_H
