@@ -15,7 +15,6 @@
  */
 #include "server/mcp_int.h"
 
-#include "server/metrics.h"
 #include "server/test_hooks.h"
 #include "skilld/buf.h"
 #include "skilld/store.h"
