@@ -59,9 +59,10 @@ typedef struct skd_call {
     skd_cancel *cancel;       /* optional */
     skd_progress_fn progress; /* optional */
     void *progress_arg;
-    /* optional: the transport's own id for this call (an A2A task). The
-     * engine records it in the run table (kind "task") while the call
-     * runs, so that a cancel through another replica reaches it. */
+    /* optional, with cancel: the transport's own id for this call (an A2A
+     * task). The engine records it in the run table (kind "task") while
+     * the call runs, so that a cancel through another replica reaches it
+     * (it fires cancel). */
     const char *task_id;
 } skd_call;
 

@@ -357,7 +357,7 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
  * call. */
 static int task_begin(skd_engine *e, const skd_call *c)
 {
-    if (!c->task_id)
+    if (!c->task_id || !c->cancel) /* a task without a token could not be cancelled */
         return 0;
     skd_run_req rq = {
         .id = c->task_id,
