@@ -172,17 +172,12 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         return skd_result_from_err(&err);
     }
     skd_sandbox_config sc;
-    skd_sandbox_ceilings ceil;
     skd_sandbox_config_defaults(&sc, cfg);
-    skd_sandbox_ceilings_from_config(&ceil, cfg);
     sc.timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : sc.timeout_ms;
     if (call->network_enabled >= 0)
         sc.network_enabled = call->network_enabled;
-    /* The caller narrows the operator's limits, never widens them. */
-    if (skd_sandbox_config_check(&sc, &ceil, &err)) {
-        free_env(env);
-        return skd_result_from_err(&err);
-    }
+    /* The caller narrows the operator's limits, never widens them: the
+     * runner checks the ceilings as the run enters (skd_sandbox_run). */
     struct progress pr = {ctx, sc.timeout_ms};
     skd_sandbox_spec spec = {
         .image = call->image,

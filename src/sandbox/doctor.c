@@ -606,6 +606,17 @@ static void check_workspace_quota(json_t *checks, const skd_config *cfg)
     }
 }
 
+/* Every sandbox limit's default and ceiling (include/skilld/limits.h); a
+ * default above its ceiling is a warning (runs get the ceiling). */
+static void check_limits(json_t *checks, const skd_config *cfg)
+{
+    char line[480];
+    int over = skd_sandbox_limits_describe(cfg, line, sizeof(line));
+    add(checks, "sandbox_limits", over ? WARN : OK,
+        "lower the default settings (SKILLS_SANDBOX_*) to their SKILLS_SANDBOX_MAX_* ceilings",
+        "%s", line);
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -630,6 +641,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "hardlinks");
     check_engines(checks);
     check_workspace_quota(checks, cfg);
+    check_limits(checks, cfg);
     check_native(checks, cfg);
     check_egress(checks, cfg);
     int worst = OK;

@@ -428,19 +428,10 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
     k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
     /* The ceilings, checked again there: the last line. */
-    k->max_cpu = r->ceilings.max_cpu;
-    k->max_memory_mb = r->ceilings.max_memory_mb;
-    k->max_timeout_ms = r->ceilings.max_timeout_ms;
-    k->max_pids = r->ceilings.max_pids;
-    k->max_output_bytes = r->ceilings.max_output_bytes;
-    k->max_tmp_bytes = r->ceilings.max_tmp_bytes;
-    k->network_allowed = r->ceilings.network_allowed;
+    k->ceil = r->ceilings;
     k->workspace_quota = r->defaults.workspace_quota;
     k->data_reserve = r->defaults.data_reserve;
-    k->tmp_size = r->defaults.tmp_size;
-    k->memory_mb = r->defaults.memory_limit;
-    k->pids = r->defaults.pids_limit;
-    k->cpu = r->defaults.cpu_limit;
+    k->defaults = r->defaults;
     k->warm = opts->one_run ? 1 : 2;
     k->workspace_max_entries = cfg ? skd_config_int(cfg, "SKILLS_WORKSPACE_MAX_ENTRIES") : 0;
     return 0;

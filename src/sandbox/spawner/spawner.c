@@ -191,33 +191,24 @@ static int valid_uuid(const char *s)
 }
 
 /* Every limit within its range and under the operator's ceilings: the
- * spawner is the last line, whatever the server checked before. */
+ * spawner is the last line, whatever the server checked before. The rows
+ * and the ceilings are include/skilld/limits.h's, the ceilings those the
+ * spawner was told at its start (S.conf), never a request's. */
 static int check_limits(const skd_sandbox_config *c, skd_err *err)
 {
-    const skd__spawner_conf *k = S.conf;
-    struct {
-        const char *name;
-        int64_t v, lo, hi;
-    } f[] = {
-        {"cpuLimit", c->cpu_limit, 1, k->max_cpu},
-        {"memoryLimit", c->memory_limit, SKD_SANDBOX_MIN_MEMORY_MB, k->max_memory_mb},
-        {"timeout", c->timeout_ms, 1, k->max_timeout_ms},
-        {"pidsLimit", c->pids_limit, 1, k->max_pids},
-        {"outputLimit", c->output_limit, 0, k->max_output_bytes},
-        {"fileSizeLimit", c->file_size_limit, 1, 1LL << 40},
-        {"tmpSize", c->tmp_size, 1LL << 20, k->max_tmp_bytes},
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        int64_t v = skd_limit_get(c, i), hi = S.conf->ceil.max[i];
+        if (l->kind == SKD_LIMIT_BOOL && l->ceil_env && v > hi)
+            return skd_err_set(err, SKD_EFORBIDDEN,
+                               "sandbox spawner: %s is not allowed by the operator (%s)", l->key,
+                               l->ceil_env);
+        if (v < l->min || v > hi)
             return skd_err_set(err, SKD_EFORBIDDEN,
                                "sandbox spawner: %s %lld is outside the operator's limits "
                                "[%lld, %lld]",
-                               f[i].name, (long long)f[i].v, (long long)f[i].lo,
-                               (long long)f[i].hi);
-    if (c->network_enabled && !k->network_allowed)
-        return skd_err_set(err, SKD_EFORBIDDEN,
-                           "sandbox spawner: networkEnabled is not allowed by the operator "
-                           "(SKILLS_SANDBOX_NETWORK_ENABLED)");
+                               l->key, (long long)v, (long long)l->min, (long long)hi);
+    }
     return 0;
 }
 
@@ -617,7 +608,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         _exit(127);
     skd__native_forget();
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
-    skd__native_set_defaults(conf->tmp_size, conf->memory_mb, conf->pids, conf->cpu);
+    skd__native_set_defaults(&conf->defaults);
     skd__native_defer_teardown(1);
     skd__wsq_set_max_entries(conf->workspace_max_entries);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
