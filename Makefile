@@ -2,12 +2,13 @@
 #   make            release build (-O2 -g) into build/
 #   make asan       ASan+UBSan build into build-asan/
 #   make check      build and run every test (scripts/test.sh)
-#   make lint       banned functions + clang-format check
+#   make lint       banned functions, clang-format, no cycle among src/ folders
 #   make install    binary, man page, systemd units, /etc/skilld/skilld.conf
 #                   (PREFIX=/usr/local, DESTDIR for staging; as root with
 #                   no DESTDIR it also creates the `skilld` system user)
 # Sources are picked up by directory: src/<part>/*.c go into libskilld.a,
-# src/cli/*.c into the binary, tests/unit/test_*.c each into a test program.
+# src/cli/*.c into the binary, tests/unit/test_*.c each into a test program;
+# tests/fixtures/*.c into the test programs and build/skilld-test only.
 
 BUILD    ?= build
 CC       ?= gcc
@@ -36,13 +37,18 @@ SKILLD_LDLIBS := $(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>
 LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
 CLI_SRCS := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
-TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))
+# Test fixtures (tests/fixtures/*.c): linked into the unit tests and into
+# build/skilld-test, the binary the integration tests that need them run;
+# never into build/skilld or libskilld.a (src/server/test_hooks.h).
+FIXTURE_SRCS := $(wildcard tests/fixtures/*.c)
+TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c)) $(FIXTURE_SRCS)
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
+FIXTURE_OBJS := $(FIXTURE_SRCS:%.c=$(BUILD)/obj/%.o)
 TEST_BINS := $(TEST_SRCS:tests/unit/%.c=$(BUILD)/tests/%)
 EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.c=$(BUILD)/examples/%)
 BENCH_BINS := $(BENCH_SRCS:bench/%.c=$(BUILD)/bench/%)
@@ -51,7 +57,7 @@ TOOL_SRCS := $(wildcard tests/tools/*.c)
 TOOL_BINS := $(TOOL_SRCS:tests/tools/%.c=$(BUILD)/tools/%)
 
 .PHONY: all tests asan check lint format clean fuzz install uninstall
-all: $(BUILD)/skilld $(BUILD)/libskilld.a tests $(EXAMPLE_BINS) $(BENCH_BINS)
+all: $(BUILD)/skilld $(BUILD)/skilld-test $(BUILD)/libskilld.a tests $(EXAMPLE_BINS) $(BENCH_BINS)
 
 tests: $(TEST_BINS) $(TOOL_BINS)
 
@@ -77,6 +83,12 @@ $(BUILD)/skilld: $(CLI_OBJS) $(BUILD)/libskilld.a $(BUILD)/lazy/stubs.o
 	@echo "  LINK  $@"
 	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(BUILD)/lazy/stubs.o $(BUILD)/libskilld.a \
 	    $(SKILLD_LDLIBS)
+
+# The same binary with the test fixtures (tests/fixtures/).
+$(BUILD)/skilld-test: $(CLI_OBJS) $(FIXTURE_OBJS) $(BUILD)/libskilld.a $(BUILD)/lazy/stubs.o
+	@echo "  LINK  $@"
+	@$(CC) $(ALL_CFLAGS) -o $@ $(CLI_OBJS) $(FIXTURE_OBJS) $(BUILD)/lazy/stubs.o \
+	    $(BUILD)/libskilld.a $(SKILLD_LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(SUPPORT_OBJS) $(BUILD)/libskilld.a
 	@mkdir -p $(dir $@)
@@ -123,9 +135,10 @@ fuzz:
 check:
 	scripts/test.sh
 
-lint:
+lint: $(LIB_OBJS) $(CLI_OBJS)
 	scripts/check-banned.sh
 	scripts/check-format.sh
+	BUILD=$(BUILD) scripts/check-layers.sh
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')

@@ -4,7 +4,8 @@
 # failure.
 #
 # Rings (each program prints "PASS name" / "FAIL name: why" lines):
-#   1. lint: banned functions, clang-format (each a counted test)
+#   1. lint: banned functions, clang-format, no cycle among src/ folders
+#      (each a counted test)
 #   2. unit: build/tests/test_* (release), then under ASan+UBSan, then valgrind
 #   3. fuzz corpora replayed through the libFuzzer drivers
 #   4. integration: tests/integration/*.sh, tests/security/*.sh,
@@ -125,6 +126,7 @@ build_bg asan-build nice -n 10 make -j"$cores" asan
 build_bg fuzz-build nice -n 10 make -j"$cores" fuzz
 lint lint/banned scripts/check-banned.sh
 lint lint/format scripts/check-format.sh
+lint lint/layers scripts/check-layers.sh
 
 echo "== unit (release)"
 for t in build/tests/test_*; do run_prog "unit/$(basename "$t")" "$t"; done

@@ -1,9 +1,14 @@
 # Shared helpers for shell integration tests. Source it, then use:
 #   pass NAME | fail NAME WHY | check NAME CMD... | json_get JSON JQPATH
 # Each test prints "PASS <file>: <name>" or "FAIL <file>: <name>: <why>".
-# $SKILLD is the binary under test (set by scripts/test.sh).
+# $SKILLD is the binary under test (set by scripts/test.sh); $SKILLD_TEST_BIN
+# is the same with the test fixtures (debug_sleep, the MCP conformance
+# fixtures; tests/fixtures/), "$SKILLD-test" unless set: what a test that
+# turns on SKILLD_TEST_SKILLS or SKILLD_MCP_TEST_FIXTURES runs.
 set -u
 : "${SKILLD:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/build/skilld}"
+: "${SKILLD_TEST_BIN:=$SKILLD-test}"
+export SKILLD_TEST_BIN
 TEST_NAME=$(basename "$0")
 TEST_FAILS=0
 TMP=$(mktemp -d /tmp/skilld-it.XXXXXX)

@@ -43,7 +43,7 @@ int skd_bundle_scan(const char *dir, json_t **record, skd_err *err);
 /* Scan dir and store it as owner's bundle (replacing owner's bundle of the
  * same name). public_ makes it visible to every key. *row (may be NULL)
  * receives the stored row. */
-int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int public_,
+int skd_bundle_register(skd_skills *sk, const char *owner, const char *dir, int public_,
                         json_t **row, skd_err *err);
 
 /* The bundles key_id sees (NULL: the operator, every bundle), one per name
@@ -53,7 +53,7 @@ int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int p
  * hand out digests. Without, the rows are as stored: for reads, which
  * check the bytes against the digests a host was given. New reference, or
  * NULL with err set. */
-json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
+json_t *skd_bundle_list(skd_skills *sk, const char *key_id, const char *name, int fresh,
                         skd_err *err);
 
 /* Read path (relative, as in the record) of the bundle in row (borrowed,
@@ -62,7 +62,7 @@ json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int
  * do not, the read fails with SKD_EIO
  * ("changed on disk"; the bundle must be registered again). SKD_ENOENT
  * for a path not in the record. */
-int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
+int skd_bundle_read(skd_skills *sk, const json_t *row, const char *path, char **data, size_t *len,
                     skd_err *err);
 
 /* Import a bundle from a tar archive (len bytes, gzip allowed) for the
@@ -73,18 +73,18 @@ int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **d
  * (SKD_EEXISTS), and stays served when the new one does not register.
  * *skill (may be NULL) receives the command skill when the bundle has an
  * entry script; *name (may be NULL) a new string with the bundle's name. */
-int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data, size_t len,
+int skd_bundle_import_tar(skd_skills *sk, const skd_actor *who, const void *data, size_t len,
                           int replace, skd_skill **skill, json_t **name, skd_err *err);
 
 /* Make owner's bundle name (owner NULL: the operator's) visible to every
  * key, or private again. Only the operator or a key with skills:admin may
  * (SKD_EFORBIDDEN); SKD_ENOENT for no such bundle. */
-int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name, const char *owner,
+int skd_bundle_set_public(skd_skills *sk, const skd_actor *who, const char *name, const char *owner,
                           int public_, skd_err *err);
 
 /* Remove owner's bundle name; an imported one's folder (under
  * DATA_DIR/bundles) is deleted with it. */
-int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err);
+int skd_bundle_remove(skd_skills *sk, const char *owner, const char *name, skd_err *err);
 
 /* Store rows (src/store/bundles.c); owner NULL is the operator. */
 int skd_store_bundle_put(skd_store *st, const char *owner, const char *name, const char *dir,

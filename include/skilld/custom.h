@@ -18,6 +18,10 @@
  * Ownership: a skill registered by a key belongs to that key and only it
  * sees it; a key with skills:admin registers global skills. Registered
  * skills are kept in the store and come back at the next engine open.
+ *
+ * The functions below (and those of bundle.h) work on an engine's
+ * skd_skills: skd_engine_skills(e) from outside, ctx->skills in a handler.
+ * They never call the engine back (scripts/check-layers.sh).
  */
 #ifndef SKILLD_CUSTOM_H
 #define SKILLD_CUSTOM_H
@@ -82,38 +86,42 @@ typedef struct skd_actor {
  * name@version is replaced when replace is set (else SKD_EEXISTS); a
  * built-in or C skill is never replaced. *skill_out (may be NULL) receives
  * a new reference to the registered skill. */
-int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *manifest, int replace,
+int skd_custom_register(skd_skills *sk, const skd_actor *who, const json_t *manifest, int replace,
                         skd_skill **skill_out, skd_err *err);
 
 /* The same for an Agent Skills folder (dir must be absolute); persist 0
  * registers it for this engine only (the DATA_DIR/skills scan). */
-int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+int skd_custom_register_folder(skd_skills *sk, const skd_actor *who, const char *dir, int persist,
                                int replace, skd_skill **skill_out, skd_err *err);
 
 /* Remove "name" (every version) or "name@version": the actor's own skill
  * when it has one, else (admin or operator) the global one. Built-in skills
  * cannot be removed (SKD_EFORBIDDEN). */
-int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err);
+int skd_custom_remove(skd_skills *sk, const skd_actor *who, const char *ref, skd_err *err);
 
 /* Enable or disable, persisted; owner chosen as in skd_custom_remove.
  * Built-in skills may be disabled by an admin or the operator (that state
  * lasts until the engine closes). */
-int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref, int enabled,
+int skd_custom_set_enabled(skd_skills *sk, const skd_actor *who, const char *ref, int enabled,
                            skd_err *err);
+
+/* Library-internal: the custom-skills part of an engine over cfg, store
+ * and reg (all borrowed; they outlive it). Called by skd_engine_open; NULL
+ * when out of memory. Free with skd__skills_free (NULL ok). */
+skd_skills *skd__skills_new(const skd_config *cfg, skd_store *store, skd_registry *reg);
+void skd__skills_free(skd_skills *sk);
 
 /* Library-internal: called by skd_engine_open after the built-ins: load
  * the stored skills and scan DATA_DIR/skills. A broken stored skill is
  * logged and skipped, never fatal. */
-int skd__custom_load(skd_engine *e, skd_err *err);
+int skd__custom_load(skd_skills *sk, skd_err *err);
 /* Library-internal: bring the stored custom skills into the registry again
- * (another replica changed them; src/lib/custom_sync.c). arg is the
- * engine. */
+ * (another replica changed them; src/skills/custom_sync.c). arg is the
+ * skd_skills. */
 void skd__custom_sync(void *arg);
 /* Library-internal: remember the stored skills just loaded (engine open),
  * so that a later sync also removes the ones deleted elsewhere. */
-void skd__custom_sync_init(skd_engine *e);
-/* Library-internal: the engine's slot for that memory (engine.c). */
-json_t **skd__engine_synced(skd_engine *e);
+void skd__custom_sync_init(skd_skills *sk);
 
 /* Library-internal: parse SKILL.md text (len bytes, need not be
  * NUL-terminated) into {name, description, version, entry, image, tags[]}
@@ -131,17 +139,11 @@ int skd__skill_folder_load(const char *dir, json_t **frontmatter, json_t **manif
  * key with skills:execute, an admin, or the operator; no operator-only
  * check: imports extract into DATA_DIR first) and, when it has an entry
  * script, as a command skill. */
-int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+int skd__custom_register_bundle(skd_skills *sk, const skd_actor *who, const char *dir, int persist,
                                 int replace, skd_skill **out, skd_err *err);
 
 /* Library-internal: the Agent Skills rules on a front matter (borrowed). */
 int skd__skill_bundle_check(const json_t *frontmatter, skd_err *err);
-
-/* Library-internal: add the skill_run skill (src/lib/skill_run.c). */
-int skd__skill_run_add(skd_registry *reg, skd_err *err);
-
-/* Library-internal: add the skills_register skill (src/lib/skills_register.c). */
-int skd__skills_register_add(skd_registry *reg, skd_err *err);
 
 /* Library-internal: build the registry definition of a command skill
  * (handler and udata) for manifest (borrowed, already checked). skill_dir

@@ -108,4 +108,22 @@ int skd_image_resolve(const skd_config *cfg, const char *image, char **rootfs, s
 int skd_image_rootfs(const char *data_dir, const char *allow_list, const char *image, char **rootfs,
                      skd_err *err);
 
+/* Extract the tar archive (plain or gzip) of len bytes at data under
+ * rootfd (borrowed directory fd) with the image importer's rules: no
+ * absolute names, no "..", no link out, no device nodes; at most max_bytes
+ * of content and max_entries entries (SKD_ETOOBIG past them). SKD_EINVAL
+ * when data is not a tar archive. On error the tree is in an unspecified
+ * state and must be removed. */
+int skd_image_extract_tar(int rootfd, const void *data, size_t len, int64_t max_bytes,
+                          int64_t max_entries, skd_err *err);
+
+/* Delete name (a file, or a directory tree, never following symlinks)
+ * relative to dirfd. A missing name is success. Returns 0 or -errno. */
+int skd_image_rm_tree_at(int dirfd, const char *name);
+
+/* The same for an absolute or relative path (its last component deleted
+ * from its parent's descriptor). Best effort: a path too long or a parent
+ * that cannot be opened leaves it. */
+void skd_image_rm_tree_path(const char *path);
+
 #endif

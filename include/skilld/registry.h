@@ -14,6 +14,7 @@
 
 #include <jansson.h>
 
+#include "skilld/config.h"
 #include "skilld/error.h"
 
 typedef struct skd_registry skd_registry;
@@ -21,6 +22,9 @@ typedef struct skd_skill skd_skill;
 typedef struct skd_engine skd_engine;
 typedef struct skd_workspace skd_workspace;
 typedef struct skd_cancel skd_cancel;
+typedef struct skd_store skd_store;
+typedef struct skd_skills skd_skills;
+typedef struct skd_runner skd_runner;
 
 enum skd_mode { SKD_MODE_DIRECT, SKD_MODE_SANDBOX };
 
@@ -35,11 +39,20 @@ enum skd_mode { SKD_MODE_DIRECT, SKD_MODE_SANDBOX };
 typedef void (*skd_progress_fn)(void *arg, double progress, double total, const char *message);
 
 /* What a handler knows about the call. Everything is borrowed for the
- * duration of the call. */
+ * duration of the call. A handler reaches the engine only through this
+ * object (its fields and runner()), never by calling skd_engine_*: the
+ * engine calls the built-ins, not the other way round
+ * (scripts/check-layers.sh). */
 typedef struct skd_ctx {
-    const char *key_id;       /* the caller's API key id; never NULL */
-    unsigned scopes;          /* SKD_SCOPE_* bits */
-    skd_engine *engine;       /* config, store, runner */
+    const char *key_id;    /* the caller's API key id; never NULL */
+    unsigned scopes;       /* SKD_SCOPE_* bits */
+    const skd_config *cfg; /* the operator's settings */
+    skd_store *store;      /* the engine's store */
+    skd_skills *skills;    /* custom skills and bundles (include/skilld/custom.h) */
+    /* The engine's sandbox runner, started on first use: borrowed, or NULL
+     * with err set when it cannot start. */
+    skd_runner *(*runner)(const struct skd_ctx *ctx, skd_err *err);
+    skd_engine *engine;       /* opaque: for runner() */
     skd_workspace *ws;        /* the caller's workspace, opened for this call */
     skd_cancel *cancel;       /* may be NULL: the call cannot be cancelled */
     skd_progress_fn progress; /* may be NULL */
@@ -61,6 +74,10 @@ typedef struct skd_skill_def {
     json_t *tags;          /* optional array of strings, borrowed */
     json_t *manifest;      /* optional: the manifest a custom skill came from */
     enum skd_mode mode;
+    /* 1: the handler reads at most one file of the caller's workspace,
+     * takes no lock and starts no process, so a transport may run it on
+     * its event thread (skd_engine_skill_is_quick). */
+    int quick;
     skd_handler_fn handler;
     void *udata;
     void (*udata_free)(void *udata); /* called when the skill is freed; may be NULL */
@@ -119,6 +136,7 @@ json_t *skd_skill_output_schema(const skd_skill *s); /* may be NULL */
 json_t *skd_skill_tags(const skd_skill *s);          /* array, may be empty */
 json_t *skd_skill_manifest(const skd_skill *s);      /* may be NULL */
 enum skd_mode skd_skill_mode(const skd_skill *s);
+int skd_skill_quick(const skd_skill *s); /* skd_skill_def.quick */
 int skd_skill_enabled(const skd_skill *s);
 const char *skd_mode_name(enum skd_mode mode);
 

@@ -190,7 +190,7 @@ typedef struct skd_sandbox_spec {
     skd_sandbox_tick_fn tick;         /* skd_sandbox_run only; may be NULL */
     void *tick_arg;
     const char *skill_dir; /* host directory mounted read-only at /skill; NULL: none
-                              (Agent Skills folders, src/lib/command_skill.c) */
+                              (Agent Skills folders, src/skills/command_skill.c) */
     /* networkEnabled: host patterns that narrow the operator's egress lists
      * for this run (a key's or a custom skill's); NULL: no narrowing. A host
      * must match the operator's SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS and this. */

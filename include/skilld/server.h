@@ -49,8 +49,4 @@ int skd_mcp_stdio_run(skd_engine *e, const char *key_id, unsigned scopes, int in
 void skd_metrics_set_running_sandboxes_fn(long (*fn)(void));
 void skd_metrics_set_outbound_rejected_fn(unsigned long (*fn)(void));
 
-/* Count one finished execution (any transport): skill name, success flag,
- * duration. Called by the server transports; exposed for other callers. */
-void skd_metrics_execution(const char *skill, int success, int64_t duration_ms);
-
 #endif

@@ -28,8 +28,10 @@ int skd_engine_open(const skd_config *cfg, skd_engine **out, skd_err *err);
  * skills, only DATA_DIR and the runner (skilld exec); skd_engine_store() is
  * NULL, the registry empty, and skd_engine_execute refuses. */
 #define SKD_ENGINE_SANDBOX_ONLY 1u
-/* SKD_ENGINE_NO_SKILLS: the store and the runner, no skills (skilld exec,
- * which writes its audit row through skd_engine_audit_run). */
+/* SKD_ENGINE_NO_SKILLS: the store and the runner, no skills: a one-call
+ * engine (skilld exec registers the one skill it runs and calls it through
+ * skd_engine_execute). Its sandbox runs write no run row, and its runner
+ * stops as soon as a run is over. */
 #define SKD_ENGINE_NO_SKILLS 2u
 /* skd_engine_open with flags (0: the same as skd_engine_open). */
 int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **out, skd_err *err);
@@ -42,6 +44,10 @@ void skd_engine_close(skd_engine *e); /* NULL ok */
 const skd_config *skd_engine_config(skd_engine *e);
 skd_registry *skd_engine_registry(skd_engine *e);
 skd_store *skd_engine_store(skd_engine *e);
+/* The engine's custom skills and bundles (include/skilld/custom.h,
+ * bundle.h); NULL for an engine opened with SKD_ENGINE_SANDBOX_ONLY or
+ * SKD_ENGINE_NO_SKILLS. Borrowed. */
+skd_skills *skd_engine_skills(skd_engine *e);
 
 /* Execution request from a transport. */
 typedef struct skd_call {
@@ -53,19 +59,26 @@ typedef struct skd_call {
     skd_cancel *cancel;       /* optional */
     skd_progress_fn progress; /* optional */
     void *progress_arg;
+    /* optional, with cancel: the transport's own id for this call (an A2A
+     * task). The engine records it in the run table (kind "task") while
+     * the call runs, so that a cancel through another replica reaches it
+     * (it fires cancel). */
+    const char *task_id;
 } skd_call;
 
 /* Execute a skill: look it up as the caller sees it, check it is enabled and
  * the key has skills:execute, validate the input against its schema, open
- * the caller's workspace, run the handler, write the audit row. Always
+ * the caller's workspace, run the handler (a sandbox skill, and a call with
+ * task_id, as a row of the run table), count it in skd_engine_exec_stats,
+ * write the audit row. Every transport calls this and nothing else. Always
  * returns a new reference to a result object with "success" (NULL only when
  * out of memory). exec_id, when not NULL, receives the execution id. */
 json_t *skd_engine_execute(skd_engine *e, const skd_call *call, char exec_id[37]);
 
-/* 1 when skill (a name or name@version as key_id sees it) is a built-in
- * that reads one file of the caller's workspace (file_read): it takes
- * no lock and starts no process, so a transport may run it on its event
- * thread. 0 for anything else, unknown skills included. */
+/* 1 when skill (a name or name@version as key_id sees it) is a direct
+ * skill defined as quick (skd_skill_def.quick; the built-in file_read): it
+ * takes no lock and starts no process, so a transport may run it on its
+ * event thread. 0 for anything else, unknown skills included. */
 int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id);
 
 /* Register the built-in skills (file_*, http_request, web_*, sandbox

@@ -48,6 +48,19 @@ json_t *skd_engine_get_execution(skd_engine *e, const skd_actor *who, const char
  * skill, or one of its own); skills:admin sees every label. */
 int skd_engine_metric_label_visible(skd_engine *e, const skd_actor *who, const char *skill);
 
+/* Executions by skill, counted by skd_engine_execute for every call,
+ * whatever its transport. */
+typedef struct skd_exec_stat {
+    char skill[72]; /* a skill name, or "other" */
+    unsigned long ok, failed;
+    double seconds_sum;
+} skd_exec_stat;
+/* A copy of e's counters in the order the names were first seen: *n rows
+ * in a new array (caller frees with free()); NULL with *n 0 when there are
+ * none or out of memory. Every row, whoever may see it: the caller filters
+ * with skd_engine_metric_label_visible. */
+skd_exec_stat *skd_engine_exec_stats(skd_engine *e, size_t *n);
+
 /* The key a bearer secret belongs to (live keys only): 0 with *info set, or
  * SKD_EUNAUTH. */
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err);
@@ -71,12 +84,5 @@ int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, s
  * while draining, SKD_ESTORE when the store fails. *backend: "sqlite" or
  * "postgresql" (static). */
 int skd_engine_health(skd_engine *e, const char **backend, skd_err *err);
-
-/* The audit row of a sandbox run that did not go through a skill (skilld
- * exec): skill "exec", version "cli", a digest of input (borrowed: the
- * command and its limits), the outcome. exec_id receives the row's id. */
-int skd_engine_audit_run(skd_engine *e, const char *key_id, const json_t *input, int success,
-                         const char *error_code, int64_t duration_ms, char exec_id[37],
-                         skd_err *err);
 
 #endif

@@ -17,12 +17,18 @@ void skd__builtin_web_fetch_def(skd_skill_def *d);
 void skd__builtin_web_search_def(skd_skill_def *d);
 void skd__builtin_execute_command_def(skd_skill_def *d);
 void skd__builtin_eval_code_def(skd_skill_def *d);
+void skd__builtin_skills_register_def(skd_skill_def *d);
+void skd__builtin_skill_run_def(skd_skill_def *d);
+
+/* skilld exec's skill, registered by the command line in its one-call
+ * engine only (src/builtins/exec.c); not in the list below. */
+void skd__builtin_exec_def(skd_skill_def *d);
 
 /* Registration order; add new built-ins here, one per line. */
 #define SKD__BUILTIN_LIST                                                                          \
     skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,           \
         skd__builtin_file_delete_def, skd__builtin_http_request_def, skd__builtin_web_fetch_def,   \
-        skd__builtin_web_search_def, skd__builtin_execute_command_def,                             \
-        skd__builtin_eval_code_def, /* end */
+        skd__builtin_web_search_def, skd__builtin_execute_command_def, skd__builtin_eval_code_def, \
+        skd__builtin_skills_register_def, skd__builtin_skill_run_def, /* end */
 
 #endif

@@ -131,5 +131,6 @@ void skd__builtin_file_read_def(skd_skill_def *d)
                      "at most SKILLS_MAX_FILE_BYTES per call (use offset/length for more).";
     d->input_schema = skd__file_schema(schema_text);
     d->mode = SKD_MODE_DIRECT;
+    d->quick = 1; /* one bounded read; file_list is not: a listing may stat 10,000 entries */
     d->handler = handle;
 }

@@ -152,7 +152,7 @@ static int append(skd_workspace *ws, const struct wjob *j, skd_err *err)
 
 static uint64_t max_entries_of(const skd_ctx *ctx)
 {
-    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_MAX_ENTRIES");
+    return (uint64_t)skd_config_int(ctx->cfg, "SKILLS_WORKSPACE_MAX_ENTRIES");
 }
 
 /* Under the workspace lock: check the target and the quota, then write.
@@ -203,8 +203,7 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, const skd_ws_usage *
      * store's reserve is never given out. */
     if ((rc = skd_workspace_reserve_check(
              ctx->ws, j->len + SKD_WS_ENTRY_BYTES * (made + (kind == 0)),
-             (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_DATA_RESERVE_BYTES"),
-             err)) != 0)
+             (uint64_t)skd_config_int(ctx->cfg, "SKILLS_DATA_RESERVE_BYTES"), err)) != 0)
         return rc;
     return j->mode == W_APPEND ? append(ctx->ws, j, err) : publish(ctx->ws, j, err);
 }

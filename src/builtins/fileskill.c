@@ -33,12 +33,12 @@ int skd__file_path(const json_t *input, int allow_root, const char **path, skd_e
 
 uint64_t skd__file_max_bytes(const skd_ctx *ctx)
 {
-    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_MAX_FILE_BYTES");
+    return (uint64_t)skd_config_int(ctx->cfg, "SKILLS_MAX_FILE_BYTES");
 }
 
 uint64_t skd__file_quota_bytes(const skd_ctx *ctx)
 {
-    return (uint64_t)skd_config_int(skd_engine_config(ctx->engine), "SKILLS_WORKSPACE_QUOTA_BYTES");
+    return (uint64_t)skd_config_int(ctx->cfg, "SKILLS_WORKSPACE_QUOTA_BYTES");
 }
 
 uint64_t skd__file_uint(const json_t *input, const char *key, uint64_t def)

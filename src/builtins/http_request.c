@@ -142,7 +142,7 @@ static json_t *make_result(const skd_fetch_resp *r, const char *method, json_t *
 static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
-    const skd_config *cfg = skd_engine_config(ctx->engine);
+    const skd_config *cfg = ctx->cfg;
     const char *method = skd_json_str(input, "method", "GET");
     const char *body = skd_json_str(input, "body", NULL);
     const char *body64 = skd_json_str(input, "body_base64", NULL);

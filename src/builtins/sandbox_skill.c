@@ -156,12 +156,12 @@ static json_t *shape(const skd_sandbox_result *r, int cancelled)
 json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
 {
     skd_err err = {0};
-    const skd_config *cfg = skd_engine_config(ctx->engine);
+    const skd_config *cfg = ctx->cfg;
     char **env = NULL;
     json_t *bad = build_env(call->env, &env);
     if (bad)
         return bad;
-    skd_runner *runner = skd_engine_runner(ctx->engine, &err);
+    skd_runner *runner = ctx->runner(ctx, &err);
     if (!runner) {
         free_env(env);
         return skd_result_from_err(&err);

@@ -168,7 +168,7 @@ static json_t *convert(const skd_fetch_resp *r, const json_t *input, json_t *res
 static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
-    const skd_config *cfg = skd_engine_config(ctx->engine);
+    const skd_config *cfg = ctx->cfg;
     skd_fetch_resp r = {0};
     skd_err err = {0};
     json_t *res = NULL;

@@ -154,8 +154,8 @@ static json_t *result(const char *provider, const char *query, json_t *results, 
 static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
-    const skd_config *cfg = skd_engine_config(ctx->engine);
-    skd_store *st = skd_engine_store(ctx->engine);
+    const skd_config *cfg = ctx->cfg;
+    skd_store *st = ctx->store;
     const char *query = skd_json_str(input, "query", "");
     const char *provider =
         skd_json_str(input, "provider", skd_config_str(cfg, "SKILLS_SEARCH_PROVIDER"));

@@ -4,14 +4,15 @@
  *             [--output-limit BYTES] -- CMD ARGS...
  * Runs one command in a sandbox with the key's workspace (default key
  * "local") at /workspace and prints the sandbox result JSON. Exit 0 when the
- * command exited 0, 1 otherwise, 2 on usage. A thin client of the runner;
- * like every call, the run leaves an audit row (skill "exec", a digest of
- * the command and its limits) through the engine.
+ * command exited 0, 1 otherwise, 2 on usage. A transport like the others:
+ * it translates the flags into the input of the exec skill
+ * (src/builtins/exec.c) and calls it through skd_engine_execute, which
+ * runs it and writes its audit row (skill "exec", a digest of the command
+ * and its limits).
  */
+#include "builtins/builtins.h"
 #include "cli/cli.h"
 #include "skilld/sandbox.h"
-#include "skilld/tenancy.h"
-#include "skilld/workspace.h"
 
 #include <string.h>
 
@@ -75,8 +76,9 @@ static int parse(int argc, char **argv, struct exec_opts *o)
     return skd__cli_usage("exec", "name the command to run after --");
 }
 
-/* What the audit row's digest covers: the command and how it was run. */
-static json_t *audit_input(const struct exec_opts *o, char **argv)
+/* The exec skill's input (src/builtins/exec.c): the command and every
+ * limit it runs with, which the audit row's digest covers. */
+static json_t *exec_input(const struct exec_opts *o, char **argv)
 {
     json_t *args = json_array();
     for (int i = o->cmd_at; args && argv[i]; i++)
@@ -89,15 +91,15 @@ static json_t *audit_input(const struct exec_opts *o, char **argv)
                      o->cfg.workspace_read_only);
 }
 
-static void write_audit(skd_cli *cli, const struct exec_opts *o, char **argv, int ok,
-                        const char *code, int64_t started)
+/* The engine's exec skill, in this one-call engine only. */
+static int add_exec_skill(skd_engine *e, skd_err *err)
 {
-    skd_err err = {0};
-    json_t *in = audit_input(o, argv);
-    if (skd_engine_audit_run(cli->engine, o->key, in, ok, code, skd_mono_ms() - started, NULL,
-                             &err))
-        fprintf(stderr, "skilld exec: audit row not written: %s\n", skd_err_msg(&err));
-    json_decref(in);
+    skd_skill_def d = {0};
+    skd__builtin_exec_def(&d);
+    int rc = d.input_schema ? skd_registry_add(skd_engine_registry(e), &d, 0, err)
+                            : skd_err_set(err, SKD_ENOMEM, "out of memory");
+    json_decref(d.input_schema);
+    return rc;
 }
 
 int skd__cli_exec(skd_cli *cli, int argc, char **argv)
@@ -110,50 +112,33 @@ int skd__cli_exec(skd_cli *cli, int argc, char **argv)
     if (!*o.key)
         return skd__cli_usage("exec", "--key must not be empty");
     skd_err err = {0};
-    /* The runner and the store (for the audit row); no skills. */
+    /* The runner and the store (for the audit row); no skills but exec. */
     cli->one_run = 1;
     if (!skd__cli_engine_flags(cli, SKD_ENGINE_NO_SKILLS))
         return CLI_FAIL;
-    skd_workspace *ws = NULL;
-    skd_runner *r = skd_engine_runner(cli->engine, &err);
-    if (!r || skd_workspace_open(skd_config_str(cli->cfg, "DATA_DIR"), o.key, &ws, &err)) {
-        fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
+    json_t *input = exec_input(&o, argv);
+    if (!input || add_exec_skill(cli->engine, &err)) {
+        fprintf(stderr, "skilld exec: %s\n", input ? skd_err_msg(&err) : "out of memory");
+        json_decref(input);
         return CLI_FAIL;
     }
-    skd_sandbox_spec spec = {
-        .runtime = o.runtime,
-        .image = o.image,
-        .argv = (const char *const *)argv + o.cmd_at,
-        .config = &o.cfg,
-        .workspace = skd_workspace_path(ws),
-        .key_id = o.key,
-    };
-    skd_sandbox_result res;
-    int64_t started = skd_mono_ms();
-    rc = skd_sandbox_run(r, &spec, &res, &err);
-    skd_workspace_close(ws);
-    /* The only run is over: the spawner tears down while the audit row is
-     * written (main's skd_engine_close waits for it). */
-    skd_runner_stop(r);
-    if (rc) {
-        write_audit(cli, &o, argv, 0, skd_errcode(rc), started);
-        fprintf(stderr, "skilld exec: %s\n", skd_err_msg(&err));
-        json_t *j = json_pack("{s:{s:s, s:s}}", "error", "code", skd_errcode(rc), "message",
-                              skd_err_msg(&err));
+    /* The operator's own call, through the one path: the engine runs it,
+     * counts it and writes its audit row (and no run row: a one-call
+     * engine stops its runner as soon as the run is over). */
+    skd_call call = {.key_id = o.key, .scopes = SKD_SCOPE_ALL, .skill = "exec", .input = input};
+    json_t *result = skd_engine_execute(cli->engine, &call, NULL);
+    json_decref(input);
+    int ok = skd_result_success(result);
+    const json_t *sandbox = json_object_get(result, "sandbox");
+    if (sandbox) {
+        skd__cli_print_json(sandbox);
+    } else { /* it did not run */
+        const json_t *e = json_object_get(result, "error");
+        fprintf(stderr, "skilld exec: %s\n", skd_json_str(e, "message", "out of memory"));
+        json_t *j = json_pack("{s:O?}", "error", e);
         skd__cli_print_json(j);
         json_decref(j);
-        return CLI_FAIL;
     }
-    json_t *j = skd_sandbox_result_to_json(&res);
-    skd__cli_print_json(j);
-    json_decref(j);
-    int ok = !res.error && res.exited && res.exit_code == 0;
-    write_audit(cli, &o, argv, ok,
-                ok              ? NULL
-                : res.error     ? skd_errcode(res.error)
-                : res.timed_out ? skd_errcode(SKD_ETIMEOUT)
-                                : skd_errcode(SKD_ECOMMAND),
-                started);
-    skd_sandbox_result_free(&res);
+    json_decref(result);
     return ok ? CLI_OK : CLI_FAIL;
 }

@@ -70,7 +70,7 @@ static int add(skd_cli *cli, const char *path, const skd_actor *who, int replace
         char *abs = realpath(path, NULL);
         if (!abs)
             return skd__cli_usage("skills add", "%s: cannot resolve the path", path);
-        rc = skd_custom_register_folder(e, who, abs, 1, replace, &s, &err);
+        rc = skd_custom_register_folder(skd_engine_skills(e), who, abs, 1, replace, &s, &err);
         free(abs);
     } else {
         char arg[PATH_MAX + 2];
@@ -78,7 +78,7 @@ static int add(skd_cli *cli, const char *path, const skd_actor *who, int replace
         json_t *m = skd__cli_read_json(cli, arg);
         if (!m)
             return CLI_FAIL;
-        rc = skd_custom_register(e, who, m, replace, &s, &err);
+        rc = skd_custom_register(skd_engine_skills(e), who, m, replace, &s, &err);
         json_decref(m);
     }
     if (rc)
@@ -123,11 +123,11 @@ int skd__cli_skills(skd_cli *cli, int argc, char **argv)
     skd_err err = {0};
     int rc;
     if (strcmp(verb, "rm") == 0 || strcmp(verb, "remove") == 0)
-        rc = skd_custom_remove(e, &who, target, &err);
+        rc = skd_custom_remove(skd_engine_skills(e), &who, target, &err);
     else if (strcmp(verb, "enable") == 0 || strcmp(verb, "disable") == 0)
-        rc = skd_custom_set_enabled(e, &who, target, verb[0] == 'e', &err);
+        rc = skd_custom_set_enabled(skd_engine_skills(e), &who, target, verb[0] == 'e', &err);
     else if (strcmp(verb, "publish") == 0 || strcmp(verb, "unpublish") == 0)
-        rc = skd_bundle_set_public(e, &who, target, key, verb[0] == 'p', &err);
+        rc = skd_bundle_set_public(skd_engine_skills(e), &who, target, key, verb[0] == 'p', &err);
     else
         return skd__cli_usage(
             "skills", "unknown subcommand %s (list, add, rm, enable, disable, publish, unpublish)",

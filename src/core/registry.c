@@ -21,6 +21,7 @@ struct skd_skill {
     char *name, *version, *description, *owner;
     json_t *input_schema, *output_schema, *tags, *manifest;
     enum skd_mode mode;
+    int quick; /* skd_skill_def.quick */
     skd_handler_fn handler;
     void *udata;
     void (*udata_free)(void *);
@@ -170,6 +171,7 @@ static skd_skill *skill_new(const skd_skill_def *d)
     s->tags = d->tags ? json_incref(d->tags) : json_array();
     s->manifest = json_incref(d->manifest);
     s->mode = d->mode;
+    s->quick = d->quick != 0;
     s->handler = d->handler;
     s->udata = d->udata;
     s->udata_free = d->udata_free;
@@ -444,6 +446,11 @@ json_t *skd_skill_manifest(const skd_skill *s)
 enum skd_mode skd_skill_mode(const skd_skill *s)
 {
     return s->mode;
+}
+
+int skd_skill_quick(const skd_skill *s)
+{
+    return s->quick;
 }
 int skd_skill_enabled(const skd_skill *s)
 {

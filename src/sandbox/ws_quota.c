@@ -47,6 +47,7 @@
 
 #include "sandbox/container/container.h"
 #include "sandbox/image/image_internal.h"
+#include "skilld/image.h"
 #include "sandbox/provider.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
@@ -385,7 +386,7 @@ static int remove_any(int dirfd, const char *name)
         return errno == ENOENT ? 0 : -1;
     if (!S_ISDIR(st.st_mode))
         return unlinkat(dirfd, name, 0) == 0 || errno == ENOENT ? 0 : -1;
-    return skd__rm_tree_at(dirfd, name) == 0 ? 0 : -1;
+    return skd_image_rm_tree_at(dirfd, name) == 0 ? 0 : -1;
 }
 
 static int fail_io(struct pass *p, const char *what, const char *name)
@@ -737,7 +738,7 @@ static void sweep_owner(int base, const char *owner)
         (void)umount2(path, MNT_DETACH);
         snprintf(path, sizeof(path), "%s/%s/%s", SKD__WSQ_DIR, owner, de->d_name);
         (void)umount2(path, MNT_DETACH);
-        (void)skd__rm_tree_at(dirfd(d), de->d_name);
+        (void)skd_image_rm_tree_at(dirfd(d), de->d_name);
     }
     closedir(d);
     (void)unlinkat(base, owner, AT_REMOVEDIR);

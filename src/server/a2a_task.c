@@ -284,22 +284,11 @@ void skd__a2a_task_run(a2a_task *t)
             .cancel = t->cancel,
             .progress = on_progress,
             .progress_arg = t,
+            /* A row of the run table while it runs (the engine's): a
+             * CancelTask through another replica reaches it. */
+            .task_id = t->id,
         };
-        /* A row in the store's runs (kind "task", no cap): CancelTask
-         * through another replica reaches this one (docs/store.md). */
-        skd_run_req rq = {.id = t->id,
-                          .key_id = t->key_id,
-                          .skill = t->skill,
-                          .cancel = t->cancel,
-                          .kind = "task"};
-        skd_err rerr = {0};
-        int recorded = skd_store_run_begin(skd_engine_store(t->a->e), &rq, &rerr) == 0;
-        if (!recorded)
-            skd_warn("a2a task %s not in the run table: %s", t->id, skd_err_msg(&rerr));
         result = skd_engine_execute(t->a->e, &call, NULL);
-        if (recorded)
-            skd_store_run_end(skd_engine_store(t->a->e), t->id,
-                              skd_cancel_is_set(t->cancel) ? "cancelled" : "done");
     }
     finish(t, result);
     json_decref(result);

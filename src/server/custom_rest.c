@@ -2,9 +2,9 @@
  * REST management of custom skills: register (POST /v1/skills), remove
  * (DELETE /v1/skills/{name[@version]}) and enable/disable (PATCH). The key
  * comes from the bearer secret (http.c); who may do what is decided by
- * src/lib/custom.c, never here. The body is a manifest, or {"manifest":
+ * src/skills/custom.c, never here. The body is a manifest, or {"manifest":
  * {...}, "replace": true} to replace the key's own name@version. A body
- * of type application/x-tar is a SKILL.md bundle (src/lib/bundle_import.c);
+ * of type application/x-tar is a SKILL.md bundle (src/skills/bundle_import.c);
  * PATCH {"public": bool, "owner"?} publishes a bundle (admins only).
  */
 #include "server/custom_http.h"
@@ -30,8 +30,8 @@ static void register_tar(skd_http_req *req, skd_http_reply *out)
     json_t *name = NULL;
     const char *rep = MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, "replace");
     skd_actor who = actor(req);
-    if (skd_bundle_import_tar(skd__server_engine(req->srv), &who, req->body, req->body_len,
-                              rep && strcmp(rep, "true") == 0, &s, &name, &err)) {
+    if (skd_bundle_import_tar(skd_engine_skills(skd__server_engine(req->srv)), &who, req->body,
+                              req->body_len, rep && strcmp(rep, "true") == 0, &s, &name, &err)) {
         skd__http_from_err(out, &err);
         return;
     }
@@ -67,7 +67,8 @@ void skd__rest_skill_register(skd_http_req *req, skd_http_reply *out)
         return;
     }
     skd_actor who = actor(req);
-    if (skd_custom_register(skd__server_engine(req->srv), &who, m, json_is_true(replace), &s, &err))
+    if (skd_custom_register(skd_engine_skills(skd__server_engine(req->srv)), &who, m,
+                            json_is_true(replace), &s, &err))
         skd__http_from_err(out, &err);
     else
         skd__http_json(out, MHD_HTTP_CREATED, skd_skill_to_json(s));
@@ -79,7 +80,7 @@ void skd__rest_skill_delete(skd_http_req *req, skd_http_reply *out)
 {
     skd_err err = {0};
     skd_actor who = actor(req);
-    if (skd_custom_remove(skd__server_engine(req->srv), &who, req->param, &err))
+    if (skd_custom_remove(skd_engine_skills(skd__server_engine(req->srv)), &who, req->param, &err))
         skd__http_from_err(out, &err);
     else
         skd__http_empty(out, MHD_HTTP_NO_CONTENT);
@@ -98,7 +99,7 @@ static void patch_public(skd_http_req *req, json_t *body, skd_http_reply *out)
         return;
     }
     skd_actor who = actor(req);
-    if (skd_bundle_set_public(skd__server_engine(req->srv), &who, req->param,
+    if (skd_bundle_set_public(skd_engine_skills(skd__server_engine(req->srv)), &who, req->param,
                               json_string_value(owner), json_is_true(pub), &err))
         skd__http_from_err(out, &err);
     else
@@ -127,7 +128,7 @@ void skd__rest_skill_patch(skd_http_req *req, skd_http_reply *out)
     }
     skd_actor who = actor(req);
     skd_engine *e = skd__server_engine(req->srv);
-    if (skd_custom_set_enabled(e, &who, req->param, json_is_true(en), &err)) {
+    if (skd_custom_set_enabled(skd_engine_skills(e), &who, req->param, json_is_true(en), &err)) {
         skd__http_from_err(out, &err);
     } else {
         skd_skill *s = skd_engine_find_skill(e, &who, req->param, NULL);

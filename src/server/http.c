@@ -34,7 +34,7 @@
 #include "server/metrics.h"
 #include "server/ratelimit.h"
 #include "server/sse.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/net.h"
 
 #include <arpa/inet.h>

@@ -9,14 +9,14 @@
  * path segment percent-encoded. Entries carry the front matter verbatim and
  * every file's exact size and "sha256:<hex>" digest as recorded at
  * registration; resources/read serves only bytes that still match them
- * (src/lib/bundle.c refuses the rest). A URI is decoded strictly: no
+ * (src/skills/bundle.c refuses the rest). A URI is decoded strictly: no
  * query, fragment, empty, "." or ".." segment, and the path must be a file
  * of the record, so nothing outside a bundle is ever opened.
  */
 #include "server/mcp_int.h"
 
 #include "builtins/fileskill.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/bundle.h"
 
 #include <stdio.h>
@@ -129,7 +129,7 @@ static json_t *visible(skd_mcp_session *s, const json_t *id, const char *name, i
             skd__rpc_error(id, SKD_RPC_INVALID_REQUEST, "this API key lacks the skills:read scope");
         return NULL;
     }
-    json_t *rows = skd_bundle_list(s->m->e, s->key_id, name, fresh, &err);
+    json_t *rows = skd_bundle_list(skd_engine_skills(s->m->e), s->key_id, name, fresh, &err);
     if (!rows)
         *reply = skd__rpc_error(id, SKD_RPC_INTERNAL_ERROR, "%s", skd_err_msg(&err));
     return rows;
@@ -281,7 +281,7 @@ json_t *skd__mcp_resources_read(skd_mcp_session *s, const json_t *id, const json
     skd_err err = {0};
     char *data = NULL;
     size_t len = 0;
-    int rc = skd_bundle_read(s->m->e, row, path, &data, &len, &err);
+    int rc = skd_bundle_read(skd_engine_skills(s->m->e), row, path, &data, &len, &err);
     json_t *content = NULL;
     if (rc == 0) {
         /* Text when it is UTF-8 without NUL, so a host sees the exact bytes

@@ -11,7 +11,7 @@
  * -32600. Nothing but protocol goes to out_fd; logs go to stderr.
  */
 #include "server/mcp.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/server.h"
 
 #include <errno.h>

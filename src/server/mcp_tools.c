@@ -15,8 +15,7 @@
  */
 #include "server/mcp_int.h"
 
-#include "server/metrics.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/buf.h"
 #include "skilld/store.h"
 #include "skilld/tenancy.h"
@@ -197,7 +196,6 @@ static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *ski
     json_t *result = skd_engine_execute(s->m->e, &call, NULL);
     int ok = skd_result_success(result);
     int64_t ms = skd_mono_ms() - t0;
-    skd_metrics_execution(skill, ok, ms);
     if (ok)
         skd__mcp_log(s, c->io, MCP_LOG_INFO, "%s succeeded in %lld ms", skill, (long long)ms);
     else

@@ -1,12 +1,16 @@
 /*
- * Metrics (see metrics.h and include/skilld/server.h). One mutex guards two
- * small fixed tables; a full table folds new label values into an "other"
- * row so the exposition stays bounded. Rows labelled with a skill are shown
- * to a caller only when the engine says the caller may see that name. Gauges owned by other parts
- * (running sandboxes, rejected outbound connections) are read through getters those parts install.
+ * Metrics (see metrics.h and include/skilld/server.h). One mutex guards the
+ * small fixed table of HTTP requests; a full table drops new rows so the
+ * exposition stays bounded. Executions are counted by the engine for every
+ * transport (skd_engine_exec_stats) and only rendered here; rows labelled
+ * with a skill are shown to a caller only when the engine says the caller
+ * may see that name. Gauges owned by other parts (running sandboxes,
+ * rejected outbound connections) are read through getters those parts
+ * install.
  */
 #include "net/egress.h"
 #include "server/metrics.h"
+#include "skilld/tenancy.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,7 +19,6 @@
 #include <string.h>
 
 #define MAX_REQ_ROWS 256
-#define MAX_EXEC_ROWS 512
 
 struct req_row {
     const char *route;
@@ -23,17 +26,9 @@ struct req_row {
     unsigned long count;
 };
 
-struct exec_row {
-    char skill[72];
-    unsigned long ok, failed;
-    double seconds_sum;
-};
-
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct req_row reqs[MAX_REQ_ROWS];
 static size_t nreqs;
-static struct exec_row execs[MAX_EXEC_ROWS];
-static size_t nexecs;
 static long (*running_fn)(void);
 static unsigned long (*rejected_fn)(void);
 
@@ -65,61 +60,22 @@ void skd__metrics_request(const char *route, unsigned status)
     pthread_mutex_unlock(&mu);
 }
 
-void skd_metrics_execution(const char *skill, int success, int64_t duration_ms)
-{
-    char name[72];
-    /* Only names the registry accepts become labels; anything else (a typo
-     * in skills_execute) is counted under "other". */
-    const char *at = skill ? strchr(skill, '@') : NULL;
-    size_t n = skill ? (at ? (size_t)(at - skill) : strlen(skill)) : 0;
-    if (n > 0 && n < sizeof(name)) {
-        memcpy(name, skill, n); /* "name@x.y.z" counts under name */
-        name[n] = '\0';
-    }
-    if (n == 0 || n >= sizeof(name) || !skd_skill_name_valid(name))
-        skd_strlcpy(name, "other", sizeof(name));
-    pthread_mutex_lock(&mu);
-    size_t i;
-    for (i = 0; i < nexecs; i++)
-        if (strcmp(execs[i].skill, name) == 0)
-            break;
-    if (i == nexecs) {
-        if (nexecs == MAX_EXEC_ROWS)
-            i = MAX_EXEC_ROWS - 1; /* the last row doubles as "other" */
-        else
-            nexecs++;
-        if (execs[i].skill[0] == '\0')
-            skd_strlcpy(execs[i].skill, i == MAX_EXEC_ROWS - 1 ? "other" : name,
-                        sizeof(execs[i].skill));
-    }
-    if (success)
-        execs[i].ok++;
-    else
-        execs[i].failed++;
-    execs[i].seconds_sum += (double)duration_ms / 1000.0;
-    pthread_mutex_unlock(&mu);
-}
-
 void skd__metrics_reset(void)
 {
     pthread_mutex_lock(&mu);
-    nreqs = nexecs = 0;
-    memset(execs, 0, sizeof(execs));
+    nreqs = 0;
     pthread_mutex_unlock(&mu);
 }
 
-int skd__metrics_render(skd_buf *b, size_t in_flight, int (*visible)(void *arg, const char *skill),
-                        void *arg)
+int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
+                        int (*visible)(void *arg, const char *skill), void *arg)
 {
     int rc = 0;
-    /* Copy the skill rows out, so that the visibility check (the engine,
-     * the registry's lock) runs without this table's lock held. */
-    struct exec_row *rows = malloc(sizeof(execs));
-    if (!rows)
-        return SKD_ENOMEM;
+    /* A copy of the engine's rows: the visibility check (the engine, the
+     * registry's lock) runs with no lock of theirs or ours held. */
+    size_t nrows = 0;
+    skd_exec_stat *rows = skd_engine_exec_stats(e, &nrows);
     pthread_mutex_lock(&mu);
-    size_t nrows = nexecs;
-    memcpy(rows, execs, nrows * sizeof(*rows));
     rc |= skd_buf_puts(b, "# HELP skilld_http_requests_total HTTP requests answered.\n"
                           "# TYPE skilld_http_requests_total counter\n");
     for (size_t i = 0; i < nreqs; i++)

@@ -14,12 +14,13 @@
  * string; "unmatched" for none) with status. */
 void skd__metrics_request(const char *route, unsigned status);
 
-/* Append the Prometheus text exposition to b; in_flight is the number of
- * skill calls running in this server now. Rows labelled with a skill name
- * are rendered only when visible(arg, name) says 1 (NULL: every row): the
- * caller's view, decided by the engine. */
-int skd__metrics_render(skd_buf *b, size_t in_flight, int (*visible)(void *arg, const char *skill),
-                        void *arg);
+/* Append the Prometheus text exposition to b: the requests counted here,
+ * e's executions (skd_engine_exec_stats), in_flight (the number of skill
+ * calls running in this server now) and the gauges. Rows labelled with a
+ * skill name are rendered only when visible(arg, name) says 1 (NULL: every
+ * row): the caller's view, decided by the engine. */
+int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
+                        int (*visible)(void *arg, const char *skill), void *arg);
 
 /* Forget everything (tests). */
 void skd__metrics_reset(void);

@@ -53,10 +53,11 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
     /* Another key's private skill names never reach a caller without
      * skills:admin: the engine decides which labels it sees. */
     struct label_filter f = {skd__server_engine(req->srv), actor(req)};
-    char *text = skd__metrics_render(&b, skd__calls_count(skd__server_calls(req->srv)),
-                                     label_visible, &f) == 0
-                     ? skd_buf_steal(&b, &len)
-                     : NULL;
+    char *text =
+        skd__metrics_render(&b, skd__server_engine(req->srv),
+                            skd__calls_count(skd__server_calls(req->srv)), label_visible, &f) == 0
+            ? skd_buf_steal(&b, &len)
+            : NULL;
     skd_buf_free(&b);
     if (!text) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
@@ -154,11 +155,9 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
         .cancel = cancel,
     };
     char exec_id[37] = "";
-    int64_t t0 = skd_mono_ms();
     json_t *result = skd_engine_execute(skd__server_engine(req->srv), &call, exec_id);
     skd__calls_end(calls, cancel);
     int ok = skd_result_success(result);
-    skd_metrics_execution(call.skill, ok, skd_mono_ms() - t0);
     unsigned status = MHD_HTTP_OK;
     if (!ok) {
         const char *code = skd_result_code(result);

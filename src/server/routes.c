@@ -29,7 +29,7 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},
-    /* custom skills and A2A (custom_rest.c, a2a_http.c); scopes checked by src/lib/custom.c */
+    /* custom skills and A2A (custom_rest.c, a2a_http.c); scopes checked by src/skills/custom.c */
     {"POST", "/v1/skills", 1, 0, skd__rest_skill_register, 0},
     {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete, 0},
     {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch, 0},

@@ -1,5 +1,5 @@
 /* libFuzzer driver for the command-skill manifest checker
- * (src/lib/manifest.c). The input is parsed as JSON and checked: the
+ * (src/skills/manifest.c). The input is parsed as JSON and checked: the
  * checker must survive any document, every refusal must carry a message
  * naming a manifest field, and an accepted manifest must also be accepted
  * by the registry (so nothing the checker lets through can fail later). */

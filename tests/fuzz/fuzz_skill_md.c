@@ -1,5 +1,5 @@
 /* libFuzzer driver for the hand-written SKILL.md front-matter parser
- * (src/lib/skill_folder.c, skd__skill_md_parse). Any bytes: the parser
+ * (src/skills/skill_folder.c, skd__skill_md_parse). Any bytes: the parser
  * must never crash or read out of bounds; a refusal comes with a message;
  * an acceptance yields a valid skill name and a description, and parsing
  * again gives the same result. */

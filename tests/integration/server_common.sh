@@ -14,7 +14,7 @@ start_server() {
     DATA="$TMP/data"
     PORT=$(free_port)
     URL="http://127.0.0.1:$PORT"
-    env SKILLD_TEST_SKILLS=true "$@" "$SKILLD" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" \
+    env SKILLD_TEST_SKILLS=true "$@" "$SKILLD_TEST_BIN" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" \
         >"$TMP/serve.out" 2>"$TMP/serve.err" &
     SRV_PID=$!
     # Ready when /healthz answers and the first-start admin secret (printed

@@ -8,7 +8,7 @@ DATA="$TMP/data"
 KEY=$("$SKILLD" --data-dir "$DATA" keys create stdio --scopes skills:read,skills:execute --json |
     python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
 
-python3 - "$SKILLD" "$DATA" "$KEY" <<'PY'
+python3 - "$SKILLD_TEST_BIN" "$DATA" "$KEY" <<'PY'
 import json, subprocess, sys, time, os, select
 skilld, data, key = sys.argv[1:4]
 name = "server_stdio.sh"

@@ -9,6 +9,9 @@ import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const SKILLD = process.env.SKILLD || join(here, '..', '..', 'build', 'skilld');
+// The same binary with the test fixtures (tests/fixtures/): what a server
+// with SKILLD_TEST_SKILLS or SKILLD_MCP_TEST_FIXTURES runs.
+export const SKILLD_TEST = process.env.SKILLD_TEST_BIN || `${SKILLD}-test`;
 const testName = basename(process.argv[1] || 'node-test');
 let failures = 0;
 
@@ -49,7 +52,8 @@ export function createKey(dataDir, name, scopes = 'skills:read,skills:execute,sk
 // Start `skilld serve` on a free port; resolves when /healthz answers.
 export async function startServer(dataDir, extraEnv = {}) {
   const port = await freePort();
-  const child = spawn(SKILLD, ['--data-dir', dataDir, 'serve', '--listen', `127.0.0.1:${port}`], {
+  const fixtures = extraEnv.SKILLD_TEST_SKILLS === 'true' || extraEnv.SKILLD_MCP_TEST_FIXTURES === 'true';
+  const child = spawn(fixtures ? SKILLD_TEST : SKILLD, ['--data-dir', dataDir, 'serve', '--listen', `127.0.0.1:${port}`], {
     env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],
   });
   let log = '';

@@ -9,7 +9,7 @@
 #define SKILLD_TESTS_SERVER_FIXTURE_H
 
 #include "server/mcp.h"
-#include "server/test_skills.h"
+#include "server/test_hooks.h"
 #include "skilld/skilld.h"
 
 #include <pthread.h>

@@ -1,5 +1,5 @@
 /*
- * The operator's ceilings (src/sandbox/limits.c, src/lib/manifest.c): the
+ * The operator's ceilings (src/sandbox/limits.c, src/skills/manifest.c): the
  * settings and their defaults, the check that refuses a limit above a
  * ceiling naming it, the clamp that lowers one and says which, defaults
  * clamped, networkEnabled as the operator's switch, and a manifest above

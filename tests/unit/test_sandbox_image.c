@@ -840,7 +840,7 @@ static void rm_rf(const char *path)
     char *slash = strrchr(parent, '/');
     *slash = '\0';
     int fd = open(parent, O_PATH | O_DIRECTORY);
-    skd__rm_tree_at(fd, slash + 1);
+    skd_image_rm_tree_at(fd, slash + 1);
     close(fd);
 }
 

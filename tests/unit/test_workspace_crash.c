@@ -16,7 +16,8 @@ static json_t *invoke(skd_engine *eng, skd_workspace *ws, const char *skill, jso
 {
     skd_err e = {0};
     skd_skill *s = skd_registry_lookup(skd_engine_registry(eng), skill, "crash", &e);
-    skd_ctx ctx = {.key_id = "crash", .scopes = SKD_SCOPE_ALL, .engine = eng, .ws = ws};
+    skd_ctx ctx = {
+        .key_id = "crash", .scopes = SKD_SCOPE_ALL, .cfg = skd_engine_config(eng), .ws = ws};
     json_t *r = s ? skd_skill_invoke(s, &ctx, in) : NULL;
     skd_skill_unref(s);
     return r;

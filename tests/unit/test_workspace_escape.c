@@ -24,10 +24,10 @@
 #include <sys/un.h>
 
 static fx F;
-static char OUT[64];            /* a directory outside DATA_DIR */
-static char A[512];             /* alice's workspace (host path) */
-static char B[512];             /* bob's workspace */
-static char BHEX[65];           /* bob's workspace name */
+static char OUT[64];  /* a directory outside DATA_DIR */
+static char A[512];   /* alice's workspace (host path) */
+static char B[512];   /* bob's workspace */
+static char BHEX[65]; /* bob's workspace name */
 static char snap_out[65], snap_bob[65];
 static struct stat passwd_st;
 
@@ -367,12 +367,11 @@ TEST(list_reports_links_without_following)
     json_t *e;
     size_t i;
     int links = 0;
-    json_array_foreach(json_object_get(r, "entries"), i, e) {
+    json_array_foreach (json_object_get(r, "entries"), i, e) {
         const char *p = skd_json_str(e, "path", "");
         CHECK(strstr(p, "secret.txt") == NULL && strstr(p, "/passwd") == NULL);
-        static const char *const links_out[] = {"dbob/", "dbob_abs/", "droot/", "detc/",
-                                                "dout/", "dup/", "a/evil/", "dchain1/",
-                                                "dproc/"};
+        static const char *const links_out[] = {"dbob/", "dbob_abs/", "droot/",   "detc/", "dout/",
+                                                "dup/",  "a/evil/",   "dchain1/", "dproc/"};
         for (size_t k = 0; k < sizeof(links_out) / sizeof(*links_out); k++)
             CHECK(strncmp(p, links_out[k], strlen(links_out[k])) != 0);
         if (strcmp(skd_json_str(e, "type", ""), "symlink") == 0)
@@ -421,8 +420,7 @@ TEST(links_that_stay_inside_are_followed_mid_path)
     in_ws("a/n/m.txt", p, sizeof(p));
     CHECK_EQ_INT(fx_get(p, buf, sizeof(buf)), 1);
     /* the last component is never followed, even inside */
-    CHECK_STR(fx_code(fx_callj(&F, "alice", "file_read", "{\"path\":\"inlink\"}")),
-              "forbidden");
+    CHECK_STR(fx_code(fx_callj(&F, "alice", "file_read", "{\"path\":\"inlink\"}")), "forbidden");
     CHECK(outside_intact());
 }
 

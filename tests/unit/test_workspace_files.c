@@ -56,8 +56,7 @@ TEST(utf8_and_base64_encodings)
                    "{\"path\":\"bad\",\"content\":\"!!!!\",\"encoding\":\"base64\"}"),
               "invalid_input");
     /* text with a NUL (\u0000) and non-ASCII round-trips as utf8 */
-    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"t\",\"content\":\"a\\u0000b\\u00e9\"}"),
-              "");
+    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"t\",\"content\":\"a\\u0000b\\u00e9\"}"), "");
     r = CALL("alice", "file_read", "{\"path\":\"t\"}");
     json_t *c = json_object_get(r, "content");
     CHECK(json_string_length(c) == 5 && memcmp(json_string_value(c), "a\0b\xc3\xa9", 5) == 0);
@@ -84,10 +83,12 @@ TEST(offset_length_truncation)
 
 TEST(write_modes)
 {
-    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"one\",\"mode\":\"create\"}"),
-              "");
-    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"two\",\"mode\":\"create\"}"),
-              "already_exists");
+    CHECK_STR(
+        CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"one\",\"mode\":\"create\"}"),
+        "");
+    CHECK_STR(
+        CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"two\",\"mode\":\"create\"}"),
+        "already_exists");
     CHECK_STR(CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"+\",\"mode\":\"append\"}"),
               "");
     json_t *r = CALL("alice", "file_read", "{\"path\":\"m\"}");
@@ -97,20 +98,22 @@ TEST(write_modes)
     r = CALL("alice", "file_read", "{\"path\":\"m\"}");
     CHECK_STR(skd_json_str(r, "content", NULL), "new");
     json_decref(r);
-    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"fresh\",\"content\":\"a\",\"mode\":\"append\"}"),
-              "");
+    CHECK_STR(
+        CODE("alice", "file_write", "{\"path\":\"fresh\",\"content\":\"a\",\"mode\":\"append\"}"),
+        "");
     CHECK_STR(CODE("alice", "file_write", "{\"path\":\"m\",\"content\":\"x\",\"mode\":\"bogus\"}"),
               "invalid_input");
     CHECK_STR(CODE("alice", "file_write", "{\"path\":\"notes\",\"content\":\"x\"}"),
               "is_directory");
-    CHECK_STR(CODE("alice", "file_write", "{\"path\":\"notes\",\"content\":\"x\",\"mode\":\"append\"}"),
-              "is_directory");
+    CHECK_STR(
+        CODE("alice", "file_write", "{\"path\":\"notes\",\"content\":\"x\",\"mode\":\"append\"}"),
+        "is_directory");
     CHECK_STR(CODE("alice", "file_read", "{\"path\":\"notes\"}"), "is_directory");
     /* no temporary files are left behind */
     r = CALL("alice", "file_list", "{}");
     json_t *e;
     size_t i;
-    json_array_foreach(json_object_get(r, "entries"), i, e)
+    json_array_foreach (json_object_get(r, "entries"), i, e)
         CHECK(strncmp(skd_json_str(e, "path", ""), ".skd-tmp", 8) != 0);
     json_decref(r);
 }
@@ -119,7 +122,7 @@ static int has_entry(json_t *r, const char *path, const char *type, long long si
 {
     json_t *e;
     size_t i;
-    json_array_foreach(json_object_get(r, "entries"), i, e) {
+    json_array_foreach (json_object_get(r, "entries"), i, e) {
         if (strcmp(skd_json_str(e, "path", ""), path) == 0)
             return strcmp(skd_json_str(e, "type", ""), type) == 0 &&
                    (size < 0 || skd_json_int(e, "size", -1) == size);
@@ -129,9 +132,9 @@ static int has_entry(json_t *r, const char *path, const char *type, long long si
 
 TEST(list_flat_and_recursive)
 {
-    CHECK_STR(CODE("carol", "file_write",
-                   "{\"path\":\"d/e/f.txt\",\"content\":\"abc\",\"mkdirs\":true}"),
-              "");
+    CHECK_STR(
+        CODE("carol", "file_write", "{\"path\":\"d/e/f.txt\",\"content\":\"abc\",\"mkdirs\":true}"),
+        "");
     CHECK_STR(CODE("carol", "file_write", "{\"path\":\"top.txt\",\"content\":\"12345\"}"), "");
     char p[PATH_MAX], q[PATH_MAX];
     fx_ws(&F, "carol", "link", p, sizeof(p));
@@ -166,8 +169,8 @@ TEST(list_flat_and_recursive)
 
 TEST(delete_files_and_dirs)
 {
-    CHECK_STR(CODE("dave", "file_write", "{\"path\":\"a/b.txt\",\"content\":\"x\",\"mkdirs\":true}"),
-              "");
+    CHECK_STR(
+        CODE("dave", "file_write", "{\"path\":\"a/b.txt\",\"content\":\"x\",\"mkdirs\":true}"), "");
     CHECK_STR(CODE("dave", "file_delete", "{\"path\":\"a\"}"), "not_empty");
     json_t *r = CALL("dave", "file_delete", "{\"path\":\"a/b.txt\"}");
     CHECK(skd_result_success(r));

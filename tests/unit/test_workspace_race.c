@@ -57,7 +57,8 @@ static json_t *invoke(skd_engine *eng, skd_workspace *ws, const char *skill, jso
 {
     skd_err e = {0};
     skd_skill *s = skd_registry_lookup(skd_engine_registry(eng), skill, "alice", &e);
-    skd_ctx ctx = {.key_id = "alice", .scopes = SKD_SCOPE_ALL, .engine = eng, .ws = ws};
+    skd_ctx ctx = {
+        .key_id = "alice", .scopes = SKD_SCOPE_ALL, .cfg = skd_engine_config(eng), .ws = ws};
     json_t *r = s ? skd_skill_invoke(s, &ctx, in) : NULL;
     skd_skill_unref(s);
     json_decref(in);
@@ -156,9 +157,11 @@ TEST(quota_many_small_appends)
     CHECK_EQ_INT(stat(p, &st), 0);
     CHECK_EQ_INT(st.st_size, (1000 / 64) * 64);
     /* other files count too: the quota is per workspace */
-    CHECK_STR(fx_code(fx_callj(&f, "k", "file_write",
-                               "{\"path\":\"other\",\"content\":\"01234567890123456789012345678901234567890\"}")),
-              "quota_exceeded");
+    CHECK_STR(
+        fx_code(fx_callj(
+            &f, "k", "file_write",
+            "{\"path\":\"other\",\"content\":\"01234567890123456789012345678901234567890\"}")),
+        "quota_exceeded");
     /* freeing space makes room again */
     CHECK_STR(fx_code(fx_callj(&f, "k", "file_delete", "{\"path\":\"log\"}")), "");
     CHECK_STR(fx_code(fx_callj(&f, "k", "file_write", in)), "");

@@ -386,7 +386,7 @@ static void sweep_stale(const char *img)
             now - st.st_mtime > STALE_IMPORT_S)
             rm = 1;
         if (rm)
-            (void)skd__rm_tree_at(dirfd(d), de->d_name);
+            (void)skd_image_rm_tree_at(dirfd(d), de->d_name);
     }
     closedir(d);
 }
@@ -451,7 +451,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
     }
 out:
     if (made_tmp)
-        skd__rm_tree_path(tmp);
+        skd_image_rm_tree_path(tmp);
     if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
@@ -565,7 +565,7 @@ int skd_image_remove(const char *data_dir, const char *ref, skd_err *err)
     if (renameat2(AT_FDCWD, final, AT_FDCWD, gone, RENAME_NOREPLACE) < 0)
         return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "removing %s: %s", txt,
                            strerror(errno));
-    skd__rm_tree_path(gone);
+    skd_image_rm_tree_path(gone);
     if (snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name goes when its last tag does */
     return 0;

@@ -20,6 +20,7 @@
  * there, keeping what this layer wrote (tracked in a path set).
  */
 #include "sandbox/image/image_internal.h"
+#include "skilld/image.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,6 +31,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <archive.h>
 #include <archive_entry.h>
 
 #include "skilld/util.h"
@@ -284,12 +286,12 @@ static int rm_tree(int at, const char *name, int depth)
     return -ENOTEMPTY;
 }
 
-int skd__rm_tree_at(int at, const char *name)
+int skd_image_rm_tree_at(int at, const char *name)
 {
     return rm_tree(at, name, 0);
 }
 
-void skd__rm_tree_path(const char *path)
+void skd_image_rm_tree_path(const char *path)
 {
     char copy[PATH_MAX];
     if (skd_strlcpy(copy, path, sizeof(copy)) != 0)
@@ -333,7 +335,7 @@ static int apply_opaque(skd__layer_ctx *c, const char *dir, const char *entry, s
             continue;
         if (set_has(&c->written, child))
             continue;
-        int e = skd__rm_tree_at(dirfd(d), de->d_name);
+        int e = skd_image_rm_tree_at(dirfd(d), de->d_name);
         if (e)
             rc = skd_err_set(err, SKD_EIO, "entry %s: removing %s: %s", entry, child, strerror(-e));
     }
@@ -355,7 +357,7 @@ static int apply_whiteout(skd__layer_ctx *c, const char *dir, const char *leaf, 
         return 0; /* nothing below to delete */
     if (pfd < 0)
         return pfd;
-    int e = skd__rm_tree_at(pfd, victim);
+    int e = skd_image_rm_tree_at(pfd, victim);
     close(pfd);
     if (e)
         return skd_err_set(err, SKD_EIO, "entry %s: %s", entry, strerror(-e));
@@ -374,7 +376,7 @@ static int clear_leaf(int pfd, const char *leaf, int want_dir, const char *entry
     }
     if (S_ISDIR(st.st_mode) && want_dir)
         return 1;
-    int e = skd__rm_tree_at(pfd, leaf);
+    int e = skd_image_rm_tree_at(pfd, leaf);
     if (e)
         return skd_err_set(err, SKD_EIO, "entry %s: replacing: %s", entry, strerror(-e));
     return 0;
@@ -603,5 +605,26 @@ int skd__layer_apply(skd__layer_ctx *c, struct archive *a, skd_err *err)
             break;
     }
     cache_drop(c);
+    return rc;
+}
+
+int skd_image_extract_tar(int rootfd, const void *data, size_t len, int64_t max_bytes,
+                          int64_t max_entries, skd_err *err)
+{
+    struct archive *a = archive_read_new();
+    if (!a)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    archive_read_support_format_tar(a);
+    archive_read_support_filter_gzip(a);
+    int rc;
+    if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
+        rc = skd_err_set(err, SKD_EINVAL, "not a tar archive: %s", archive_error_string(a));
+    } else {
+        skd__layer_ctx c;
+        skd__layer_ctx_init(&c, rootfd, max_bytes, max_entries, 0);
+        rc = skd__layer_apply(&c, a, err);
+        skd__layer_ctx_free(&c);
+    }
+    archive_read_free(a);
     return rc;
 }

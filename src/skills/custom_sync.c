@@ -11,6 +11,7 @@
  * never touched. Runs on the store's replica thread only.
  */
 #include "skilld/custom.h"
+#include "skills/skills_int.h"
 #include "skilld/json.h"
 #include "skilld/log.h"
 #include "skilld/skilld.h"
@@ -36,10 +37,10 @@ static int same_as_registered(skd_registry *reg, const char *owner, const json_t
     return same;
 }
 
-static void sync_row(skd_engine *e, const json_t *row)
+static void sync_row(skd_skills *sk, const json_t *row)
 {
     skd_err err = {0};
-    skd_registry *reg = skd_engine_registry(e);
+    skd_registry *reg = sk->reg;
     const json_t *m = json_object_get(row, "manifest");
     const char *owner = skd_json_str(row, "owner", NULL);
     const char *dir = skd_json_str(row, "skillDir", NULL);
@@ -48,7 +49,7 @@ static void sync_row(skd_engine *e, const json_t *row)
         return;
     if (!same_as_registered(reg, owner, m)) {
         skd_skill_def def;
-        if (skd_manifest_check(m, skd_engine_config(e), &err) ||
+        if (skd_manifest_check(m, sk->cfg, &err) ||
             skd__command_skill_def(m, dir, owner, &def, &err)) {
             skd_warn("stored skill %s@%s not loaded: %s", name, version, skd_err_msg(&err));
             return;
@@ -79,10 +80,10 @@ static json_t *row_set(const json_t *rows)
     return set;
 }
 
-void skd__custom_sync_init(skd_engine *e)
+void skd__custom_sync_init(skd_skills *sk)
 {
-    json_t *rows = skd_store_skill_list(skd_engine_store(e), NULL);
-    json_t **synced = skd__engine_synced(e);
+    json_t *rows = skd_store_skill_list(sk->store, NULL);
+    json_t **synced = &sk->synced;
     json_decref(*synced);
     *synced = rows ? row_set(rows) : NULL;
     json_decref(rows);
@@ -90,9 +91,9 @@ void skd__custom_sync_init(skd_engine *e)
 
 void skd__custom_sync(void *arg)
 {
-    skd_engine *e = arg;
+    skd_skills *sk = arg;
     skd_err err = {0};
-    json_t *rows = skd_store_skill_list(skd_engine_store(e), &err);
+    json_t *rows = skd_store_skill_list(sk->store, &err);
     if (!rows) {
         skd_warn("custom skills not synchronised: %s", skd_err_msg(&err));
         return;
@@ -100,8 +101,8 @@ void skd__custom_sync(void *arg)
     size_t i;
     json_t *row;
     json_array_foreach (rows, i, row)
-        sync_row(e, row);
-    json_t *now = row_set(rows), **before = skd__engine_synced(e);
+        sync_row(sk, row);
+    json_t *now = row_set(rows), **before = &sk->synced;
     const char *k;
     json_t *v;
     json_object_foreach (*before, k, v) {
@@ -114,7 +115,7 @@ void skd__custom_sync(void *arg)
             continue;
         *name++ = '\0';
         *version++ = '\0';
-        skd_registry_remove(skd_engine_registry(e), name, version, *buf ? buf : NULL, NULL);
+        skd_registry_remove(sk->reg, name, version, *buf ? buf : NULL, NULL);
     }
     json_decref(*before);
     *before = now;

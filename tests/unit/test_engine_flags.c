@@ -57,9 +57,17 @@ TEST(sandbox_only_has_no_store)
     skd_config_free(cfg);
 }
 
-/* Which calls a transport may run on its event thread: the read-only
- * built-ins only; writers (a lock), sandboxes, the network, unknown names
- * and an engine without a store never. */
+static json_t *noop(const skd_ctx *ctx, const json_t *input, void *udata)
+{
+    (void)ctx, (void)input, (void)udata;
+    return skd_result_ok();
+}
+
+/* Which calls a transport may run on its event thread: the skills whose
+ * definition says quick (the built-in file_read); writers (a lock),
+ * sandboxes, the network, unknown names and an engine without a store
+ * never. Quick is the skill's property, not its name: a C skill that says
+ * so is quick, and a key's own skill named file_read is not. */
 TEST(quick_skills_are_the_read_only_builtins)
 {
     skd_err err = {0};
@@ -77,6 +85,23 @@ TEST(quick_skills_are_the_read_only_builtins)
         for (size_t i = 0; i < sizeof(slow) / sizeof(slow[0]); i++)
             CHECK_EQ_INT(skd_engine_skill_is_quick(e, slow[i], "k"), 0);
         CHECK_EQ_INT(skd_engine_skill_is_quick(e, NULL, "k"), 0);
+        json_t *schema = json_pack("{s:s}", "type", "object");
+        skd_skill_def d = {.name = "peek",
+                           .version = "1.0.0",
+                           .description = "test",
+                           .input_schema = schema,
+                           .mode = SKD_MODE_DIRECT,
+                           .quick = 1,
+                           .handler = noop};
+        CHECK_EQ_INT(skd_registry_add(skd_engine_registry(e), &d, 0, &err), 0);
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, "peek", "k"), 1);
+        d.name = "file_read";
+        d.quick = 0;
+        d.owner = "k";
+        CHECK_EQ_INT(skd_registry_add(skd_engine_registry(e), &d, 0, &err), 0);
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, "file_read", "k"), 0);
+        CHECK_EQ_INT(skd_engine_skill_is_quick(e, "file_read", "other"), 1);
+        json_decref(schema);
     }
     skd_engine_close(e);
     e = NULL;
@@ -89,7 +114,7 @@ TEST(quick_skills_are_the_read_only_builtins)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_engine_flags");
+    TAP_BEGIN("test_engine_flags");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-engine-flags.XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;

@@ -1,13 +1,16 @@
 /*
  * The engine: the one path every call takes, whatever transport it came
- * from (DESIGN.md, "The path of one call"): look the skill up as the caller
- * sees it, check scope and enabled state, validate the input against the
- * skill's schema, open the caller's workspace, run the handler, write the
- * audit row. Transports only translate to and from skd_call. Listing,
- * metric labels, keys and the audit of command-line runs go through here
- * too (include/skilld/tenancy.h), so scopes and tenancy are applied in one
- * place.
+ * from (MCP, A2A, REST, stdio, skilld run and exec; DESIGN.md, "The path of
+ * one call"): look the skill up as the caller sees it, check scope and
+ * enabled state, validate the input against the skill's schema, open the
+ * caller's workspace, run the handler (a sandbox skill as a row of the run
+ * table), count the execution, write the audit row. Transports only
+ * translate to and from skd_call. The engine reaches the built-ins through
+ * their list and custom skills through the skd_skills object; they reach it
+ * only through the skd_ctx it passes. Listing, keys and metric labels are
+ * decided in tenancy.c.
  */
+#include "engine/engine_int.h"
 #include "skilld/custom.h"
 #include "skilld/sandbox.h"
 #include "skilld/skilld.h"
@@ -26,16 +29,6 @@
 /* skilld exec leaves a WAL up to this size for the next process (about a
  * dozen runs' audit rows); the one that finds it larger checkpoints it. */
 #define SKD_EXEC_KEEP_WAL_BYTES (256 * 1024)
-
-struct skd_engine {
-    json_t *synced; /* custom_sync.c: the stored skills this process last loaded */
-    const skd_config *cfg;
-    skd_store *store;
-    skd_registry *reg;
-    pthread_mutex_t runner_mu; /* guards the lazy start of runner */
-    skd_runner *runner;        /* NULL until the first sandbox run */
-    int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
-};
 
 static int mkdir_p(const char *path, skd_err *err)
 {
@@ -76,7 +69,8 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     e->cfg = cfg;
     pthread_mutex_init(&e->runner_mu, NULL);
     e->reg = skd_registry_new();
-    if (!e->reg) {
+    e->stats = skd__exec_stats_new();
+    if (!e->reg || !e->stats) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
@@ -115,13 +109,17 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         *out = e;
         return 0;
     }
+    if (!(e->skills = skd__skills_new(cfg, e->store, e->reg))) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
+    }
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
         goto out;
-    if ((rc = skd__custom_load(e, err)) != 0) /* src/lib/custom.c */
+    if ((rc = skd__custom_load(e->skills, err)) != 0) /* src/skills/custom.c */
         goto out;
-    /* Skills registered through another replica (src/lib/custom_sync.c). */
-    skd__custom_sync_init(e);
-    skd_store_watch_skills(e->store, skd__custom_sync, e);
+    /* Skills registered through another replica (src/skills/custom_sync.c). */
+    skd__custom_sync_init(e->skills);
+    skd_store_watch_skills(e->store, skd__custom_sync, e->skills);
     /* Temporary files of writes a crash interrupted (a minute old: a
      * replica sharing DATA_DIR may be writing younger ones). */
     skd_err serr = {0};
@@ -152,7 +150,8 @@ void skd_engine_close(skd_engine *e)
     pthread_mutex_destroy(&e->runner_mu);
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
-    json_decref(e->synced);
+    skd__skills_free(e->skills);
+    skd__exec_stats_free(e->stats);
     free(e);
 }
 
@@ -166,9 +165,9 @@ skd_registry *skd_engine_registry(skd_engine *e)
     return e->reg;
 }
 
-json_t **skd__engine_synced(skd_engine *e)
+skd_skills *skd_engine_skills(skd_engine *e)
 {
-    return &e->synced;
+    return e->skills;
 }
 
 skd_store *skd_engine_store(skd_engine *e)
@@ -230,6 +229,12 @@ static json_t *prepare(skd_engine *e, const skd_call *c, const json_t *input, sk
     return NULL;
 }
 
+/* skd_ctx.runner: how a handler reaches the engine's runner. */
+static skd_runner *ctx_runner(const skd_ctx *ctx, skd_err *err)
+{
+    return skd_engine_runner(ctx->engine, err);
+}
+
 static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
                            const char *exec_id)
 {
@@ -240,6 +245,10 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
     skd_ctx ctx = {
         .key_id = c->key_id,
         .scopes = c->scopes,
+        .cfg = e->cfg,
+        .store = e->store,
+        .skills = e->skills,
+        .runner = ctx_runner,
         .engine = e,
         .ws = ws,
         .cancel = c->cancel,
@@ -297,10 +306,22 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
 
 /* A sandbox run is a row in the store's run table for its length (its
  * replica, its lease; src/store/runs.c): the per-key and cluster caps hold
- * over every replica, and a cancel through another replica reaches it. */
+ * over every replica, and a cancel through another replica reaches it. A
+ * one-call engine (skilld exec: the operator's one command, in a process
+ * of its own) writes no run row, so that its run costs the store nothing
+ * but its audit row; its runner is stopped as soon as the run is over, so
+ * the spawner tears down while that row is written. */
 static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
                             const char *exec_id)
 {
+    if (e->one_call) {
+        json_t *result = run_handler(e, c, s, input, exec_id);
+        pthread_mutex_lock(&e->runner_mu);
+        if (e->runner)
+            skd_runner_stop(e->runner);
+        pthread_mutex_unlock(&e->runner_mu);
+        return result;
+    }
     skd_call cc = *c;
     skd_cancel *own = NULL;
     if (!cc.cancel && !(cc.cancel = own = skd_cancel_new()))
@@ -329,19 +350,37 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
     return result;
 }
 
+/* A call a transport tracks as a task of its own (A2A: c->task_id) is a
+ * row of kind "task" for its length, whatever the skill's mode: a cancel
+ * of that task through another replica reaches this one. 1 when recorded;
+ * a store that refuses costs the task its cross-replica cancel, not the
+ * call. */
+static int task_begin(skd_engine *e, const skd_call *c)
+{
+    if (!c->task_id || !c->cancel) /* a task without a token could not be cancelled */
+        return 0;
+    skd_run_req rq = {
+        .id = c->task_id,
+        .key_id = c->key_id,
+        .skill = c->skill,
+        .cancel = c->cancel,
+        .kind = "task",
+    };
+    skd_err err = {0};
+    if (skd_store_run_begin(e->store, &rq, &err) == 0)
+        return 1;
+    skd_warn("task %s not in the run table: %s", c->task_id, skd_err_msg(&err));
+    return 0;
+}
+
 int skd_engine_skill_is_quick(skd_engine *e, const char *skill, const char *key_id)
 {
-    /* file_list is not: a recursive listing may stat 10,000 entries */
-    static const char *const quick[] = {"file_read"};
     if (!e->store || !skill)
         return 0;
+    /* A property of the skill (skd_skill_def.quick), as the caller sees
+     * it: a key's own skill of the same name is not the built-in. */
     skd_skill *s = skd_registry_lookup(e->reg, skill, key_id, NULL);
-    int yes = 0;
-    /* the built-in itself: global, direct, no manifest (a custom skill of
-     * the same name has one) */
-    if (s && !skd_skill_owner(s) && !skd_skill_manifest(s) && skd_skill_mode(s) == SKD_MODE_DIRECT)
-        for (size_t i = 0; i < sizeof(quick) / sizeof(quick[0]); i++)
-            yes |= strcmp(skd_skill_name(s), quick[i]) == 0;
+    int yes = s && skd_skill_quick(s) && skd_skill_mode(s) == SKD_MODE_DIRECT;
     skd_skill_unref(s);
     return yes;
 }
@@ -365,6 +404,7 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         json_decref(empty);
         return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
     }
+    int task = task_begin(e, c);
     json_t *result = prepare(e, c, input, &s);
     if (!result && s && skd_skill_mode(s) == SKD_MODE_SANDBOX)
         result = run_recorded(e, c, s, input, id);
@@ -372,222 +412,15 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         result = run_handler(e, c, s, input, id);
     else if (!result) /* prepare could not even build its refusal */
         result = skd_result_error(SKD_ENOMEM, "out of memory");
+    if (task)
+        skd_store_run_end(e->store, c->task_id,
+                          skd_cancel_is_set(c->cancel) ? "cancelled" : "done");
+    int ok = skd_result_success(result);
+    skd__exec_stats_add(e->stats, c->skill, ok, skd_mono_ms() - started);
     if (result)
         audit(e, c, s, input, result, id, started);
-    skd_debug("execution %s key=%s skill=%s success=%d", id, c->key_id, c->skill,
-              skd_result_success(result));
+    skd_debug("execution %s key=%s skill=%s success=%d", id, c->key_id, c->skill, ok);
     skd_skill_unref(s);
     json_decref(empty);
     return result;
-}
-
-/* ---- listing, metrics, keys, audit (include/skilld/tenancy.h) ---------- */
-
-static int is_operator(const skd_actor *who)
-{
-    return !who->key_id;
-}
-
-static int has_scope(const skd_actor *who, unsigned scope)
-{
-    return is_operator(who) || (who->scopes & scope) == scope;
-}
-
-static int need_scope(const skd_actor *who, unsigned scope, skd_err *err)
-{
-    if (has_scope(who, scope))
-        return 0;
-    return skd_err_set(err, SKD_EFORBIDDEN, "this API key lacks the %s scope",
-                       scope & SKD_SCOPE_ADMIN     ? "skills:admin"
-                       : scope & SKD_SCOPE_EXECUTE ? "skills:execute"
-                                                   : "skills:read");
-}
-
-static int need_store(skd_engine *e, skd_err *err)
-{
-    if (e->store)
-        return 0;
-    return skd_err_set(err, SKD_EINTERNAL, "this engine was opened for sandbox runs only");
-}
-
-skd_skill **skd_engine_visible_skills(skd_engine *e, const skd_actor *who, size_t *count)
-{
-    return skd_registry_list(e->reg, who->key_id, 1, 0, count);
-}
-
-skd_skill *skd_engine_find_skill(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
-{
-    return skd_registry_lookup(e->reg, ref, who->key_id, err);
-}
-
-json_t *skd_engine_list_skills(skd_engine *e, const skd_actor *who, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_READ, err))
-        return NULL;
-    size_t n = 0;
-    skd_skill **list = skd_engine_visible_skills(e, who, &n);
-    json_t *arr = json_array();
-    for (size_t i = 0; arr && i < n; i++)
-        json_array_append_new(arr, skd_skill_to_json(list[i]));
-    skd_skill_list_free(list, n);
-    if (!arr)
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-    return arr;
-}
-
-json_t *skd_engine_get_skill(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_READ, err))
-        return NULL;
-    skd_skill *s = skd_engine_find_skill(e, who, ref, err);
-    if (!s)
-        return NULL;
-    json_t *j = skd_skill_to_json(s);
-    skd_skill_unref(s);
-    if (!j)
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-    return j;
-}
-
-json_t *skd_engine_list_executions(skd_engine *e, const skd_actor *who, const char *of_key,
-                                   int limit, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
-        return NULL;
-    if (limit < 1 || limit > 500) {
-        skd_err_set(err, SKD_EINVAL, "limit must be an integer from 1 to 500");
-        return NULL;
-    }
-    const char *key = who->key_id;
-    if (of_key && (!key || strcmp(of_key, key) != 0)) {
-        if (need_scope(who, SKD_SCOPE_ADMIN, err))
-            return NULL; /* another key's rows are the admin's to read */
-        key = of_key;
-    }
-    if (!key) {
-        skd_err_set(err, SKD_EINVAL, "name the key whose executions to list");
-        return NULL;
-    }
-    return skd_store_audit_list(e->store, key, limit, err);
-}
-
-json_t *skd_engine_get_execution(skd_engine *e, const skd_actor *who, const char *id, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
-        return NULL;
-    if (!who->key_id) {
-        skd_err_set(err, SKD_EINVAL, "name the key whose execution to read");
-        return NULL;
-    }
-    /* The store looks the row up for this key only: another key's id is
-     * indistinguishable from one that does not exist. */
-    return skd_store_audit_get(e->store, who->key_id, id, err);
-}
-
-int skd_engine_metric_label_visible(skd_engine *e, const skd_actor *who, const char *skill)
-{
-    if (has_scope(who, SKD_SCOPE_ADMIN))
-        return 1;
-    if (!skill || !skd_skill_name_valid(skill))
-        return 0;
-    skd_skill *s = skd_registry_lookup(e->reg, skill, who->key_id, NULL);
-    int ok = s != NULL;
-    skd_skill_unref(s);
-    return ok;
-}
-
-json_t *skd_engine_list_runs(skd_engine *e, const skd_actor *who, const char *state, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
-        return NULL;
-    return skd_store_run_list(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, state,
-                              500, err);
-}
-
-int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, skd_err *err)
-{
-    int rc = need_scope(who, SKD_SCOPE_EXECUTE, err);
-    if (rc || (rc = need_store(e, err)))
-        return rc;
-    return skd_store_run_cancel(e->store, who->key_id, id, err);
-}
-
-int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
-{
-    int rc = need_store(e, err);
-    *backend = skd_store_backend(e->store);
-    if (rc)
-        return rc;
-    if (skd_store_draining(e->store))
-        return skd_err_set(err, SKD_EBUSY, "this replica is stopping; calls in flight finish");
-    return skd_store_ping(e->store, err);
-}
-
-int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err)
-{
-    int rc = need_store(e, err);
-    if (rc)
-        return rc;
-    if (strlen(secret) > 256)
-        return skd_err_set(err, SKD_EUNAUTH, "the API key is not valid");
-    return skd_store_key_auth(e->store, secret, info, err);
-}
-
-int skd_engine_key_get(skd_engine *e, const char *id, skd_key_info *info, skd_err *err)
-{
-    int rc = need_store(e, err);
-    if (rc)
-        return rc;
-    return skd_store_key_get(e->store, id, info, err);
-}
-
-json_t *skd_engine_list_keys(skd_engine *e, const skd_actor *who, skd_err *err)
-{
-    if (need_scope(who, SKD_SCOPE_ADMIN, err) || need_store(e, err))
-        return NULL;
-    return skd_store_key_list(e->store, err);
-}
-
-int skd_engine_create_key(skd_engine *e, const skd_actor *who, const char *name, unsigned scopes,
-                          char **secret, skd_key_info *info, skd_err *err)
-{
-    int rc = need_scope(who, SKD_SCOPE_ADMIN, err);
-    if (rc || (rc = need_store(e, err)) != 0)
-        return rc;
-    return skd_store_key_create(e->store, name, scopes, secret, info, err);
-}
-
-int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, skd_err *err)
-{
-    int rc = need_scope(who, SKD_SCOPE_ADMIN, err);
-    if (rc || (rc = need_store(e, err)) != 0)
-        return rc;
-    return skd_store_key_revoke(e->store, id, err);
-}
-
-int skd_engine_audit_run(skd_engine *e, const char *key_id, const json_t *input, int success,
-                         const char *error_code, int64_t duration_ms, char exec_id[37],
-                         skd_err *err)
-{
-    char id[SKD_UUID_LEN + 1], digest[SKD_SHA256_HEX_LEN + 1];
-    int rc = need_store(e, err);
-    if (rc)
-        return rc;
-    if (skd_uuid7(id))
-        return skd_err_set(err, SKD_EINTERNAL, "no randomness for an execution id");
-    if (exec_id)
-        memcpy(exec_id, id, sizeof(id));
-    input_digest(input, digest);
-    skd_audit a = {
-        .id = id,
-        .key_id = key_id,
-        .skill = "exec",
-        .version = "cli",
-        .status = success ? "success" : "error",
-        .error_code = success ? NULL : error_code,
-        .duration_ms = duration_ms,
-        .created_ms = skd_wall_ms(),
-        .input_digest = digest,
-    };
-    return skd_store_audit_add(e->store, &a, err);
 }

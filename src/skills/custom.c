@@ -15,6 +15,7 @@
 #include "skilld/image.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
+#include "skills/skills_int.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -67,11 +68,11 @@ static size_t find_owned(skd_registry *reg, const char *name, const char *versio
     return hits;
 }
 
-static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
+static int register_common(skd_skills *sk, const skd_actor *who, const json_t *m,
                            const char *skill_dir, int persist, int replace, skd_skill **out,
                            skd_err *err)
 {
-    skd_registry *reg = skd_engine_registry(e);
+    skd_registry *reg = sk->reg;
     skd_skill_def def;
     int builtin = 0, rc;
     if (out)
@@ -79,18 +80,18 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
     if (!is_operator(who) && !(who->scopes & (SKD_SCOPE_EXECUTE | SKD_SCOPE_ADMIN)))
         return skd_err_set(err, SKD_EFORBIDDEN,
                            "registering a skill needs the skills:execute or skills:admin scope");
-    if ((rc = skd_manifest_check(m, skd_engine_config(e), err)) != 0 ||
-        (rc = skd_manifest_check_ceilings(m, skd_engine_config(e), err)) != 0)
+    if ((rc = skd_manifest_check(m, sk->cfg, err)) != 0 ||
+        (rc = skd_manifest_check_ceilings(m, sk->cfg, err)) != 0)
         return rc;
     char *rootfs = NULL; /* the image must be imported before a skill uses it */
     const char *image = skd_json_str(json_object_get(m, "run"), "image", SKD_IMAGE_HOST);
     skd_err ierr = {0};
-    rc = skd_image_resolve(skd_engine_config(e), image, &rootfs, &ierr);
+    rc = skd_image_resolve(sk->cfg, image, &rootfs, &ierr);
     if (rc == SKD_ENOENT) {
         /* docker and podman run images from their own store: not imported
          * under DATA_DIR is fine for them (for auto: the one it picks). */
-        const char *rt = skd_sandbox_runtime_pick(
-            skd_config_str(skd_engine_config(e), "SKILLS_SANDBOX_RUNTIME"), NULL);
+        const char *rt =
+            skd_sandbox_runtime_pick(skd_config_str(sk->cfg, "SKILLS_SANDBOX_RUNTIME"), NULL);
         if (rt && strcmp(rt, "native") != 0)
             rc = 0;
     }
@@ -114,7 +115,7 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
         def.udata_free(def.udata);
         return rc;
     }
-    if (persist && (rc = skd_store_skill_put(skd_engine_store(e), owner, m, skill_dir, 1, err))) {
+    if (persist && (rc = skd_store_skill_put(sk->store, owner, m, skill_dir, 1, err))) {
         skd_registry_remove(reg, name, version, owner, NULL);
         return rc;
     }
@@ -126,21 +127,21 @@ static int register_common(skd_engine *e, const skd_actor *who, const json_t *m,
     return 0;
 }
 
-int skd_custom_register(skd_engine *e, const skd_actor *who, const json_t *m, int replace,
+int skd_custom_register(skd_skills *sk, const skd_actor *who, const json_t *m, int replace,
                         skd_skill **out, skd_err *err)
 {
-    return register_common(e, who, m, NULL, 1, replace, out, err);
+    return register_common(sk, who, m, NULL, 1, replace, out, err);
 }
 
-int skd_custom_register_folder(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+int skd_custom_register_folder(skd_skills *sk, const skd_actor *who, const char *dir, int persist,
                                int replace, skd_skill **out, skd_err *err)
 {
     if (!is_operator(who))
         return skd_err_set(err, SKD_EFORBIDDEN, "only the operator registers skill folders");
-    return skd__custom_register_bundle(e, who, dir, persist, replace, out, err);
+    return skd__custom_register_bundle(sk, who, dir, persist, replace, out, err);
 }
 
-int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char *dir, int persist,
+int skd__custom_register_bundle(skd_skills *sk, const skd_actor *who, const char *dir, int persist,
                                 int replace, skd_skill **out, skd_err *err)
 {
     json_t *m = NULL, *fm = NULL;
@@ -155,12 +156,12 @@ int skd__custom_register_bundle(skd_engine *e, const skd_actor *who, const char 
     /* The command skill first: its name@version rules decide conflicts.
      * A folder without an entry script is a bundle only. */
     if (rc == 0 && m)
-        rc = register_common(e, who, m, dir, persist, replace, out, err);
+        rc = register_common(sk, who, m, dir, persist, replace, out, err);
     if (rc == 0) {
         const char *owner = new_owner(who);
-        rc = skd_bundle_register(e, owner, dir, owner == NULL, NULL, err);
+        rc = skd_bundle_register(sk, owner, dir, owner == NULL, NULL, err);
         if (rc && m)
-            skd_registry_remove(skd_engine_registry(e), skd_json_str(m, "name", ""),
+            skd_registry_remove(sk->reg, skd_json_str(m, "name", ""),
                                 skd_json_str(m, "version", ""), owner, NULL);
     }
     json_decref(m);
@@ -186,10 +187,10 @@ static int split(const char *ref, char *buf, size_t cap, const char **version, s
 
 /* Find the owner a remove/toggle applies to: the actor's own skill first,
  * then (admin) the global one. Returns the number of matching skills. */
-static size_t pick_owner(skd_engine *e, const skd_actor *who, const char *name, const char *version,
-                         const char **owner, int *builtin)
+static size_t pick_owner(skd_skills *sk, const skd_actor *who, const char *name,
+                         const char *version, const char **owner, int *builtin)
 {
-    skd_registry *reg = skd_engine_registry(e);
+    skd_registry *reg = sk->reg;
     const char *own = is_operator(who) ? who->owner_key : who->key_id;
     size_t n;
     *owner = own;
@@ -204,7 +205,7 @@ static size_t pick_owner(skd_engine *e, const skd_actor *who, const char *name, 
 /* Parse ref into name (buf) and version, and find the owner the change
  * applies to (see pick_owner). verb names the change in the not_found
  * message. */
-static int find_target(skd_engine *e, const skd_actor *who, const char *ref, const char *verb,
+static int find_target(skd_skills *sk, const skd_actor *who, const char *ref, const char *verb,
                        char *name, size_t cap, const char **version, const char **owner,
                        int *builtin, skd_err *err)
 {
@@ -212,31 +213,31 @@ static int find_target(skd_engine *e, const skd_actor *who, const char *ref, con
     if (rc)
         return rc;
     *builtin = 0;
-    if (!pick_owner(e, who, name, *version, owner, builtin))
+    if (!pick_owner(sk, who, name, *version, owner, builtin))
         return skd_err_set(err, SKD_ENOENT, "no skill %s that this key may %s", ref, verb);
     return 0;
 }
 
 /* Remove the bundle named ref (no version) the actor owns, or (admin) the
  * operator's. Returns 0 when one went. */
-static int remove_bundle(skd_engine *e, const skd_actor *who, const char *ref)
+static int remove_bundle(skd_skills *sk, const skd_actor *who, const char *ref)
 {
     const char *own = is_operator(who) ? who->owner_key : who->key_id;
     skd_err err = {0};
     if (strchr(ref, '@'))
         return SKD_ENOENT;
-    if (own && skd_bundle_remove(e, own, ref, &err) == 0)
+    if (own && skd_bundle_remove(sk, own, ref, &err) == 0)
         return 0;
-    return is_admin(who) ? skd_bundle_remove(e, NULL, ref, &err) : SKD_ENOENT;
+    return is_admin(who) ? skd_bundle_remove(sk, NULL, ref, &err) : SKD_ENOENT;
 }
 
-int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_err *err)
+int skd_custom_remove(skd_skills *sk, const skd_actor *who, const char *ref, skd_err *err)
 {
     char name[128];
     const char *version, *owner;
     int builtin, rc;
-    int bundle_gone = ref && remove_bundle(e, who, ref) == 0;
-    if ((rc = find_target(e, who, ref, "remove", name, sizeof(name), &version, &owner, &builtin,
+    int bundle_gone = ref && remove_bundle(sk, who, ref) == 0;
+    if ((rc = find_target(sk, who, ref, "remove", name, sizeof(name), &version, &owner, &builtin,
                           err)) != 0) {
         if (bundle_gone && rc == SKD_ENOENT) {
             skd_err_clear(err);
@@ -247,12 +248,12 @@ int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_
     if (builtin)
         return skd_err_set(err, SKD_EFORBIDDEN, "%s is a built-in skill and cannot be removed",
                            ref);
-    rc = skd_store_skill_delete(skd_engine_store(e), name, version, owner, err);
+    rc = skd_store_skill_delete(sk->store, name, version, owner, err);
     if (rc && rc != SKD_ENOENT) /* ENOENT: a DATA_DIR/skills folder, never stored */
         return rc;
     int stored = rc == 0;
     skd_err_clear(err);
-    rc = skd_registry_remove(skd_engine_registry(e), name, version, owner, err);
+    rc = skd_registry_remove(sk->reg, name, version, owner, err);
     if (rc == SKD_ENOENT && stored) {
         /* The store's change notice can reach this process's replica sync
          * (custom_sync.c) before this line, and the sync removes a stored
@@ -263,25 +264,25 @@ int skd_custom_remove(skd_engine *e, const skd_actor *who, const char *ref, skd_
     return rc;
 }
 
-int skd_custom_set_enabled(skd_engine *e, const skd_actor *who, const char *ref, int enabled,
+int skd_custom_set_enabled(skd_skills *sk, const skd_actor *who, const char *ref, int enabled,
                            skd_err *err)
 {
     char name[128];
     const char *version, *owner;
     int builtin, rc;
-    if ((rc = find_target(e, who, ref, "change", name, sizeof(name), &version, &owner, &builtin,
+    if ((rc = find_target(sk, who, ref, "change", name, sizeof(name), &version, &owner, &builtin,
                           err)) != 0)
         return rc;
     if (!builtin) {
-        rc = skd_store_skill_set_enabled(skd_engine_store(e), name, version, owner, enabled, err);
+        rc = skd_store_skill_set_enabled(sk->store, name, version, owner, enabled, err);
         if (rc && rc != SKD_ENOENT)
             return rc;
         skd_err_clear(err);
     }
-    return skd_registry_set_enabled(skd_engine_registry(e), name, version, owner, enabled, err);
+    return skd_registry_set_enabled(sk->reg, name, version, owner, enabled, err);
 }
 
-static void load_row(skd_engine *e, const json_t *row)
+static void load_row(skd_skills *sk, const json_t *row)
 {
     skd_err err = {0};
     skd_skill_def def;
@@ -289,30 +290,29 @@ static void load_row(skd_engine *e, const json_t *row)
     const char *owner = skd_json_str(row, "owner", NULL);
     const char *dir = skd_json_str(row, "skillDir", NULL);
     const char *name = skd_json_str(m, "name", "?"), *version = skd_json_str(m, "version", "?");
-    if (skd_manifest_check(m, skd_engine_config(e), &err) ||
-        skd__command_skill_def(m, dir, owner, &def, &err)) {
+    if (skd_manifest_check(m, sk->cfg, &err) || skd__command_skill_def(m, dir, owner, &def, &err)) {
         skd_warn("stored skill %s@%s skipped: %s", name, version, skd_err_msg(&err));
         return;
     }
-    if (skd_registry_add(skd_engine_registry(e), &def, 0, &err)) {
+    if (skd_registry_add(sk->reg, &def, 0, &err)) {
         def.udata_free(def.udata);
         skd_warn("stored skill %s@%s skipped: %s", name, version, skd_err_msg(&err));
         return;
     }
     if (!skd_json_bool(row, "enabled", 1))
-        skd_registry_set_enabled(skd_engine_registry(e), name, version, owner, 0, NULL);
+        skd_registry_set_enabled(sk->reg, name, version, owner, 0, NULL);
     /* Registered under higher ceilings: it stays, and runs clamped. */
-    if (skd_manifest_check_ceilings(m, skd_engine_config(e), &err))
+    if (skd_manifest_check_ceilings(m, sk->cfg, &err))
         skd_warn("stored skill %s@%s is above a ceiling (its runs are clamped, or refused for "
                  "network): %s",
                  name, version, skd_err_msg(&err));
 }
 
 /* Register every DATA_DIR/skills/<dir>/SKILL.md for this run only. */
-static void scan_skills_dir(skd_engine *e)
+static void scan_skills_dir(skd_skills *sk)
 {
     char base[PATH_MAX], path[PATH_MAX];
-    const char *data = skd_config_str(skd_engine_config(e), "DATA_DIR");
+    const char *data = skd_config_str(sk->cfg, "DATA_DIR");
     char *abs = realpath(data, NULL);
     if (!abs)
         return;
@@ -331,28 +331,39 @@ static void scan_skills_dir(skd_engine *e)
         if (snprintf(path, sizeof(path), "%s/%s", base, de->d_name) >= (int)sizeof(path) ||
             lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
             continue;
-        if (skd_custom_register_folder(e, &op, path, 0, 1, NULL, &err))
+        if (skd_custom_register_folder(sk, &op, path, 0, 1, NULL, &err))
             skd_warn("skill folder %s skipped: %s", path, skd_err_msg(&err));
     }
     closedir(d);
 }
 
-int skd__custom_load(skd_engine *e, skd_err *err)
+skd_skills *skd__skills_new(const skd_config *cfg, skd_store *store, skd_registry *reg)
 {
-    int rc = skd__skills_register_add(skd_engine_registry(e), err);
-    if (rc == 0)
-        rc = skd__skill_run_add(skd_engine_registry(e), err);
-    if (rc)
-        return rc;
-    (void)skd_sandbox_ceilings_warn(skd_engine_config(e)); /* defaults above a ceiling */
-    json_t *rows = skd_store_skill_list(skd_engine_store(e), err);
+    skd_skills *sk = calloc(1, sizeof(*sk));
+    if (sk)
+        *sk = (skd_skills){.cfg = cfg, .store = store, .reg = reg};
+    return sk;
+}
+
+void skd__skills_free(skd_skills *sk)
+{
+    if (!sk)
+        return;
+    json_decref(sk->synced);
+    free(sk);
+}
+
+int skd__custom_load(skd_skills *sk, skd_err *err)
+{
+    (void)skd_sandbox_ceilings_warn(sk->cfg); /* defaults above a ceiling */
+    json_t *rows = skd_store_skill_list(sk->store, err);
     if (!rows)
         return err && err->code ? err->code : SKD_EIO;
     size_t i;
     json_t *row;
     json_array_foreach (rows, i, row)
-        load_row(e, row);
+        load_row(sk, row);
     json_decref(rows);
-    scan_skills_dir(e);
+    scan_skills_dir(sk);
     return 0;
 }

@@ -12,6 +12,7 @@
  * scripts/, and its bytes must still match the recorded digest when the run
  * starts (a changed bundle is registered again and the run refused).
  */
+#include "builtins/builtins.h"
 #include "builtins/sandbox_skill.h"
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
@@ -59,7 +60,7 @@ static json_t *run(const skd_ctx *ctx, const json_t *input, const json_t *row)
         return skd_result_error(SKD_EINVAL, "script must be a file under scripts/ of the bundle");
     /* The bytes must still be the registered ones (this also refuses a
      * path that is not a file of the bundle). */
-    if (skd_bundle_read(ctx->engine, row, script, &data, &len, &err) != 0)
+    if (skd_bundle_read(ctx->skills, row, script, &data, &len, &err) != 0)
         return skd_result_from_err(&err);
     free(data);
     if (n > MAX_ARGS)
@@ -98,7 +99,7 @@ static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
     (void)udata;
     skd_err err = {0};
     const char *name = skd_json_str(input, "skill", "");
-    json_t *rows = skd_bundle_list(ctx->engine, ctx->key_id, name, 0, &err);
+    json_t *rows = skd_bundle_list(ctx->skills, ctx->key_id, name, 0, &err);
     if (!rows)
         return skd_result_from_err(&err);
     const json_t *row = json_array_get(rows, 0);
@@ -109,20 +110,14 @@ static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
     return res;
 }
 
-int skd__skill_run_add(skd_registry *reg, skd_err *err)
+void skd__builtin_skill_run_def(skd_skill_def *d)
 {
-    json_t *s = json_loads(schema, 0, NULL);
-    skd_skill_def d = {
-        .name = "skill_run",
-        .version = "1.0.0",
-        .description = "Run a script of a SKILL.md bundle (skills/list) in the sandbox: the bundle "
-                       "read-only at /skill, your workspace at /workspace. {skill, script, args?, "
-                       "stdin?}",
-        .input_schema = s,
-        .mode = SKD_MODE_SANDBOX,
-        .handler = handler,
-    };
-    int rc = s ? skd_registry_add(reg, &d, 0, err) : skd_err_set(err, SKD_ENOMEM, "oom");
-    json_decref(s);
-    return rc;
+    d->name = "skill_run";
+    d->version = "1.0.0";
+    d->description = "Run a script of a SKILL.md bundle (skills/list) in the sandbox: the bundle "
+                     "read-only at /skill, your workspace at /workspace. {skill, script, args?, "
+                     "stdin?}";
+    d->input_schema = json_loads(schema, 0, NULL);
+    d->mode = SKD_MODE_SANDBOX;
+    d->handler = handler;
 }

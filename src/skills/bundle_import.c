@@ -3,23 +3,22 @@
  * Content-Type application/x-tar, and skills_register {bundleTar}).
  *
  * The archive is hostile: it is extracted with the image importer's layer
- * code (src/sandbox/image/image_layer.c: every entry placed beneath a directory
- * fd one component at a time, absolute names, ".." and paths through
- * symlinks refused, set-id bits stripped, devices skipped) into a fresh
- * staging directory under DATA_DIR/bundles, within the Skills extension's
- * limits. The bundle is SKILL.md at the archive's root, or in its single
- * top-level directory. Its front matter names it; the folder then moves to
+ * code (skd_image_extract_tar, src/sandbox/image/image_layer.c: every entry placed beneath a
+ * directory fd one component at a time, absolute names, ".." and paths through symlinks refused,
+ * set-id bits stripped, devices skipped) into a fresh staging directory under DATA_DIR/bundles,
+ * within the Skills extension's limits. The bundle is SKILL.md at the archive's root, or in its
+ * single top-level directory. Its front matter names it; the folder then moves to
  * DATA_DIR/bundles/<owner tag>/<name> and is registered for the actor like
- * any folder (src/lib/custom.c), so a symlink that points out of it is
+ * any folder (src/skills/custom.c), so a symlink that points out of it is
  * refused by the scan as well.
  */
-#include "sandbox/image/image_internal.h"
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
+#include "skills/skills_int.h"
+#include "skilld/image.h"
 #include "skilld/json.h"
 #include "skilld/util.h"
 
-#include <archive.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -60,28 +59,12 @@ static int join(char *out, size_t cap, const char *a, const char *b)
 
 static int extract(const char *dir, const void *data, size_t len, skd_err *err)
 {
-    struct archive *a = archive_read_new();
-    if (!a)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    archive_read_support_format_tar(a);
-    archive_read_support_filter_gzip(a);
-    int rc = 0;
-    if (archive_read_open_memory(a, data, len) != ARCHIVE_OK) {
-        rc = skd_err_set(err, SKD_EINVAL, "not a tar archive: %s", archive_error_string(a));
-        archive_read_free(a);
-        return rc;
-    }
     int rootfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (rootfd < 0) {
-        archive_read_free(a);
+    if (rootfd < 0)
         return skd_err_set(err, SKD_EIO, "open %s: %s", dir, strerror(errno));
-    }
-    skd__layer_ctx c;
-    skd__layer_ctx_init(&c, rootfd, SKD_BUNDLE_MAX_BYTES, 4 * SKD_BUNDLE_MAX_FILES, 0);
-    rc = skd__layer_apply(&c, a, err);
-    skd__layer_ctx_free(&c);
+    int rc = skd_image_extract_tar(rootfd, data, len, SKD_BUNDLE_MAX_BYTES,
+                                   4 * SKD_BUNDLE_MAX_FILES, err);
     close(rootfd);
-    archive_read_free(a);
     return rc;
 }
 
@@ -122,7 +105,7 @@ static int find_root(const char *staging, char *root, size_t cap, skd_err *err)
     return 0;
 }
 
-int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data, size_t len,
+int skd_bundle_import_tar(skd_skills *sk, const skd_actor *who, const void *data, size_t len,
                           int replace, skd_skill **skill, json_t **name_out, skd_err *err)
 {
     char base[PATH_MAX], staging[PATH_MAX], root[PATH_MAX], final[PATH_MAX], old[PATH_MAX];
@@ -141,8 +124,7 @@ int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data,
     const char *owner = who->key_id ? who->key_id : (who->owner_key ? who->owner_key : "");
     skd_sha256_hex(owner, strlen(owner), tag);
     tag[16] = '\0';
-    if ((rc = bundles_dir(skd_config_str(skd_engine_config(e), "DATA_DIR"), tag, base, sizeof(base),
-                          err)) != 0)
+    if ((rc = bundles_dir(skd_config_str(sk->cfg, "DATA_DIR"), tag, base, sizeof(base), err)) != 0)
         return rc;
     if ((rc = skd_uuid(id)) != 0)
         return skd_err_set(err, rc, "no randomness for a staging name");
@@ -178,18 +160,18 @@ int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data,
             (void)rename(old, final);
         goto out;
     }
-    rc = skd__custom_register_bundle(e, who, final, 1, replace, skill, err);
+    rc = skd__custom_register_bundle(sk, who, final, 1, replace, skill, err);
     if (rc) {
-        skd__rm_tree_path(final);
+        skd_image_rm_tree_path(final);
         if (exists)
             (void)rename(old, final); /* the previous import stays served */
     } else if (exists) {
-        skd__rm_tree_path(old);
+        skd_image_rm_tree_path(old);
     }
     if (rc == 0 && name_out)
         *name_out = json_string(name);
 out:
-    skd__rm_tree_path(staging);
+    skd_image_rm_tree_path(staging);
     json_decref(fm);
     json_decref(manifest);
     return rc;

@@ -48,7 +48,7 @@ static void command_skill_free(void *p)
 static int limits(const skd_ctx *ctx, const json_t *run, skd_sandbox_config *sc, unsigned *clamped,
                   skd_err *err)
 {
-    const skd_config *cfg = skd_engine_config(ctx->engine);
+    const skd_config *cfg = ctx->cfg;
     skd_sandbox_ceilings ceil;
     int rc = skd__manifest_limits(run, cfg, sc, err);
     if (rc)
@@ -135,7 +135,7 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
     unsigned clamped = 0;
     if (limits(ctx, run, &cfg, &clamped, &err))
         return skd_result_from_err(&err);
-    skd_runner *runner = skd_engine_runner(ctx->engine, &err);
+    skd_runner *runner = ctx->runner(ctx, &err);
     if (!runner)
         return skd_result_from_err(&err);
     json_t *cmd = json_object_get(run, "command");

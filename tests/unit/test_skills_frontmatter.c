@@ -1,11 +1,11 @@
 /*
- * The SKILL.md front-matter reader (src/lib/frontmatter.c): each value as
+ * The SKILL.md front-matter reader (src/skills/frontmatter.c): each value as
  * a YAML 1.2 core-schema parser reads it, and everything outside the subset
  * refused with the line. tests/node/frontmatter.test.mjs checks the same
  * readings against the official MCP client's parser; this file runs under
  * ASan and valgrind too.
  */
-#include "lib/frontmatter.h"
+#include "skills/frontmatter.h"
 #include "tap.h"
 
 #include <string.h>
@@ -124,7 +124,7 @@ TEST(document_framing)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_frontmatter");
+    TAP_BEGIN("test_skills_frontmatter");
     RUN(scalars_have_core_schema_types);
     RUN(quoted_scalars);
     RUN(block_and_plain_scalars);

@@ -4,7 +4,7 @@
  * one line, "key:" detection, one-line flow sequences of scalars. Bounded
  * by the caller's input; nothing here recurses.
  */
-#include "lib/frontmatter.h"
+#include "skills/frontmatter.h"
 
 #include "skilld/buf.h"
 #include "skilld/util.h"

@@ -19,10 +19,11 @@
  */
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
+#include "skills/skills_int.h"
+#include "skilld/image.h"
 #include "skilld/json.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
-#include "sandbox/image/image_internal.h"
 #include "workspace/resolve.h"
 
 #include <dirent.h>
@@ -286,7 +287,7 @@ int skd_bundle_scan(const char *dir, json_t **record, skd_err *err)
     return rc;
 }
 
-int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int public_,
+int skd_bundle_register(skd_skills *sk, const char *owner, const char *dir, int public_,
                         json_t **row, skd_err *err)
 {
     json_t *rec = NULL;
@@ -296,7 +297,7 @@ int skd_bundle_register(skd_engine *e, const char *owner, const char *dir, int p
     if (rc)
         return rc;
     const char *name = skd_json_str(json_object_get(rec, "frontmatter"), "name", "");
-    rc = skd_store_bundle_put(skd_engine_store(e), owner, name, dir, public_, rec, err);
+    rc = skd_store_bundle_put(sk->store, owner, name, dir, public_, rec, err);
     if (rc == 0 && row) {
         *row = json_pack("{s:s, s:o, s:s, s:b, s:O, s:I}", "name", name, "owner",
                          owner ? json_string(owner) : json_null(), "dir", dir, "public", public_,
@@ -341,7 +342,7 @@ static int same_content(const json_t *a, const json_t *b)
  * content withdraws the bundle until it is registered again, so a host that
  * holds the old entry is refused its reads instead of getting bytes that
  * fail its verification. */
-static int recheck(skd_engine *e, json_t *row, skd_err *err)
+static int recheck(skd_skills *sk, json_t *row, skd_err *err)
 {
     json_t *rec = NULL;
     const char *dir = skd_json_str(row, "dir", "");
@@ -358,7 +359,7 @@ static int recheck(skd_engine *e, json_t *row, skd_err *err)
                            "again (skilld skills add %s)",
                            name, dir);
     }
-    rc = skd_store_bundle_put(skd_engine_store(e), skd_json_str(row, "owner", NULL), name, dir,
+    rc = skd_store_bundle_put(sk->store, skd_json_str(row, "owner", NULL), name, dir,
                               skd_json_bool(row, "public", 0), rec, err);
     if (rc == 0)
         json_object_set(row, "record", rec);
@@ -367,7 +368,7 @@ static int recheck(skd_engine *e, json_t *row, skd_err *err)
 }
 
 /* Check row against the disk (stat signatures, then digests). */
-static int refresh(skd_engine *e, json_t *row, skd_err *err)
+static int refresh(skd_skills *sk, json_t *row, skd_err *err)
 {
     json_t *files = NULL;
     int rc = walk(skd_json_str(row, "dir", ""), 0, &files, err);
@@ -377,13 +378,13 @@ static int refresh(skd_engine *e, json_t *row, skd_err *err)
     }
     json_decref(files);
     skd_err_clear(err);
-    return recheck(e, row, err);
+    return recheck(sk, row, err);
 }
 
-json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int fresh,
+json_t *skd_bundle_list(skd_skills *sk, const char *key_id, const char *name, int fresh,
                         skd_err *err)
 {
-    json_t *rows = skd_store_bundle_list(skd_engine_store(e), key_id, name, err);
+    json_t *rows = skd_store_bundle_list(sk->store, key_id, name, err);
     json_t *out = rows ? json_array() : NULL;
     const char *last = NULL;
     size_t i;
@@ -398,7 +399,7 @@ json_t *skd_bundle_list(skd_engine *e, const char *key_id, const char *name, int
         if (last && strcmp(last, n) == 0)
             continue; /* shadowed by the key's own bundle of that name */
         last = n;
-        if (fresh && refresh(e, row, &rerr) != 0) {
+        if (fresh && refresh(sk, row, &rerr) != 0) {
             skd_warn("bundle %s (%s) is not served: %s", n, skd_json_str(row, "dir", "?"),
                      skd_err_msg(&rerr));
             continue;
@@ -421,10 +422,10 @@ static const json_t *find_file(const json_t *row, const char *path)
     return NULL;
 }
 
-int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **data, size_t *len,
+int skd_bundle_read(skd_skills *sk, const json_t *row, const char *path, char **data, size_t *len,
                     skd_err *err)
 {
-    (void)e; /* the read never changes the record: see recheck */
+    (void)sk; /* the read never changes the record: see recheck */
     *data = NULL;
     *len = 0;
     const json_t *f = find_file(row, path);
@@ -464,19 +465,19 @@ int skd_bundle_read(skd_engine *e, const json_t *row, const char *path, char **d
     return rc;
 }
 
-int skd_bundle_set_public(skd_engine *e, const skd_actor *who, const char *name, const char *owner,
+int skd_bundle_set_public(skd_skills *sk, const skd_actor *who, const char *name, const char *owner,
                           int public_, skd_err *err)
 {
     if (who->key_id && !(who->scopes & SKD_SCOPE_ADMIN))
         return skd_err_set(err, SKD_EFORBIDDEN,
                            "publishing a bundle to every key needs the skills:admin scope");
-    return skd_store_bundle_set_public(skd_engine_store(e), owner, name, public_, err);
+    return skd_store_bundle_set_public(sk->store, owner, name, public_, err);
 }
 
 /* The folder of owner's bundle name (malloc'd), or NULL. */
-static char *dir_of(skd_engine *e, const char *owner, const char *name)
+static char *dir_of(skd_skills *sk, const char *owner, const char *name)
 {
-    json_t *rows = skd_store_bundle_list(skd_engine_store(e), NULL, name, NULL);
+    json_t *rows = skd_store_bundle_list(sk->store, NULL, name, NULL);
     char *dir = NULL;
     size_t i;
     json_t *r;
@@ -489,14 +490,14 @@ static char *dir_of(skd_engine *e, const char *owner, const char *name)
     return dir;
 }
 
-int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_err *err)
+int skd_bundle_remove(skd_skills *sk, const char *owner, const char *name, skd_err *err)
 {
-    char *dir = dir_of(e, owner, name);
-    int rc = skd_store_bundle_delete(skd_engine_store(e), owner, name, err);
+    char *dir = dir_of(sk, owner, name);
+    int rc = skd_store_bundle_delete(sk->store, owner, name, err);
     /* An imported bundle's folder is skilld's (DATA_DIR/bundles/...): it
      * goes with the bundle. A folder registered from elsewhere is the
      * operator's and stays. */
-    char *data = realpath(skd_config_str(skd_engine_config(e), "DATA_DIR"), NULL);
+    char *data = realpath(skd_config_str(sk->cfg, "DATA_DIR"), NULL);
     char prefix[PATH_MAX];
     if (rc == 0 && dir && data &&
         snprintf(prefix, sizeof(prefix), "%s/bundles/", data) < (int)sizeof(prefix) &&
@@ -505,7 +506,7 @@ int skd_bundle_remove(skd_engine *e, const char *owner, const char *name, skd_er
         *slash = '\0';
         int pfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
         if (pfd >= 0) {
-            (void)skd__rm_tree_at(pfd, slash + 1);
+            (void)skd_image_rm_tree_at(pfd, slash + 1);
             close(pfd);
         }
     }

@@ -5,9 +5,10 @@
  * skills_register, and reachable over REST /v1/execute and A2A too). It
  * acts for the calling key with the key's scopes, exactly as POST
  * /v1/skills does: private to the key, or global for skills:admin.
- * Registered by skd__custom_load, not in the built-ins list, because it
- * belongs to the custom-skills part.
+ * It reaches the custom-skills part (src/skills/) through the context's
+ * skills object.
  */
+#include "builtins/builtins.h"
 #include "builtins/fileskill.h"
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
@@ -27,7 +28,7 @@ static json_t *register_tar(const skd_ctx *ctx, const json_t *input, const skd_a
     if (skd__base64_decode(json_string_value(b64), json_string_length(b64), SKD_BUNDLE_MAX_BYTES,
                            &tar, &len, &err))
         return skd_result_from_err(&err);
-    int rc = skd_bundle_import_tar(ctx->engine, who, tar, len, skd_json_bool(input, "replace", 0),
+    int rc = skd_bundle_import_tar(ctx->skills, who, tar, len, skd_json_bool(input, "replace", 0),
                                    &s, &name, &err);
     free(tar);
     if (rc)
@@ -54,7 +55,7 @@ static json_t *skills_register(const skd_ctx *ctx, const json_t *input, void *ud
         return skd_result_error(SKD_EINVAL, "give either manifest or bundleTar");
     if (!has_m)
         return register_tar(ctx, input, &who);
-    if (skd_custom_register(ctx->engine, &who, json_object_get(input, "manifest"),
+    if (skd_custom_register(ctx->skills, &who, json_object_get(input, "manifest"),
                             skd_json_bool(input, "replace", 0), &s, &err))
         return skd_result_from_err(&err);
     json_t *r = skd_result_ok();
@@ -64,9 +65,14 @@ static json_t *skills_register(const skd_ctx *ctx, const json_t *input, void *ud
     return r;
 }
 
-int skd__skills_register_add(skd_registry *reg, skd_err *err)
+void skd__builtin_skills_register_def(skd_skill_def *d)
 {
-    json_t *schema =
+    d->name = "skills_register";
+    d->version = "1.0.0";
+    d->description = "Register a command skill from a manifest, or a SKILL.md bundle from a "
+                     "tar archive; it is visible at once to this key (to every key when "
+                     "registered with skills:admin).";
+    d->input_schema =
         json_pack("{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s, s:i}, s:{s:s, s:s}}, s:b}", "type", "object",
                   "properties", "manifest", "type", "object", "description",
                   "{name, version, description, inputSchema, outputSchema?, tags?, run: {image?, "
@@ -79,17 +85,6 @@ int skd__skills_register_add(skd_registry *reg, skd_err *err)
                   "replace this key's own skill of the same name@version (or bundle of the "
                   "same name)",
                   "additionalProperties", 0);
-    skd_skill_def d = {
-        .name = "skills_register",
-        .version = "1.0.0",
-        .description = "Register a command skill from a manifest, or a SKILL.md bundle from a "
-                       "tar archive; it is visible at once to this key (to every key when "
-                       "registered with skills:admin).",
-        .input_schema = schema,
-        .mode = SKD_MODE_DIRECT,
-        .handler = skills_register,
-    };
-    int rc = schema ? skd_registry_add(reg, &d, 0, err) : skd_err_set(err, SKD_ENOMEM, "oom");
-    json_decref(schema);
-    return rc;
+    d->mode = SKD_MODE_DIRECT;
+    d->handler = skills_register;
 }

@@ -1,5 +1,5 @@
 /*
- * SKILL.md bundles (src/lib/bundle.c): what a scan records and refuses,
+ * SKILL.md bundles (src/skills/bundle.c): what a scan records and refuses,
  * visibility by owner, and that a file changed on disk is never served
  * under its recorded digest (the read is refused, the listing drops the
  * bundle until it is registered again, a touch changes nothing).
@@ -130,9 +130,10 @@ TEST(owners_see_theirs_and_public_ones)
     char a[512], g[512];
     make_bundle(a, sizeof(a), "alice-only");
     make_bundle(g, sizeof(g), "for-all");
-    CHECK_EQ_INT(skd_bundle_register(e, "alice", a, 0, NULL, &err), 0);
-    CHECK_EQ_INT(skd_bundle_register(e, NULL, g, 1, NULL, &err), 0);
-    json_t *ra = skd_bundle_list(e, "alice", NULL, 1, &err), *rb = skd_bundle_list(e, "bob", NULL, 1, &err);
+    CHECK_EQ_INT(skd_bundle_register(skd_engine_skills(e), "alice", a, 0, NULL, &err), 0);
+    CHECK_EQ_INT(skd_bundle_register(skd_engine_skills(e), NULL, g, 1, NULL, &err), 0);
+    json_t *ra = skd_bundle_list(skd_engine_skills(e), "alice", NULL, 1, &err),
+           *rb = skd_bundle_list(skd_engine_skills(e), "bob", NULL, 1, &err);
     CHECK_EQ_INT(count_named(ra, "alice-only"), 1);
     CHECK_EQ_INT(count_named(ra, "for-all"), 1);
     CHECK_EQ_INT(count_named(rb, "alice-only"), 0);
@@ -140,10 +141,12 @@ TEST(owners_see_theirs_and_public_ones)
     json_decref(ra);
     json_decref(rb);
     skd_actor bob = {.key_id = "bob", .scopes = SKD_SCOPE_READ | SKD_SCOPE_EXECUTE};
-    CHECK_EQ_INT(skd_bundle_set_public(e, &bob, "alice-only", "alice", 1, &err), SKD_EFORBIDDEN);
+    CHECK_EQ_INT(skd_bundle_set_public(skd_engine_skills(e), &bob, "alice-only", "alice", 1, &err),
+                 SKD_EFORBIDDEN);
     skd_actor op = {0};
-    CHECK_EQ_INT(skd_bundle_set_public(e, &op, "alice-only", "alice", 1, &err), 0);
-    rb = skd_bundle_list(e, "bob", NULL, 1, &err);
+    CHECK_EQ_INT(skd_bundle_set_public(skd_engine_skills(e), &op, "alice-only", "alice", 1, &err),
+                 0);
+    rb = skd_bundle_list(skd_engine_skills(e), "bob", NULL, 1, &err);
     CHECK_EQ_INT(count_named(rb, "alice-only"), 1);
     json_decref(rb);
     skd_engine_close(e);
@@ -159,35 +162,39 @@ TEST(changed_on_disk_is_refused_until_registered_again)
     char *data = NULL;
     size_t len = 0;
     make_bundle(dir, sizeof(dir), "drifts");
-    CHECK_EQ_INT(skd_bundle_register(e, "k", dir, 0, NULL, &err), 0);
-    json_t *rows = skd_bundle_list(e, "k", "drifts", 1, &err);
+    CHECK_EQ_INT(skd_bundle_register(skd_engine_skills(e), "k", dir, 0, NULL, &err), 0);
+    json_t *rows = skd_bundle_list(skd_engine_skills(e), "k", "drifts", 1, &err);
     json_t *row = json_incref(json_array_get(rows, 0));
     json_decref(rows);
     CHECK(row != NULL);
-    CHECK_EQ_INT(skd_bundle_read(e, row, "scripts/run.sh", &data, &len, &err), 0);
+    CHECK_EQ_INT(skd_bundle_read(skd_engine_skills(e), row, "scripts/run.sh", &data, &len, &err),
+                 0);
     CHECK_EQ_INT((int)len, 8);
     free(data);
     data = NULL;
-    CHECK_EQ_INT(skd_bundle_read(e, row, "../SKILL.md", &data, &len, &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_bundle_read(skd_engine_skills(e), row, "../SKILL.md", &data, &len, &err),
+                 SKD_ENOENT);
     /* A touch keeps the bundle: same bytes, new stat signature. */
     snprintf(path, sizeof(path), "%s/scripts/run.sh", dir);
     CHECK(utimensat(AT_FDCWD, path, NULL, 0) == 0);
-    rows = skd_bundle_list(e, "k", "drifts", 1, &err);
+    rows = skd_bundle_list(skd_engine_skills(e), "k", "drifts", 1, &err);
     CHECK_EQ_INT(json_array_size(rows), 1);
     json_decref(rows);
     /* Other bytes: the read is refused, the listing leaves it out. */
     put(dir, "scripts/run.sh", "echo HI\n");
-    CHECK_EQ_INT(skd_bundle_read(e, row, "scripts/run.sh", &data, &len, &err), SKD_EIO);
+    CHECK_EQ_INT(skd_bundle_read(skd_engine_skills(e), row, "scripts/run.sh", &data, &len, &err),
+                 SKD_EIO);
     CHECK(strstr(err.msg, "changed on disk") != NULL);
     CHECK(data == NULL);
-    rows = skd_bundle_list(e, "k", "drifts", 1, &err);
+    rows = skd_bundle_list(skd_engine_skills(e), "k", "drifts", 1, &err);
     CHECK_EQ_INT(json_array_size(rows), 0);
     json_decref(rows);
     /* Registered again: served with the new digest. */
-    CHECK_EQ_INT(skd_bundle_register(e, "k", dir, 0, NULL, &err), 0);
-    rows = skd_bundle_list(e, "k", "drifts", 1, &err);
+    CHECK_EQ_INT(skd_bundle_register(skd_engine_skills(e), "k", dir, 0, NULL, &err), 0);
+    rows = skd_bundle_list(skd_engine_skills(e), "k", "drifts", 1, &err);
     CHECK_EQ_INT(json_array_size(rows), 1);
-    CHECK_EQ_INT(skd_bundle_read(e, json_array_get(rows, 0), "scripts/run.sh", &data, &len, &err),
+    CHECK_EQ_INT(skd_bundle_read(skd_engine_skills(e), json_array_get(rows, 0), "scripts/run.sh",
+                                 &data, &len, &err),
                  0);
     CHECK(data && strcmp(data, "echo HI\n") == 0);
     free(data);
@@ -199,7 +206,7 @@ TEST(changed_on_disk_is_refused_until_registered_again)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_bundle");
+    TAP_BEGIN("test_skills_bundle");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-bundle-XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;

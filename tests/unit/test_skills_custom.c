@@ -205,22 +205,23 @@ TEST(register_ownership_and_persistence)
     skd_actor bob = {.key_id = "kbob", .scopes = SKD_SCOPE_READ | SKD_SCOPE_EXECUTE};
     skd_actor reader = {.key_id = "kread", .scopes = SKD_SCOPE_READ};
     json_t *m = manifest("tool", "1.0.0");
-    CHECK_EQ_INT(skd_custom_register(e, &admin, m, 0, NULL, &err), 0);
-    CHECK_EQ_INT(skd_custom_register(e, &alice, m, 0, NULL, &err), 0);
-    CHECK_EQ_INT(skd_custom_register(e, &alice, m, 0, NULL, &err), SKD_EEXISTS);
-    CHECK_EQ_INT(skd_custom_register(e, &alice, m, 1, NULL, &err), 0);
-    CHECK_EQ_INT(skd_custom_register(e, &reader, m, 0, NULL, &err), SKD_EFORBIDDEN);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &admin, m, 0, NULL, &err), 0);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &alice, m, 0, NULL, &err), 0);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &alice, m, 0, NULL, &err), SKD_EEXISTS);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &alice, m, 1, NULL, &err), 0);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &reader, m, 0, NULL, &err),
+                 SKD_EFORBIDDEN);
     json_decref(m);
     m = manifest("private", "2.0.0");
-    CHECK_EQ_INT(skd_custom_register(e, &alice, m, 0, NULL, &err), 0);
+    CHECK_EQ_INT(skd_custom_register(skd_engine_skills(e), &alice, m, 0, NULL, &err), 0);
     json_decref(m);
     CHECK_STR(owner_of(e, "tool", "kalice"), "kalice"); /* own shadows global */
     CHECK_STR(owner_of(e, "tool", "kbob"), "(global)");
     CHECK_STR(owner_of(e, "private", "kbob"), "(none)");
-    CHECK_EQ_INT(skd_custom_remove(e, &bob, "private", &err), SKD_ENOENT);
-    CHECK_EQ_INT(skd_custom_set_enabled(e, &bob, "tool", 0, &err), SKD_ENOENT);
-    CHECK_EQ_INT(skd_custom_set_enabled(e, &admin, "tool@1.0.0", 0, &err), 0);
-    CHECK_EQ_INT(skd_custom_remove(e, &alice, "bad name", &err), SKD_EINVAL);
+    CHECK_EQ_INT(skd_custom_remove(skd_engine_skills(e), &bob, "private", &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_custom_set_enabled(skd_engine_skills(e), &bob, "tool", 0, &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_custom_set_enabled(skd_engine_skills(e), &admin, "tool@1.0.0", 0, &err), 0);
+    CHECK_EQ_INT(skd_custom_remove(skd_engine_skills(e), &alice, "bad name", &err), SKD_EINVAL);
     skd_engine_close(e);
     skd_config_free(cfg);
 
@@ -234,10 +235,12 @@ TEST(register_ownership_and_persistence)
     CHECK(s && !skd_skill_enabled(s) && skd_skill_mode(s) == SKD_MODE_SANDBOX);
     CHECK(s && skd_skill_manifest(s) != NULL);
     skd_skill_unref(s);
-    CHECK_EQ_INT(skd_custom_remove(e, &alice, "tool", &err), 0); /* alice's own */
+    CHECK_EQ_INT(skd_custom_remove(skd_engine_skills(e), &alice, "tool", &err),
+                 0); /* alice's own */
     CHECK_STR(owner_of(e, "tool", "kalice"), "(global)");
-    CHECK_EQ_INT(skd_custom_remove(e, &alice, "tool", &err), SKD_ENOENT); /* not admin */
-    CHECK_EQ_INT(skd_custom_remove(e, &admin, "tool@1.0.0", &err), 0);
+    CHECK_EQ_INT(skd_custom_remove(skd_engine_skills(e), &alice, "tool", &err),
+                 SKD_ENOENT); /* not admin */
+    CHECK_EQ_INT(skd_custom_remove(skd_engine_skills(e), &admin, "tool@1.0.0", &err), 0);
     CHECK_STR(owner_of(e, "tool", "kbob"), "(none)");
     skd_engine_close(e);
     skd_config_free(cfg);
@@ -279,7 +282,7 @@ TEST(data_dir_skills_folder_scanned)
 
 int main(void)
 {
-    TAP_BEGIN("test_lib_custom");
+    TAP_BEGIN("test_skills_custom");
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/skd-custom-XXXXXX");
     if (!mkdtemp(tmpdir))
         return 1;

@@ -28,7 +28,7 @@
  * Input is bounded by the caller (SKD_SKILL_MD_MAX_BYTES); nothing here
  * recurses deeper than SKD__FM_MAX_DEPTH.
  */
-#include "lib/frontmatter.h"
+#include "skills/frontmatter.h"
 
 #include "skilld/buf.h"
 #include "skilld/util.h"

@@ -1,11 +1,11 @@
 /*
  * Agent Skills folders: a directory holding SKILL.md (YAML front matter with
  * at least `name` and `description`, then free Markdown) and the files it
- * uses. Every valid folder is a bundle served over MCP (src/lib/bundle.c);
+ * uses. Every valid folder is a bundle served over MCP (src/skills/bundle.c);
  * one that has an entry script is also a command skill whose command runs
  * that script, the folder being mounted read-only at /skill.
  *
- * The front matter is read by src/lib/frontmatter.c, exactly as a YAML
+ * The front matter is read by src/skills/frontmatter.c, exactly as a YAML
  * core-schema parser reads it, because MCP hosts compare it with their own
  * reading. This file derives the command-skill fields from it (name,
  * description, version, entry, image, tags) and checks the Agent Skills
@@ -13,7 +13,7 @@
  * DATA_DIR/skills, or an import that extracted it), but its content is
  * still checked: the entry must be a regular file beneath the folder.
  */
-#include "lib/frontmatter.h"
+#include "skills/frontmatter.h"
 #include "skilld/custom.h"
 #include "skilld/json.h"
 #include "skilld/util.h"

@@ -1,0 +1,36 @@
+/*
+ * What the engine's files share: the engine itself and its execution
+ * counters. Nothing outside src/engine/ includes this.
+ */
+#ifndef SKILLD_ENGINE_INT_H
+#define SKILLD_ENGINE_INT_H
+
+#include "skilld/sandbox.h"
+#include "skilld/skilld.h"
+#include "skilld/store.h"
+#include "skilld/tenancy.h"
+
+#include <pthread.h>
+
+typedef struct skd__exec_stats skd__exec_stats;
+
+struct skd_engine {
+    skd_skills *skills; /* src/skills/: custom skills and bundles */
+    const skd_config *cfg;
+    skd_store *store;
+    skd_registry *reg;
+    pthread_mutex_t runner_mu; /* guards the lazy start of runner */
+    skd_runner *runner;        /* NULL until the first sandbox run */
+    skd__exec_stats *stats;    /* exec_stats.c: executions by skill */
+    int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
+};
+
+/* Execution counters by skill (exec_stats.c). new: NULL when out of
+ * memory; free: NULL ok. add counts one call of skill ("name" or
+ * "name@x.y.z", counted under name; a name the registry would refuse
+ * counts under "other"). */
+skd__exec_stats *skd__exec_stats_new(void);
+void skd__exec_stats_free(skd__exec_stats *st);
+void skd__exec_stats_add(skd__exec_stats *st, const char *skill, int success, int64_t duration_ms);
+
+#endif
