@@ -93,6 +93,10 @@ int skd__cgroup_delegate(const char *reason, skd_err *err);
 /* The controllers of memory, pids, cpu missing from path's
  * cgroup.controllers into out ("" when none); -1 when unreadable. */
 int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap);
+/* How many processes in the cgroup at dir are not skilld's (not of this
+ * process's executable file), their names and pids into names ("comm (pid
+ * N), ..."); -1 when dir's cgroup.procs cannot be read. */
+int skd__cgroup_foreign_procs(const char *dir, char *names, size_t cap);
 /* What to tell an operator whose cgroup cannot be delegated. Static. */
 const char *skd__cgroup_delegate_fix(void);
 
