@@ -33,7 +33,7 @@ LAZY_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS
 SKILLD_LDLIBS := $(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null) \
                  -lpthread -ldl $(EXTRA_LDLIBS)
 
-LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c))
+LIB_SRCS := $(filter-out src/cli/%,$(wildcard src/*/*.c src/*/*/*.c))
 CLI_SRCS := $(wildcard src/cli/*.c)
 TEST_SRCS := $(wildcard tests/unit/test_*.c)
 TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c))

@@ -2,7 +2,7 @@
  * A test-only hook (SKILLD_TEST_THREAD_CHURN=N with SKILLD_TEST_SKILLS):
  * one thread of the server creates and destroys N threads a second for as
  * long as the server runs. It reproduces the load under which a sandbox
- * child cloned from a multi-threaded process used to hang in glibc's setxid
+ * child cloned from a multi-threaded process can hang in glibc's setxid
  * broadcast, and shows that the spawner (single-threaded, its own process)
  * is immune to what the server's threads do. Never on in production.
  */

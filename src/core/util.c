@@ -8,7 +8,7 @@
  * a SHA-256 of a few hundred bytes needs none of OpenSSL's provider and
  * configuration set-up. libcrypto's first use maps about 3.4 MiB of it and
  * costs about 1 ms; a server that only serves file and sandbox skills, and
- * `skilld exec`, now never load it (bench/README.md, "Sixth session").
+ * `skilld exec`, never load it (bench/README.md, "`skilld exec` start-up").
  */
 #include "skilld/util.h"
 #include "skilld/buf.h"

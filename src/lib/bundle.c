@@ -22,7 +22,7 @@
 #include "skilld/json.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
-#include "sandbox/image_internal.h"
+#include "sandbox/image/image_internal.h"
 #include "workspace/resolve.h"
 
 #include <dirent.h>

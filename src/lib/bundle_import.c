@@ -3,7 +3,7 @@
  * Content-Type application/x-tar, and skills_register {bundleTar}).
  *
  * The archive is hostile: it is extracted with the image importer's layer
- * code (src/sandbox/image_layer.c: every entry placed beneath a directory
+ * code (src/sandbox/image/image_layer.c: every entry placed beneath a directory
  * fd one component at a time, absolute names, ".." and paths through
  * symlinks refused, set-id bits stripped, devices skipped) into a fresh
  * staging directory under DATA_DIR/bundles, within the Skills extension's
@@ -13,7 +13,7 @@
  * any folder (src/lib/custom.c), so a symlink that points out of it is
  * refused by the scan as well.
  */
-#include "sandbox/image_internal.h"
+#include "sandbox/image/image_internal.h"
 #include "skilld/bundle.h"
 #include "skilld/custom.h"
 #include "skilld/json.h"

@@ -159,29 +159,10 @@ uint64_t skd_egress_cut_total(void);
 /* Runs being served at this moment (for doctor and tests). */
 int skd__egress_active_runs(skd_egress *e);
 
-/* ---- placing the socket (egress_place.c; the spawner's side) ------------ */
-
-/*
- * Make a TCP socket listening on 127.0.0.1:SKD_EGRESS_PORT in the network
- * namespace of the process pidfd refers to (its loopback is brought up
- * first), by entering that namespace in the calling thread and returning
- * to the thread's own before this returns. *out receives the descriptor
- * (O_CLOEXEC, blocking: skd__egress_attach makes it non-blocking). Needs
- * CAP_SYS_ADMIN over both namespaces (a root spawner); otherwise
- * SKD_ESANDBOX with the reason, and nothing is left behind.
- */
-int skd__egress_place(int pidfd, int *out, skd_err *err);
-
 /* The egress proxy's state for `skilld doctor` (egress_doctor.c): a line
  * in detail (cap bytes). 0: off, or on and a probe proxy refused a tunnel
  * to the metadata address; 1: on, but this process cannot place the
  * socket (not root); SKD_E* with err when the probe failed. */
 int skd__egress_doctor(const skd_config *cfg, char *detail, size_t cap, skd_err *err);
-
-/* The environment a sandbox with network gets: HTTP_PROXY, HTTPS_PROXY,
- * http_proxy, https_proxy, ALL_PROXY, all_proxy (http://127.0.0.1:3128)
- * and NO_PROXY= / no_proxy= (nothing bypasses the proxy), and
- * NODE_USE_ENV_PROXY=1 (node >= 24 then uses them). Static, NULL-terminated. */
-extern const char *const skd__egress_env[];
 
 #endif

@@ -36,7 +36,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 #include "skilld/sandbox.h"
 #include "skilld/util.h"
 

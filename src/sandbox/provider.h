@@ -2,7 +2,7 @@
  * The provider interface: how the runner (src/sandbox/runner.c) starts,
  * kills and cleans up one sandboxed process without knowing how the
  * isolation is made. Providers: native (namespaces + cgroups + seccomp,
- * src/sandbox/native*.c), docker and podman (their own files).
+ * src/sandbox/native/), docker and podman (their own files).
  *
  * Life of one run, and which thread calls what:
  *   detect   any thread, any time: can this provider work on this machine?
@@ -100,8 +100,8 @@ typedef struct skd__provider {
 
 /* The providers compiled in. */
 extern const skd__provider skd__provider_native;
-extern const skd__provider skd__provider_docker; /* src/sandbox/docker.c */
-extern const skd__provider skd__provider_podman; /* src/sandbox/docker.c */
+extern const skd__provider skd__provider_docker; /* src/sandbox/container/docker.c */
+extern const skd__provider skd__provider_podman; /* src/sandbox/container/docker.c */
 
 /* Remove every container labelled skilld=1 in engine ("docker" or
  * "podman") whose owning skilld process is gone (all of them when

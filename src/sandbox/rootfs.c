@@ -4,7 +4,7 @@
  * any other image is "name[:tag]" imported by `skilld image import` into
  * $DATA_DIR/images/<name>/<tag>/rootfs and may run only when listed in
  * SKILLS_ALLOWED_SANDBOX_IMAGES. The naming rules and the allow-list live in
- * one place, src/sandbox/image.c (skd_image_rootfs); this is the runner's
+ * one place, src/sandbox/image/image.c (skd_image_rootfs); this is the runner's
  * entry point to them.
  */
 #include "skilld/image.h"

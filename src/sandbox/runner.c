@@ -9,6 +9,7 @@
  * counts, NUL bytes); the provider sees only the copies made here.
  */
 #include "sandbox/runner_int.h"
+#include "sandbox/spawner/egress_place.h"
 
 #include <errno.h>
 #include <stdlib.h>

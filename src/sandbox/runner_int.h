@@ -15,7 +15,7 @@
 
 #include "net/egress.h"
 #include "sandbox/provider.h"
-#include "sandbox/spawner_client.h"
+#include "sandbox/spawner/spawner_client.h"
 #include "skilld/buf.h"
 #include "skilld/log.h"
 

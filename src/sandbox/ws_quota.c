@@ -45,8 +45,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
-#include "sandbox/image_internal.h"
+#include "sandbox/container/container.h"
+#include "sandbox/image/image_internal.h"
 #include "sandbox/provider.h"
 #include "skilld/log.h"
 #include "skilld/util.h"

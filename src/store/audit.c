@@ -14,7 +14,7 @@
  * when the queue is full the caller flushes it itself, and when even that
  * fails it writes its own row at once and gets the store's error (the
  * engine logs it): nothing is dropped silently. audit_sync writes each row
- * before returning, as before batching.
+ * before returning, unbatched.
  */
 #include "skilld/log.h"
 #include "skilld/util.h"

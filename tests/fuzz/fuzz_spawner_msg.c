@@ -1,12 +1,12 @@
 /* libFuzzer driver for the spawner protocol decoder
- * (src/sandbox/spawner_proto.c), the spawner's first line against a
+ * (src/sandbox/spawner/spawner_proto.c), the spawner's first line against a
  * hostile server. The first input byte says how many descriptors arrive
  * with the message (0..8, opened on /dev/null); the rest is the packet.
  * The decoder must survive any packet, accept only messages whose required
  * fields are present, and close every descriptor it received: the ones it
  * refused at once, the rest when the message is freed. An accepted message
  * must survive a round trip through the encoder unchanged. */
-#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner/spawner_proto.h"
 
 #include <fcntl.h>
 #include <stdint.h>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The escape battery's leftover and cross-sandbox cases through the server,
-# where a pre-made sandbox (src/sandbox/native.c: root built and pivoted
+# where a pre-made sandbox (src/sandbox/native/native.c: root built and pivoted
 # before its run, one per run) serves every host-image run: nothing of one
 # run may be seen by the next, nor by a run beside it, and each run's
 # limits and counters are its own. tests/security/escape.sh runs the whole

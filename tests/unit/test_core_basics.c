@@ -244,7 +244,7 @@ TEST(error_messages_are_valid_utf8)
 }
 
 /* JSON log lines stay whole JSON objects: a message of escapes longer than
- * the old 4 KiB line buffer, and one quoting bytes that are not UTF-8. */
+ * 4 KiB, and one quoting bytes that are not UTF-8. */
 TEST(json_log_lines_are_whole)
 {
     int p[2];

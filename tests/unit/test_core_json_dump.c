@@ -1,5 +1,5 @@
 /* skd_json_dump_fast writes the same bytes as json_dumps(JSON_COMPACT |
- * JSON_ENCODE_ANY) (what every HTTP reply was before it): every ASCII
+ * JSON_ENCODE_ANY) (jansson's own writer): every ASCII
  * byte alone and in runs, multi-byte UTF-8, keys that need escapes,
  * nesting, empty containers, integers at the limits, reals (left to
  * jansson), and a string that is not UTF-8 (refused, as by jansson). */

@@ -1,8 +1,8 @@
 /*
- * The owner label of container runs (src/sandbox/container_cli.c): a live
+ * The owner label of container runs (src/sandbox/container/container_cli.c): a live
  * skilld must look alive to every other skilld however its memory grows,
- * or their leftover sweep removes its running containers (the flaky
- * "docker: timeout with partial output": exit 137, timedOut false).
+ * or their leftover sweep removes its running containers (a run then ends
+ * with exit 137 and timedOut false).
  */
 #include "tap.h"
 
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 
 TEST(own_label_stays_alive_as_memory_grows)
 {
@@ -19,7 +19,7 @@ TEST(own_label_stays_alive_as_memory_grows)
     char copy[128];
     snprintf(copy, sizeof(copy), "%s", own);
     CHECK(skd__ctr_owner_alive(copy));
-    /* Grow the address space (the field the old parser read by mistake). */
+    /* Grow the address space (field 23 of /proc/PID/stat, beside the start time). */
     size_t big = 256u << 20;
     void *p = mmap(NULL, big, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     CHECK(p != MAP_FAILED);

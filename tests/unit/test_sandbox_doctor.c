@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 #include "skilld/doctor.h"
 #include "skilld/json.h"
 #include "tap.h"

@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/image_internal.h"
+#include "sandbox/image/image_internal.h"
 #include "skilld/buf.h"
 #include "skilld/image.h"
 #include "skilld/json.h"

@@ -7,7 +7,7 @@
  * grandchild surviving a timeout, no cgroup left behind, seccomp denials.
  */
 #include "sandbox_test.h"
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -24,7 +24,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 #include "sandbox/provider.h"
 #include "skilld/image.h"
 #include "skilld/sandbox.h"

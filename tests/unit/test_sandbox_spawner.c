@@ -1,5 +1,5 @@
 /*
- * The spawner (src/sandbox/spawner*.c): the protocol over a real
+ * The spawner (src/sandbox/spawner/): the protocol over a real
  * SOCK_SEQPACKET pair (fields, descriptors, the memfd path for large
  * messages, garbage refused with every descriptor closed), a spawner
  * driven directly as a hostile server would (bad ids, limits above the
@@ -8,8 +8,8 @@
  * replaced, its running sandboxes gone with it.
  */
 #include "sandbox_test.h"
-#include "sandbox/spawner.h"
-#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner/spawner.h"
+#include "sandbox/spawner/spawner_proto.h"
 
 #include <dirent.h>
 #include <fcntl.h>

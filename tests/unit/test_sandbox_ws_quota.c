@@ -23,7 +23,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 #include "sandbox/ws_quota.h"
 #include "skilld/sandbox.h"
 #include "skilld/workspace.h"

@@ -19,7 +19,7 @@
  * layers; ".wh..wh..opq" empties its directory of everything lower layers put
  * there, keeping what this layer wrote (tracked in a path set).
  */
-#include "sandbox/image_internal.h"
+#include "sandbox/image/image_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -28,7 +28,7 @@
  * for its run (warm_receive: other /tmp sizes, the workspace), then goes on
  * with the fds.
  */
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -52,8 +52,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "net/egress.h"
-#include "sandbox/container.h"
+#include "sandbox/spawner/egress_place.h"
+#include "sandbox/container/container.h"
 #include "sandbox/provider.h"
 #include "sandbox/ws_quota.h"
 #include "skilld/image.h"
@@ -662,7 +662,7 @@ static long long container_pid(ctr_state *s)
 
 /* networkEnabled: wait (bounded) until the started container has a process,
  * then place the egress proxy's socket in its network namespace
- * (src/net/egress_place.c). The command inside waits for it. */
+ * (src/sandbox/spawner/egress_place.c). The command inside waits for it. */
 #define PLACE_WAIT_MS 10000
 static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
 {

@@ -10,7 +10,7 @@
  * Denied calls fail with EPERM (ENOSYS for clone3, so libc falls back to
  * clone, whose flags the filter can see; EAFNOSUPPORT for socket families).
  */
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 #include "skilld/log.h"
 
 #include <errno.h>

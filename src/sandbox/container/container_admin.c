@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 #include "sandbox/provider.h"
 #include "skilld/log.h"
 #include "skilld/util.h"

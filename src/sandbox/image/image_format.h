@@ -6,7 +6,7 @@
 
 #include <jansson.h>
 
-#include "sandbox/image_internal.h"
+#include "sandbox/image/image_internal.h"
 
 #define SKD__IMG_MAX_LAYERS 256
 

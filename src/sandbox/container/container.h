@@ -1,7 +1,7 @@
 /*
  * Library-internal helpers shared by the docker and podman providers
- * (src/sandbox/docker.c) and the engine CLI plumbing they use
- * (src/sandbox/container_cli.c): running one engine command with its
+ * (src/sandbox/container/docker.c) and the engine CLI plumbing they use
+ * (src/sandbox/container/container_cli.c): running one engine command with its
  * output captured and a deadline, forking the long-lived `start -a -i`
  * client, and the fire-and-forget kill helper.
  *
@@ -75,7 +75,7 @@ const char *skd__ctr_owner(void);
  * skilld) are judged by pid and start time. */
 int skd__ctr_owner_alive(const char *owner);
 
-/* cgroup v1 OOM evidence for podman (src/sandbox/container_cgroup.c).
+/* cgroup v1 OOM evidence for podman (src/sandbox/container/container_cgroup.c).
  * skd__ctr_cg_v1: 1 when the memory controller is mounted as v1.
  * skd__ctr_cg_make: make the run's parent memory cgroup with the limit;
  *   parent receives the --cgroup-parent value. 0 or SKD_ESANDBOX.

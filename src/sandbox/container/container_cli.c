@@ -10,7 +10,7 @@
  * (dup2, close_range, prctl, execve, waitpid, poll, raw syscalls, _exit);
  * every argv is built before fork.
  */
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 
 #include <errno.h>
 #include <fcntl.h>

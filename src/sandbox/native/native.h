@@ -1,7 +1,9 @@
 /*
- * Internals of the native provider (native.c: provider ops and the parent
- * side of a spawn; native_child.c: the child between clone3 and execve;
- * native_cgroup.c: cgroup v2 and v1 limits; native_seccomp.c: the filter).
+ * Internals of the native provider (native.c and its parts native_root.c,
+ * native_idmap.c, native_warm.c, sharing native_int.h: provider ops and the
+ * parent side of a spawn; native_child.c: the child between clone3 and
+ * execve; native_cgroup.c: cgroup v2 and v1 limits; native_seccomp.c: the
+ * filter).
  *
  * Identities. Inside the sandbox the command runs as uid/gid 1000 with no
  * capabilities. The user namespace maps only two ids:
@@ -143,7 +145,7 @@ struct skd__native_child {
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
     int rootless; /* 1: no inside-root, no setgroups (unprivileged user namespace) */
-    /* A pre-made sandbox (native.c, "pre-made sandboxes"): the root is
+    /* A pre-made sandbox (native_warm.c): the root is
      * built and pivoted before any run is known, /tmp and /dev/shm are
      * mounted with tmp_opts and shm_opts (the sizes of the spawner's last
      * run; a run with other sizes gets fresh ones), the capability bounding
@@ -185,7 +187,7 @@ void skd__native_child_main(const struct skd__native_child *c) __attribute__((no
  * and close all others (ends the process on failure). For tests. */
 void skd__native_keep_own_fds(struct skd__native_child *c);
 
-/* Pre-made sandboxes of this process (native.c). Fill makes one when fewer
+/* Pre-made sandboxes of this process (native_warm.c). Fill makes one when fewer
  * than depth (at most 2) are waiting and this process can (root, native
  * usable), first tearing down the runs still owed it: 1 when it made one,
  * 0 when none was wanted, -1 when making it failed. Drop kills every

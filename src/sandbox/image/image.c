@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/image_format.h"
+#include "sandbox/image/image_format.h"
 #include "skilld/buf.h"
 #include "skilld/json.h"
 #include "skilld/util.h"

@@ -13,7 +13,7 @@
  * before this returns; if it could not come back, the process aborts
  * rather than go on in the sandbox's namespace.
  */
-#include "net/egress.h"
+#include "sandbox/spawner/egress_place.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -11,7 +11,7 @@
  * a mismatch fails the import (the half-built rootfs is discarded by the
  * caller).
  */
-#include "sandbox/image_format.h"
+#include "sandbox/image/image_format.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -28,9 +28,9 @@
  * ceilings, and the workspace and skill folder, which arrive as directory
  * descriptors and are used as such.
  */
-#include "sandbox/native.h"
-#include "sandbox/spawner.h"
-#include "sandbox/spawner_proto.h"
+#include "sandbox/native/native.h"
+#include "sandbox/spawner/spawner.h"
+#include "sandbox/spawner/spawner_proto.h"
 #include "sandbox/ws_quota.h"
 
 #include <errno.h>

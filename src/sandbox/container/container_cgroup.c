@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/container.h"
+#include "sandbox/container/container.h"
 #include "skilld/util.h"
 
 #define CG_ROOT "/sys/fs/cgroup"

@@ -4,7 +4,7 @@
 #ifndef SKILLD_SANDBOX_SPAWNER_CLIENT_H
 #define SKILLD_SANDBOX_SPAWNER_CLIENT_H
 
-#include "sandbox/spawner.h"
+#include "sandbox/spawner/spawner.h"
 
 /* Fork the zygote and get the first spawner from it. Call from a thread
  * that lives as long as the client (the parent-death signal follows the

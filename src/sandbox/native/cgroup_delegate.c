@@ -27,7 +27,7 @@
  * Trust: systemd and the kernel. Unit names come from sd-login (read from
  * our own /proc entry); nothing here is built from client text.
  */
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 
 #include <errno.h>
 #include <stdint.h>

@@ -11,7 +11,7 @@
  * Trust: the files read here are the kernel's; run ids are UUIDs made by the
  * runner, so paths are never built from client text.
  */
-#include "sandbox/native.h"
+#include "sandbox/native/native.h"
 
 #include <dirent.h>
 #include <errno.h>

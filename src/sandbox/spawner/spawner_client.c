@@ -14,9 +14,9 @@
  * decoded with the bounded decoder, and only descriptors of the expected
  * roles are kept.
  */
-#include "sandbox/spawner.h"
-#include "sandbox/spawner_proto.h"
-#include "sandbox/spawner_client.h"
+#include "sandbox/spawner/spawner.h"
+#include "sandbox/spawner/spawner_proto.h"
+#include "sandbox/spawner/spawner_client.h"
 
 #include <errno.h>
 #include <fcntl.h>

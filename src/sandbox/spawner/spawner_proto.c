@@ -4,7 +4,7 @@
  * trusts no length, count or tag, copies what it keeps, and closes every
  * received descriptor it does not hand out.
  */
-#include "sandbox/spawner_proto.h"
+#include "sandbox/spawner/spawner_proto.h"
 
 #include <errno.h>
 #include <fcntl.h>
