@@ -318,7 +318,9 @@ for CASE in $RING_CASES; do
         # The tests and doctor in a unit like skilld.service (Delegate=yes,
         # its hardening; its runtime directories exist while it runs).
         unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p "ReadWritePaths=/payload /run/skilld-wsq /run/skilld-sandbox-root")
-        DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}"
+        # doctor and its real call with a DATA_DIR of their own (the unit's
+        # /var/lib is read-only: skilld.service gets its StateDirectory).
+        DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}" -p Environment=DATA_DIR=/payload/ring-service-var
         run_tests /usr/local/bin/skilld "${unit[@]}"
         mcp_checks_end
         main=$(systemctl show -p MainPID --value skilld)
@@ -370,7 +372,7 @@ for CASE in $RING_CASES; do
         KEY=$(cat $f)
         ucg=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/skilld-user.service
         mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" $ucg
-        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}"
+        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}" env DATA_DIR=/home/alice/.ring-var
         run_tests /usr/local/bin/skilld "${U[@]}"
         mcp_checks_end
         main=$(ctl show -p MainPID --value skilld-user)
