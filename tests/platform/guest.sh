@@ -426,6 +426,7 @@ SH
         if [ "$(jf "$out" .stdout)" = hi ]; then pass "skilld exec alone in a cgroup without systemd"; else fail "skilld exec alone in a cgroup without systemd" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
         if [ -z "$(find "$NC" -mindepth 2 -name 'skilld*')" ]; then pass "it leaves its cgroup as it found it (no leaf, no skilld/)"; else fail "it leaves its cgroup as it found it" "$(find "$NC" -mindepth 2 -name 'skilld*' | head -3 | tr '\n' ' ')"; fi
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean "$B"
+        if [ -z "$(find "$NC" -mindepth 2 -name 'skilld*')" ]; then pass "doctor and its real call leave their cgroups as they found them"; else fail "doctor and its real call leave their cgroups as they found them" "$(find "$NC" -mindepth 2 -name 'skilld*' | head -4 | tr '\n' ' ')"; fi
         # Someone else's process in the cgroup: refused, naming it, by a
         # call and by doctor alike.
         fx=(/tmp/nosd/run "$NC/foreign" sh -c 'sleep 120 & exec "$0" "$@"' "$SRC/build/skilld")
