@@ -9,12 +9,14 @@
 [ "$(id -u)" = 0 ] || { fail "runs as root" "uid $(id -u)"; finish; }
 U=${SKILLD_USER:-skilld}
 
-# -- the default --------------------------------------------------------------
-d=$(env -u DATA_DIR -u SKILLD_CONFIG "$SKILLD" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
+# -- the default (the binary itself: the PostgreSQL ring's stand-in makes a
+# database first, which the service user may not) -----------------------------
+BIN=${SKILLD_REAL:-$SKILLD}
+d=$(env -u DATA_DIR -u SKILLD_CONFIG "$BIN" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
 if [ "$d" = /var/lib/skilld ]; then pass "as root DATA_DIR defaults to /var/lib/skilld"; else fail "as root DATA_DIR defaults to /var/lib/skilld" "$d"; fi
-d=$(env -u DATA_DIR -u SKILLD_CONFIG runuser -u "$U" -- "$SKILLD" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
+d=$(env -u DATA_DIR -u SKILLD_CONFIG runuser -u "$U" -- "$BIN" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
 if [ "$d" = ./var ]; then pass "as another user DATA_DIR defaults to ./var"; else fail "as another user DATA_DIR defaults to ./var" "$d"; fi
-d=$(DATA_DIR=/srv/x "$SKILLD" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
+d=$(DATA_DIR=/srv/x "$BIN" --print-config | sed -n 's/^DATA_DIR=\([^\t]*\).*/\1/p')
 if [ "$d" = /srv/x ]; then pass "a given DATA_DIR beats the root default"; else fail "a given DATA_DIR beats the root default" "$d"; fi
 
 # -- a DATA_DIR the service user cannot reach: a 0700 home, as /root -------------
