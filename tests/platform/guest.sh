@@ -157,7 +157,7 @@ mcp_checks() {
     # server also keeps pre-made sandboxes waiting, each in a cgroup of its
     # own that gets the limits of the run it is given).
     local mk="ring-limits-$RANDOM$RANDOM"
-    $MCP "$url" "$key" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(4)\",\"$mk\"]}" 120 >/tmp/lim.json &
+    $MCP "$url" "$key" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(12)\",\"$mk\"],\"timeoutMs\":60000}" 120 >/tmp/lim.json &
     local cpid=$! f="" p=""
     within 60 eval 'p=$(marked "$mk" | head -n1); [ -n "$p" ]'
     [ -n "$p" ] && f=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)/memory.max
