@@ -18,6 +18,13 @@
 # A test file a ring skips (not executable, and not a helper another test
 # sources) is counted and named at the end ("N skipped", before the last line).
 # SKILLD_TEST_FILTER=regex runs only matching programs (for development).
+#
+# What runs beside what (two cores): the ASan+UBSan and fuzz builds are made
+# in the background while the release unit tests run; the valgrind ring and
+# the fuzz replays run one program per core; everything that starts servers
+# or sandboxes runs one program at a time, as each may assert on what is
+# left behind. Counts go to files ($LOG/counts), so a program run in the
+# background counts like one in the foreground.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -26,11 +33,15 @@ export PATH="/usr/bin:/bin:$PATH"
 scripts/deps.sh --test || { echo "dependency installation failed"; echo "0 passed, 1 failed"; exit 1; }
 
 LOG=$(mktemp -d /tmp/skilld-test.XXXXXX)
-passed=0
-failed=0
+: >"$LOG/counts"
 skipped=0
 skipped_names=()
 filter=${SKILLD_TEST_FILTER:-.}
+cores=$(nproc)
+
+# count PASSED FAILED: add to the totals (one line a program; safe from a
+# background job, each line one short O_APPEND write).
+count() { echo "$1 $2" >>"$LOG/counts"; }
 
 # run_prog LABEL CMD...: run one test program, count its PASS/FAIL lines.
 # A program that exits non-zero without printing a FAIL line counts as one
@@ -51,8 +62,7 @@ run_prog() {
         tail -n 15 "$out" | sed 's/^/    /'
         f=1
     fi
-    passed=$((passed + p))
-    failed=$((failed + f))
+    count "$p" "$f"
     printf '%-48s %4d passed %4d failed %5ds\n' "$label" "$p" "$f" $((SECONDS - t0))
 }
 
@@ -72,10 +82,47 @@ runnable() {
 # lint LABEL SCRIPT: a lint script prints no PASS line; a clean run is one pass.
 lint() { run_prog "$1" bash -c "$2 && echo 'PASS $1: clean'"; }
 
+# run_par LABEL CMD...: run_prog in the background, at most one a core;
+# wait_par waits for all of them. Only for programs that start no server
+# and no sandbox (valgrind'd unit tests of pure code, fuzz replays).
+par_pids=()
+run_par() {
+    local n pid
+    while :; do
+        n=0
+        for pid in "${par_pids[@]}"; do kill -0 "$pid" 2>/dev/null && n=$((n + 1)); done
+        [ "$n" -lt "$cores" ] && break
+        wait -n "${par_pids[@]}" 2>/dev/null || sleep 0.1
+    done
+    run_prog "$@" &
+    par_pids+=($!)
+}
+wait_par() {
+    [ ${#par_pids[@]} -eq 0 ] || wait "${par_pids[@]}"
+    par_pids=()
+}
+
+# build_bg NAME CMD...: a build in the background (its log and status in
+# $LOG/NAME.log and $LOG/NAME.rc); build_wait NAME: 0 when it succeeded,
+# else its log's tail and one failure.
+build_bg() {
+    local name=$1; shift
+    ("$@" >"$LOG/$name.log" 2>&1; echo $? >"$LOG/$name.rc") &
+}
+build_wait() {
+    while [ ! -s "$LOG/$1.rc" ]; do sleep 0.5; done
+    [ "$(cat "$LOG/$1.rc")" = 0 ] && return 0
+    tail -n 30 "$LOG/$1.log"; count 0 1; return 1
+}
+
 echo "== build"
 if ! make -j"$(nproc)" all >"$LOG/build.log" 2>&1; then
     tail -n 40 "$LOG/build.log"; echo "0 passed, 1 failed"; exit 1
 fi
+# The sanitizer and fuzz builds, beside the release unit tests: niced, so
+# the tests come first and the builds take the cores the tests leave idle.
+build_bg asan-build nice -n 10 make -j"$cores" asan
+build_bg fuzz-build nice -n 10 make -j"$cores" fuzz
 lint lint/banned scripts/check-banned.sh
 lint lint/format scripts/check-format.sh
 
@@ -83,36 +130,38 @@ echo "== unit (release)"
 for t in build/tests/test_*; do run_prog "unit/$(basename "$t")" "$t"; done
 
 echo "== unit (ASan+UBSan)"
-if make -j"$(nproc)" asan >"$LOG/asan-build.log" 2>&1; then
+if build_wait asan-build; then
     for t in build-asan/tests/test_*; do
         ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
             run_prog "asan/$(basename "$t")" "$t"
     done
-else
-    tail -n 30 "$LOG/asan-build.log"; failed=$((failed + 1))
 fi
 
+# Unit programs that start sandboxes or servers run alone under valgrind;
+# the others, one a core.
 echo "== unit (valgrind)"
 for t in build/tests/test_*; do
-    SKILLD_UNDER_VALGRIND=1 run_prog "valgrind/$(basename "$t")" \
+    case $(basename "$t") in
+    test_sandbox_* | test_server_* | test_store_* | test_workspace_*) runner=run_prog ;;
+    *) runner=run_par ;;
+    esac
+    SKILLD_UNDER_VALGRIND=1 $runner "valgrind/$(basename "$t")" \
         valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
         --trace-children=no "$t"
 done
+wait_par
 
 echo "== fuzz corpora"
-if ls tests/fuzz/fuzz_*.c >/dev/null 2>&1; then
-    if make fuzz >"$LOG/fuzz-build.log" 2>&1; then
-        for f in build-fuzz/fuzz/fuzz_*; do
-            n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
-            if [ ! -d "$corpus" ]; then
-                skipped=$((skipped + 1)); skipped_names+=("$f (no corpus $corpus)")
-                echo "SKIP $f: no corpus $corpus"; continue
-            fi
-            run_prog "fuzz/$n" tests/fuzz/replay.sh "$f" "$corpus"
-        done
-    else
-        tail -n 30 "$LOG/fuzz-build.log"; failed=$((failed + 1))
-    fi
+if build_wait fuzz-build; then
+    for f in build-fuzz/fuzz/fuzz_*; do
+        n=$(basename "$f"); corpus=tests/fuzz/corpus/${n#fuzz_}
+        if [ ! -d "$corpus" ]; then
+            skipped=$((skipped + 1)); skipped_names+=("$f (no corpus $corpus)")
+            echo "SKIP $f: no corpus $corpus"; continue
+        fi
+        run_par "fuzz/$n" tests/fuzz/replay.sh "$f" "$corpus"
+    done
+    wait_par
 fi
 
 echo "== integration"
@@ -178,7 +227,7 @@ if printf '%s\n' "${pg_labels[@]}" | grep -Eq "$filter"; then
         rm -rf "$PG_STATE"
         unset SKILLD_REAL SKILLD_TEST_PG_STATE SKILLD_TEST_PG_HOST SKILLD_TEST_PG_PORT
     else
-        echo "FAIL [store] PostgreSQL did not start"; failed=$((failed + 1))
+        echo "FAIL [store] PostgreSQL did not start"; count 0 1
     fi
     for label in "${pg_labels[@]}"; do
         case $label in store/* | scale/*) run_prog "$label" "tests/$label" ;; esac
@@ -192,6 +241,7 @@ if [ "$skipped" -gt 0 ]; then
     echo "skipped test programs ($skipped):"
     printf '    %s\n' "${skipped_names[@]}"
 fi
+read -r passed failed < <(awk '{p += $1; f += $2} END {print p + 0, f + 0}' "$LOG/counts")
 echo "$skipped skipped"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
