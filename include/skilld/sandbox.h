@@ -25,75 +25,62 @@
 
 #include "skilld/config.h"
 #include "skilld/error.h"
+#include "skilld/limits.h"
 #include "skilld/registry.h"
 #include "skilld/util.h"
 
 typedef struct skd_runner skd_runner;
 
-/* Limits of one run. Field names on the wire are OmniRoute's (see
- * skd_sandbox_config_from_json). */
+/* Limits of one run: one member per row of include/skilld/limits.h (an
+ * int64_t for an INT row, an int 0/1 for a BOOL row), named there with
+ * what it means and its range. */
+#define SKD__LIMIT_CTYPE_INT int64_t
+#define SKD__LIMIT_CTYPE_BOOL int
 typedef struct skd_sandbox_config {
-    int64_t cpu_limit;       /* cpuLimit: percent of one CPU (200 = two CPUs) */
-    int64_t memory_limit;    /* memoryLimit: MiB, swap off */
-    int64_t timeout_ms;      /* timeout: wall-clock milliseconds */
-    int network_enabled;     /* networkEnabled: needs SKILLS_SANDBOX_NETWORK_ENABLED; the
-                                egress proxy is the only way out (docs/egress.md) */
-    int read_only;           /* readOnly: root filesystem (native: always) */
-    int workspace_read_only; /* workspaceReadOnly: /workspace mounted ro */
-    int64_t pids_limit;      /* pidsLimit: processes and threads */
-    int64_t output_limit;    /* outputLimit: bytes kept per stream */
-    int64_t file_size_limit; /* fileSizeLimit: bytes per file written (RLIMIT_FSIZE) */
-    int64_t tmp_size;        /* tmpSize: bytes of the /tmp tmpfs */
+#define SKD__LIMIT_MEMBER(ID, field, kind, ...) SKD__LIMIT_CTYPE_##kind field;
+    SKD_SANDBOX_LIMITS(SKD__LIMIT_MEMBER)
+#undef SKD__LIMIT_MEMBER
     /* Not on the wire: set by the runner from the operator's settings. */
     int64_t workspace_quota; /* SKILLS_WORKSPACE_QUOTA_BYTES for the overlay; 0: none */
     int64_t data_reserve;    /* SKILLS_DATA_RESERVE_BYTES kept free when committing */
 } skd_sandbox_config;
 
-/* Hard bounds accepted from a caller. */
-#define SKD_SANDBOX_MAX_TIMEOUT_MS 3600000
-#define SKD_SANDBOX_MIN_MEMORY_MB 8
-#define SKD_SANDBOX_MAX_PIDS 65536
+/* The value of row id in c, as an int64_t (a BOOL as 0 or 1). */
+int64_t skd_limit_get(const skd_sandbox_config *c, int id);
+/* Set row id of c to v (a BOOL row takes v != 0). */
+void skd_limit_set(skd_sandbox_config *c, int id, int64_t v);
+
+/* Hard bounds accepted from a caller (the limits' ranges are the rows'). */
 #define SKD_SANDBOX_MAX_ARGS 4096
 #define SKD_SANDBOX_MAX_STDIN (64u << 20)
 
 /* The operator's ceilings (SKILLS_SANDBOX_MAX_*, SKILLS_SANDBOX_NETWORK_ENABLED):
  * no call input, no manifest and no default may go above them. The runner
  * checks every run against them at submission and the spawner checks again
- * (the last line), so this is a plain value that can be sent and copied. */
+ * (the last line), so this is a plain value that can be sent and copied.
+ * max[id] is the ceiling of row id in the field's unit: its ceiling setting
+ * (x scale; for a BOOL row 1 when the operator's switch is on, else 0), or
+ * the row's max when it has no setting. */
 typedef struct skd_sandbox_ceilings {
-    int64_t max_timeout_ms;   /* SKILLS_SANDBOX_MAX_TIMEOUT_MS */
-    int64_t max_memory_mb;    /* SKILLS_SANDBOX_MAX_MEMORY_MB */
-    int64_t max_cpu;          /* SKILLS_SANDBOX_MAX_CPU: percent (0 in the setting: cores x 100) */
-    int64_t max_pids;         /* SKILLS_SANDBOX_MAX_PIDS */
-    int64_t max_output_bytes; /* SKILLS_SANDBOX_MAX_OUTPUT_BYTES: per stream */
-    int64_t max_tmp_bytes;    /* SKILLS_SANDBOX_MAX_TMP_MB, in bytes */
-    int network_allowed;      /* SKILLS_SANDBOX_NETWORK_ENABLED: networkEnabled may be true */
+    int64_t max[SKD_LIMIT_N];
 } skd_sandbox_ceilings;
-
-/* Fields of skd_sandbox_config a ceiling bounds, as bits (for clamp). */
-enum {
-    SKD_CEIL_TIMEOUT = 1 << 0,
-    SKD_CEIL_MEMORY = 1 << 1,
-    SKD_CEIL_CPU = 1 << 2,
-    SKD_CEIL_PIDS = 1 << 3,
-    SKD_CEIL_OUTPUT = 1 << 4,
-    SKD_CEIL_TMP = 1 << 5,
-};
 
 /* Fill c from cfg; cfg NULL gives the built-in defaults (60000 ms,
  * 1024 MiB, cores x 100 %, 256 pids, 1 MiB, 256 MiB, no network). */
 void skd_sandbox_ceilings_from_config(skd_sandbox_ceilings *c, const skd_config *cfg);
 
-/* Check every field of sc against ceil. Returns 0; SKD_EINVAL when a limit
- * is above its ceiling, the message naming the field and the setting
- * ("memoryLimit 2048 is above the operator's ceiling
+/* The ceiling check where a run enters (the runner's submission, which every
+ * sandboxed call passes; the spawner checks again on its own). Checks every
+ * field of sc against its row's range and ceil. Returns 0; SKD_EINVAL when a
+ * limit is out of its range or above its ceiling, the message naming the
+ * field and the setting ("memoryLimit 2048 is above the operator's ceiling
  * SKILLS_SANDBOX_MAX_MEMORY_MB=1024"); SKD_EFORBIDDEN for networkEnabled
  * true when the operator did not allow it. */
 int skd_sandbox_config_check(const skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil,
                              skd_err *err);
 
-/* Lower every field of sc that is above its ceiling to the ceiling.
- * Returns the SKD_CEIL_* bits of the fields lowered (0: none).
+/* Lower every INT field of sc that is above its ceiling to the ceiling.
+ * Returns the bits (1u << id) of the fields lowered (0: none).
  * networkEnabled is not clamped: skd_sandbox_config_check refuses it. */
 unsigned skd_sandbox_config_clamp(skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil);
 
@@ -106,6 +93,12 @@ json_t *skd_sandbox_clamped_json(unsigned bits);
  * number of warnings. */
 int skd_sandbox_ceilings_warn(const skd_config *cfg);
 
+/* One line for `skilld doctor`: every limit's default (after the ceiling)
+ * and its ceiling, in row order, into buf (cap bytes, NUL-terminated,
+ * cut short when it does not fit). Returns the number of defaults the
+ * ceilings lowered. cfg NULL: the built-in values. */
+int skd_sandbox_limits_describe(const skd_config *cfg, char *buf, size_t cap);
+
 /* Fill c with the defaults from cfg (SKILLS_SANDBOX_TIMEOUT_MS,
  * SKILLS_SANDBOX_MEMORY_MB, ...), each clamped to its ceiling;
  * networkEnabled is false. cfg NULL gives the built-in defaults. */
@@ -115,6 +108,12 @@ void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg);
  * OmniRoute's names; unknown keys are errors). Values are range-checked.
  * Returns 0 or SKD_EINVAL naming the field; c is unchanged on error. */
 int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_err *err);
+
+/* Add row id's property to a skill's input schema (stolen; its
+ * "properties" object gets the row's manifest key, e.g. timeoutMs, typed
+ * and ranged as the row says). Returns schema, or NULL (schema released)
+ * when it has no properties, the row no manifest key, or memory ran out. */
+json_t *skd_sandbox_limit_schema(json_t *schema, int id);
 
 /* The config as a JSON object. New reference. */
 json_t *skd_sandbox_config_to_json(const skd_sandbox_config *c);
@@ -180,7 +179,7 @@ typedef struct skd_sandbox_spec {
     const char *runtime;     /* NULL: the runner's (SKILLS_SANDBOX_RUNTIME) */
     const char *image;       /* NULL or "host": the host image */
     const char *const *argv; /* NULL-terminated; argv[0] is the program */
-    const char *const *env;  /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG */
+    const char *const *env;  /* "NAME=value", NULL-terminated; NULL: PATH, HOME, LANG, TMPDIR */
     const void *stdin_data;  /* may be NULL: stdin is empty */
     size_t stdin_len;
     const skd_sandbox_config *config; /* NULL: the runner's defaults */

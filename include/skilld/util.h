@@ -74,4 +74,39 @@ void skd_utf8_scrub(char *s);
 void skd_vformat(char *buf, size_t cap, const char *fmt, va_list ap)
     __attribute__((format(printf, 3, 0)));
 
+/* ---- small files and openat2 ------------------------------------------------
+ * The one way skilld reads and writes small files (/proc and cgroup files,
+ * control files, key and manifest files): bounded, O_CLOEXEC, EINTR retried.
+ * path is relative to dirfd (AT_FDCWD for a plain path); flags are added to
+ * the open(2) flags (O_NOFOLLOW, O_NONBLOCK...). On failure errno is the one
+ * of the call that failed, for callers that tell ENOENT or ESRCH apart. */
+
+/* Read the whole file into buf (cap >= 1 bytes, the caller's) and terminate
+ * it; *len (may be NULL) gets its length. Returns 0, SKD_ENOENT (no such
+ * file), SKD_ETOOBIG (it holds cap bytes or more: buf then holds its first
+ * cap - 1, terminated, errno EFBIG) or SKD_EIO. */
+int skd_read_small(int dirfd, const char *path, int flags, char *buf, size_t cap, size_t *len);
+
+/* The same into a new buffer of at most max bytes plus the terminator
+ * (*out: caller frees with free(); NULL on failure). Also SKD_ENOMEM. */
+int skd_read_alloc(int dirfd, const char *path, int flags, size_t max, char **out, size_t *len);
+
+/* Write n bytes to fd (borrowed), again after EINTR and partial writes.
+ * Returns 0 or SKD_EIO (a write that failed, or wrote nothing: errno EIO). */
+int skd_write_all(int fd, const void *p, size_t n);
+
+/* Write the string s to the file at path, opened O_WRONLY | flags (with
+ * O_CREAT the mode is 0600; control files such as cgroup ones exist and take
+ * a value in one write). Returns 0, SKD_ENOENT or SKD_EIO (a short write, or
+ * an error at close). */
+int skd_write_small(int dirfd, const char *path, int flags, const char *s);
+
+/* openat2(2) with RESOLVE_* flags resolve (RESOLVE_BENEATH,
+ * RESOLVE_NO_MAGICLINKS, ...): flags are open(2) flags, O_CLOEXEC added,
+ * mode used with O_CREAT or O_TMPFILE. EAGAIN (a rename raced the kernel's
+ * lookup) is retried a few times. Returns a new descriptor (caller closes),
+ * or -1 with errno: ENOSYS where the kernel or a seccomp profile lacks
+ * openat2, EXDEV or ELOOP where the path would leave dirfd. */
+int skd_openat2(int dirfd, const char *path, int flags, unsigned mode, uint64_t resolve);
+
 #endif

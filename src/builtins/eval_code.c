@@ -8,6 +8,7 @@
  */
 #include "builtins/builtins.h"
 #include "builtins/sandbox_skill.h"
+#include "skilld/sandbox.h"
 
 #include <string.h>
 
@@ -17,9 +18,7 @@ static const char schema[] =
     " \"properties\": {"
     "  \"code\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"language\": {\"type\": \"string\", \"enum\": [\"javascript\", \"python\", \"sh\"]},"
-    "  \"image\": {\"type\": \"string\", \"maxLength\": 256},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000},"
-    "  \"networkEnabled\": {\"type\": \"boolean\"}"
+    "  \"image\": {\"type\": \"string\", \"maxLength\": 256}"
     "}}";
 
 static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -54,7 +53,7 @@ void skd__builtin_eval_code_def(skd_skill_def *d)
     d->version = "1.0.0";
     d->description = "Evaluate JavaScript, Python or shell code in an isolated sandbox with the "
                      "caller's workspace at /workspace; returns exit code and output.";
-    d->input_schema = json_loads(schema, 0, NULL);
+    d->input_schema = skd__sandbox_skill_schema(schema);
     d->mode = SKD_MODE_SANDBOX;
     d->handler = handler;
 }

@@ -29,9 +29,7 @@ static const char schema[] =
     "  \"image\": {\"type\": \"string\", \"maxLength\": 256,"
     "             \"description\": \"sandbox image (default host)\"},"
     "  \"stdin\": {\"type\": \"string\", \"maxLength\": 1048576},"
-    "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}},"
-    "  \"timeoutMs\": {\"type\": \"integer\", \"minimum\": 1, \"maximum\": 3600000},"
-    "  \"networkEnabled\": {\"type\": \"boolean\"}"
+    "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}"
     "}}";
 
 static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -75,7 +73,7 @@ void skd__builtin_execute_command_def(skd_skill_def *d)
     d->version = "1.0.0";
     d->description = "Run a command in an isolated sandbox (no network by default) with the "
                      "caller's workspace at /workspace; returns exit code and output.";
-    d->input_schema = json_loads(schema, 0, NULL);
+    d->input_schema = skd__sandbox_skill_schema(schema);
     d->mode = SKD_MODE_SANDBOX;
     d->handler = handler;
 }

@@ -49,20 +49,6 @@ struct wjob {
     char name[SKD_WS_NAME_MAX + 1];
 };
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static int io_err(int e, const char *path, skd_err *err)
 {
     if (e == ENOSPC || e == EDQUOT)
@@ -115,7 +101,7 @@ static int write_temp(skd_workspace *ws, const struct wjob *j, char tmp[64], skd
             *err = e2;
             return fd;
         }
-        if (write_all(fd, j->data, j->len) != 0 || fsync(fd) != 0) {
+        if (skd_write_all(fd, j->data, j->len) != 0 || fsync(fd) != 0) {
             int rc = io_err(errno, j->path, err);
             close(fd);
             unlinkat(j->dirfd, tmp, 0);
@@ -158,7 +144,7 @@ static int append(skd_workspace *ws, const struct wjob *j, skd_err *err)
     if (fd < 0)
         return fd;
     int rc = 0;
-    if (write_all(fd, j->data, j->len) != 0 || fsync(fd) != 0)
+    if (skd_write_all(fd, j->data, j->len) != 0 || fsync(fd) != 0)
         rc = io_err(errno, j->path, err);
     close(fd);
     return rc;

@@ -4,6 +4,7 @@
  * checked again here because the schema cannot express them.
  */
 #include "builtins/sandbox_skill.h"
+#include "sandbox/env.h"
 #include "skilld/sandbox.h"
 #include "skilld/workspace.h"
 
@@ -12,14 +13,6 @@
 #include <string.h>
 
 #define MAX_ENV 256
-
-static const char *const base_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-    "HOME=/workspace",
-    "LANG=C.UTF-8",
-    "TMPDIR=/tmp",
-};
-#define NBASE (sizeof(base_env) / sizeof(base_env[0]))
 
 static int env_name_ok(const char *k)
 {
@@ -47,17 +40,19 @@ static json_t *build_env(const json_t *extra, char ***out)
     size_t n = json_is_object(extra) ? json_object_size(extra) : 0;
     if (n > MAX_ENV)
         return skd_result_error(SKD_EINVAL, "env: at most %d variables", MAX_ENV);
-    char **env = calloc(NBASE + n + 1, sizeof(*env));
+    size_t nbase = 0;
+    while (skd__sandbox_env_base[nbase])
+        nbase++;
+    char **env = calloc(nbase + n + 1, sizeof(*env));
     size_t k = 0;
     if (!env)
         return skd_result_error(SKD_ENOMEM, "out of memory");
     const char *key;
     json_t *v;
-    for (size_t i = 0; i < NBASE; i++) {
-        const char *eq = strchr(base_env[i], '=');
-        if (n && json_object_getn(extra, base_env[i], (size_t)(eq - base_env[i])))
+    for (const char *const *b = skd__sandbox_env_base; *b; b++) {
+        if (n && json_object_getn(extra, *b, strcspn(*b, "=")))
             continue;
-        if (!(env[k++] = strdup(base_env[i])))
+        if (!(env[k++] = strdup(*b)))
             goto nomem;
     }
     json_object_foreach ((json_t *)extra, key, v) {
@@ -172,17 +167,12 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         return skd_result_from_err(&err);
     }
     skd_sandbox_config sc;
-    skd_sandbox_ceilings ceil;
     skd_sandbox_config_defaults(&sc, cfg);
-    skd_sandbox_ceilings_from_config(&ceil, cfg);
     sc.timeout_ms = call->timeout_ms > 0 ? call->timeout_ms : sc.timeout_ms;
     if (call->network_enabled >= 0)
         sc.network_enabled = call->network_enabled;
-    /* The caller narrows the operator's limits, never widens them. */
-    if (skd_sandbox_config_check(&sc, &ceil, &err)) {
-        free_env(env);
-        return skd_result_from_err(&err);
-    }
+    /* The caller narrows the operator's limits, never widens them: the
+     * runner checks the ceilings as the run enters (skd_sandbox_run). */
     struct progress pr = {ctx, sc.timeout_ms};
     skd_sandbox_spec spec = {
         .image = call->image,
@@ -206,4 +196,10 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
     json_t *out = shape(&res, skd_cancel_is_set(ctx->cancel));
     skd_sandbox_result_free(&res);
     return out ? out : skd_result_error(SKD_ENOMEM, "out of memory");
+}
+
+json_t *skd__sandbox_skill_schema(const char *text)
+{
+    return skd_sandbox_limit_schema(
+        skd_sandbox_limit_schema(json_loads(text, 0, NULL), SKD_LIMIT_TIMEOUT), SKD_LIMIT_NETWORK);
 }

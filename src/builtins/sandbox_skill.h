@@ -21,6 +21,11 @@ typedef struct skd__sbx_call {
     const char *skill_dir; /* host folder mounted read-only at /skill, or NULL */
 } skd__sbx_call;
 
+/* The input schema of a sandbox skill: text (its own properties) with
+ * timeoutMs and networkEnabled as the limits table says. New reference;
+ * NULL when text does not parse. */
+json_t *skd__sandbox_skill_schema(const char *text);
+
 /* Run and return the skill result (new reference). A timeout above the
  * operator's ceiling is invalid_input naming it; networkEnabled true without
  * SKILLS_SANDBOX_NETWORK_ENABLED is forbidden. Success when the command

@@ -21,30 +21,31 @@ struct exec_opts {
     int cmd_at;
 };
 
-/* Parse an integer flag value into *out within [lo, hi]. */
-static int int_flag(const char *flag, const char *v, int64_t lo, int64_t hi, int64_t *out)
+/* The limit row whose exec flag is a, or NULL. */
+static const skd_limit *limit_flag(const char *a)
 {
-    if (skd_parse_i64(v, lo, hi, out))
-        return skd__cli_usage("exec", "%s expects an integer in [%lld, %lld]", flag, (long long)lo,
-                              (long long)hi);
-    return 0;
+    for (int i = 0; i < SKD_LIMIT_N; i++)
+        if (skd_limits[i].flag && strcmp(skd_limits[i].flag, a) == 0)
+            return &skd_limits[i];
+    return NULL;
 }
 
 static int parse(int argc, char **argv, struct exec_opts *o)
 {
-    static const char *const valued[] = {"--runtime", "--image", "--key",  "--timeout",
-                                         "--memory",  "--cpu",   "--pids", "--output-limit"};
+    static const char *const valued[] = {"--runtime", "--image", "--key"};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) {
             o->cmd_at = i + 1;
             return o->cmd_at < argc ? 0 : skd__cli_usage("exec", "no command after --");
         }
-        if (strcmp(a, "--ro-workspace") == 0) {
-            o->cfg.workspace_read_only = 1;
+        /* A limit's flag (include/skilld/limits.h): a BOOL one takes no value. */
+        const skd_limit *l = limit_flag(a);
+        if (l && l->kind == SKD_LIMIT_BOOL) {
+            skd_limit_set(&o->cfg, (int)(l - skd_limits), 1);
             continue;
         }
-        int known = 0;
+        int known = l != NULL;
         for (size_t k = 0; k < sizeof(valued) / sizeof(valued[0]); k++)
             known |= strcmp(a, valued[k]) == 0;
         if (!known) {
@@ -57,25 +58,19 @@ static int parse(int argc, char **argv, struct exec_opts *o)
         if (i + 1 >= argc)
             return skd__cli_usage("exec", "%s needs a value", a);
         const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(a, "--runtime") == 0)
+        int64_t n;
+        if (l) {
+            if (skd_parse_i64(v, l->min, l->max, &n))
+                return skd__cli_usage("exec", "%s expects an integer in [%lld, %lld]", a,
+                                      (long long)l->min, (long long)l->max);
+            skd_limit_set(&o->cfg, (int)(l - skd_limits), n);
+        } else if (strcmp(a, "--runtime") == 0) {
             o->runtime = v;
-        else if (strcmp(a, "--image") == 0)
+        } else if (strcmp(a, "--image") == 0) {
             o->image = v;
-        else if (strcmp(a, "--key") == 0)
+        } else {
             o->key = v;
-        else if (strcmp(a, "--timeout") == 0)
-            rc = int_flag(a, v, 1, SKD_SANDBOX_MAX_TIMEOUT_MS, &o->cfg.timeout_ms);
-        else if (strcmp(a, "--memory") == 0)
-            rc = int_flag(a, v, SKD_SANDBOX_MIN_MEMORY_MB, 1048576, &o->cfg.memory_limit);
-        else if (strcmp(a, "--cpu") == 0)
-            rc = int_flag(a, v, 1, 102400, &o->cfg.cpu_limit);
-        else if (strcmp(a, "--pids") == 0)
-            rc = int_flag(a, v, 1, SKD_SANDBOX_MAX_PIDS, &o->cfg.pids_limit);
-        else
-            rc = int_flag(a, v, 0, 1LL << 30, &o->cfg.output_limit);
-        if (rc)
-            return rc;
+        }
     }
     return skd__cli_usage("exec", "name the command to run after --");
 }

@@ -82,14 +82,7 @@ static int copy_in(skd_cli *cli, const struct import_job *job, int64_t cap, char
             rc = n < 0 ? -1 : 0;
             break;
         }
-        for (ssize_t off = 0; off < n && rc == 0;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            rc = w > 0 ? 0 : -1;
-            off += w > 0 ? w : 0;
-        }
-        if (rc)
+        if ((rc = skd_write_all(out, buf, (size_t)n)) != 0)
             break;
         total += n;
     }
@@ -141,14 +134,7 @@ static int import_child(skd_cli *cli, void *arg, int fd)
         return CLI_FAIL;
     size_t n = strlen(text);
     text[n] = '\n'; /* replaces the NUL: the length is known */
-    int ok = write(fd, &kind, 1) == 1;
-    for (size_t off = 0; ok && off < n + 1;) {
-        ssize_t w = write(fd, text + off, n + 1 - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        off += ok ? (size_t)w : 0;
-    }
+    int ok = skd_write_all(fd, &kind, 1) == 0 && skd_write_all(fd, text, n + 1) == 0;
     free(text);
     return ok ? CLI_OK : CLI_FAIL;
 }

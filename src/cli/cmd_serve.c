@@ -97,7 +97,7 @@ static int first_key(skd_engine *e, const char *host, unsigned port)
         size_t len = strlen(secret);
         int ok = fd >= 0 && stat(dir, &sb) == 0 &&
                  (geteuid() != 0 || fchown(fd, sb.st_uid, sb.st_gid) == 0) &&
-                 write(fd, secret, len) == (ssize_t)len && write(fd, "\n", 1) == 1 &&
+                 skd_write_all(fd, secret, len) == 0 && skd_write_all(fd, "\n", 1) == 0 &&
                  fsync(fd) == 0;
         if (fd >= 0 && close(fd) != 0)
             ok = 0;

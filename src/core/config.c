@@ -3,8 +3,12 @@
  *
  * To add a setting, add a row to `keys` below: everything else (environment,
  * config file, --set flags, validation, `skilld doctor`) follows from it.
+ * The settings of the sandbox limits (a default and a ceiling per limit)
+ * are not written here: they are generated from the rows of
+ * include/skilld/limits.h.
  */
 #include "skilld/config.h"
+#include "skilld/limits.h"
 #include "skilld/util.h"
 
 #include <assert.h>
@@ -90,35 +94,14 @@ static const struct key keys[] = {
      "Brave Search API endpoint"},
     {"SKILLS_BRAVE_API_KEY", K_STR, "", 0, 0, 1, "Brave Search API key"},
     {"SKILLS_SEARCH_CACHE_TTL_S", K_INT, "3600", 0, 604800, 0, "seconds a search result is cached"},
-    /* sandbox */
+    /* sandbox: the limits' defaults and ceilings come after the table */
     {"SKILLS_SANDBOX_RUNTIME", K_STR, "native", 0, 0, 0, "native, docker, podman or auto"},
-    {"SKILLS_SANDBOX_TIMEOUT_MS", K_INT, "10000", 1, 3600000, 0,
-     "default sandbox timeout (clamped to SKILLS_SANDBOX_MAX_TIMEOUT_MS)"},
     {"SKILLS_ALLOWED_SANDBOX_IMAGES", K_STR, "", 0, 0, 0,
      "comma-separated images allowed besides host"},
-    {"SKILLS_SANDBOX_NETWORK_ENABLED", K_BOOL, "false", 0, 0, 0,
-     "operator's switch: networkEnabled:true is refused (forbidden) unless this is true"},
-    /* ceilings: no call input, manifest or default goes above them */
-    {"SKILLS_SANDBOX_MAX_TIMEOUT_MS", K_INT, "60000", 1, 3600000, 0,
-     "ceiling of timeout (ms) for every run"},
-    {"SKILLS_SANDBOX_MAX_MEMORY_MB", K_INT, "1024", 8, 1048576, 0,
-     "ceiling of memoryLimit (MiB) for every run"},
-    {"SKILLS_SANDBOX_MAX_CPU", K_INT, "0", 0, 102400, 0,
-     "ceiling of cpuLimit (percent of one CPU; 0: the number of cores x 100)"},
-    {"SKILLS_SANDBOX_MAX_PIDS", K_INT, "256", 1, 65536, 0, "ceiling of pidsLimit for every run"},
-    {"SKILLS_SANDBOX_MAX_OUTPUT_BYTES", K_INT, "1048576", 1, 1073741824, 0,
-     "ceiling of outputLimit (bytes kept per stream)"},
-    {"SKILLS_SANDBOX_MAX_TMP_MB", K_INT, "256", 1, 65536, 0,
-     "ceiling of tmpSize (MiB of the /tmp tmpfs)"},
     {"SKILLS_SANDBOX_MAX_CONCURRENT", K_INT, "0", 0, 4096, 0,
      "concurrent sandboxes (0: 4 x cores)"},
     {"SKILLS_SANDBOX_MAX_PER_KEY", K_INT, "0", 0, 4096, 0,
      "concurrent sandboxes per key (0: half the global cap)"},
-    {"SKILLS_MAX_SANDBOX_OUTPUT_CHARS", K_INT, "100000", 1, 1073741824, 0,
-     "bytes of output kept per stream"},
-    {"SKILLS_SANDBOX_MEMORY_MB", K_INT, "512", 8, 1048576, 0, "default memoryLimit (MiB)"},
-    {"SKILLS_SANDBOX_CPU_PERCENT", K_INT, "100", 1, 102400, 0, "default cpuLimit"},
-    {"SKILLS_SANDBOX_PIDS_LIMIT", K_INT, "64", 1, 65536, 0, "default pidsLimit"},
     {"SKILLS_IMAGE_MAX_BYTES", K_INT, "4294967296", 1, I64MAX, 0,
      "bytes of file data an imported image may hold"},
     {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,
@@ -186,6 +169,31 @@ static const struct key keys[] = {
      "base URL clients use to reach this server (agent card); default from Host"},
     {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
      "seconds a finished A2A task is kept"},
+/* The sandbox limits (include/skilld/limits.h): the setting of each
+ * default and of each ceiling. A row without one has a NULL name and is
+ * skipped. A setting's range is the field's, in the settings' unit, and
+ * at least 1 (0 only where auto0 says what it stands for). */
+#define SET_MIN(min, scale) ((min) / (scale) < 1 ? 1 : (min) / (scale))
+#define HELP_DEF_INT(key, unit) "default " key " (" unit "), lowered to its ceiling"
+#define HELP_DEF_BOOL(key, unit) "default " key
+#define HELP_CEIL_INT(key, unit) "ceiling of " key " (" unit ") for every run"
+#define HELP_CEIL_BOOL(key, unit)                                                                  \
+    "operator's switch: " key ":true is refused (forbidden) unless this is true"
+#define LIMIT_DEF(ID, field, kind, key, mkey, flag, def_env, def, ceil_env, ceil, auto0, min, max, \
+                  scale, unit, tag, doc)                                                           \
+    {def_env, K_##kind, #def, SET_MIN(min, scale), (max) / (scale), 0, HELP_DEF_##kind(key, unit)},
+#define LIMIT_CEIL(ID, field, kind, key, mkey, flag, def_env, def, ceil_env, ceil, auto0, min,     \
+                   max, scale, unit, tag, doc)                                                     \
+    {ceil_env,                                                                                     \
+     K_##kind,                                                                                     \
+     #ceil,                                                                                        \
+     sizeof(auto0) > 1 ? 0 : SET_MIN(min, scale),                                                  \
+     (max) / (scale),                                                                              \
+     0,                                                                                            \
+     sizeof(auto0) > 1 ? HELP_CEIL_##kind(key, unit) "; 0: " auto0 : HELP_CEIL_##kind(key, unit)},
+    SKD_SANDBOX_LIMITS(LIMIT_DEF) SKD_SANDBOX_LIMITS(LIMIT_CEIL)
+#undef LIMIT_DEF
+#undef LIMIT_CEIL
 };
 
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -198,7 +206,7 @@ struct skd_config {
 static int find(const char *name)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(keys[i].name, name) == 0)
+        if (keys[i].name && strcmp(keys[i].name, name) == 0)
             return (int)i;
     return -1;
 }
@@ -232,7 +240,7 @@ static int table_has_duplicates(void)
 {
     for (size_t i = 0; i < NKEYS; i++)
         for (size_t j = i + 1; j < NKEYS; j++)
-            if (strcmp(keys[i].name, keys[j].name) == 0)
+            if (keys[i].name && keys[j].name && strcmp(keys[i].name, keys[j].name) == 0)
                 return 1;
     return 0;
 }
@@ -247,7 +255,7 @@ skd_config *skd_config_new(void)
     if (!cfg)
         return NULL;
     for (size_t i = 0; i < NKEYS; i++) {
-        if (set_index(cfg, (int)i, keys[i].def, NULL)) {
+        if (keys[i].name && set_index(cfg, (int)i, keys[i].def, NULL)) {
             skd_config_free(cfg);
             return NULL;
         }
@@ -275,7 +283,7 @@ int skd_config_set(skd_config *cfg, const char *name, const char *value, skd_err
 int skd_config_load_env(skd_config *cfg, skd_err *err)
 {
     for (size_t i = 0; i < NKEYS; i++) {
-        const char *v = getenv(keys[i].name);
+        const char *v = keys[i].name ? getenv(keys[i].name) : NULL;
         if (v) {
             int rc = set_index(cfg, (int)i, v, err);
             if (rc)
@@ -356,6 +364,8 @@ void skd_config_dump(const skd_config *cfg, FILE *out)
 {
     for (size_t i = 0; i < NKEYS; i++) {
         const char *v = cfg->str[i];
+        if (!keys[i].name)
+            continue;
         if (keys[i].secret && *v)
             v = "********";
         fprintf(out, "%s=%s\t# %s\n", keys[i].name, v, keys[i].help);

@@ -1,7 +1,9 @@
 /*
  * Helpers (see include/skilld/util.h). Randomness comes from the kernel
  * (getrandom), digests and the constant-time compare from nettle; nothing
- * here keeps state.
+ * here keeps state. The small-file readers and writers and the openat2
+ * wrapper are the only copies of that logic in the tree: every part that
+ * reads a /proc or cgroup file or writes a control file comes here.
  *
  * Why nettle and not libcrypto, which skilld uses elsewhere: every server
  * process has nettle mapped already (libmicrohttpd -> gnutls -> nettle), and
@@ -15,6 +17,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
 #include <nettle/memops.h>
 #include <nettle/sha2.h>
 #include <nettle/version.h>
@@ -22,8 +26,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 int skd_random(void *out, size_t n)
 {
@@ -255,4 +262,162 @@ int skd_utf8_repair(skd_buf *b, const char *str, size_t n)
         i = j;
     }
     return 0;
+}
+
+/* ---- small files and openat2 ---------------------------------------------- */
+
+/* Read fd to its end into buf (cap >= 1) and terminate it. */
+static int read_to_end(int fd, char *buf, size_t cap, size_t *len)
+{
+    size_t got = 0;
+    int rc = 0;
+    for (;;) {
+        char extra;
+        int full = got == cap - 1; /* one more byte, read aside, says "too big" */
+        ssize_t r = full ? read(fd, &extra, 1) : read(fd, buf + got, cap - 1 - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            rc = SKD_EIO;
+            break;
+        }
+        if (r == 0)
+            break;
+        if (full) {
+            errno = EFBIG;
+            rc = SKD_ETOOBIG;
+            break;
+        }
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    if (len)
+        *len = got;
+    return rc;
+}
+
+static int open_err(void)
+{
+    return errno == ENOENT ? SKD_ENOENT : SKD_EIO;
+}
+
+int skd_read_small(int dirfd, const char *path, int flags, char *buf, size_t cap, size_t *len)
+{
+    if (len)
+        *len = 0;
+    buf[0] = '\0';
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | flags);
+    if (fd < 0)
+        return open_err();
+    int rc = read_to_end(fd, buf, cap, len);
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return rc;
+}
+
+int skd_read_alloc(int dirfd, const char *path, int flags, size_t max, char **out, size_t *len)
+{
+    *out = NULL;
+    if (len)
+        *len = 0;
+    int fd = openat(dirfd, path, O_RDONLY | O_CLOEXEC | flags);
+    if (fd < 0)
+        return open_err();
+    /* The size is a hint (/proc files say 0, a file may grow): room for it
+     * and one byte more, which tells its end; then doubled up to max + 1
+     * bytes, one past the limit. The allocation has a byte more for '\0'. */
+    struct stat st;
+    size_t cap = fstat(fd, &st) == 0 && st.st_size > 0 && (uint64_t)st.st_size < max
+                     ? (size_t)st.st_size + 1
+                     : 4096;
+    char *buf = NULL;
+    size_t got = 0;
+    int rc = 0;
+    for (;;) {
+        if (!buf || got == cap) {
+            if (buf && cap > max) {
+                errno = EFBIG;
+                rc = SKD_ETOOBIG;
+                break;
+            }
+            cap = buf ? cap * 2 : cap;
+            cap = cap > max + 1 ? max + 1 : cap;
+            char *nb = realloc(buf, cap + 1);
+            if (!nb) {
+                rc = SKD_ENOMEM;
+                break;
+            }
+            buf = nb;
+        }
+        ssize_t r = read(fd, buf + got, cap - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            rc = SKD_EIO;
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    if (rc) {
+        free(buf);
+        return rc;
+    }
+    buf[got] = '\0';
+    *out = buf;
+    if (len)
+        *len = got;
+    return 0;
+}
+
+int skd_write_all(int fd, const void *p, size_t n)
+{
+    const char *c = p;
+    while (n > 0) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return SKD_EIO;
+        }
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int skd_write_small(int dirfd, const char *path, int flags, const char *s)
+{
+    int fd = openat(dirfd, path, O_WRONLY | O_CLOEXEC | flags, 0600);
+    if (fd < 0)
+        return open_err();
+    int rc = skd_write_all(fd, s, strlen(s));
+    int saved = errno;
+    if (close(fd) != 0 && rc == 0) /* NFS and quotas report at close */
+        return SKD_EIO;
+    errno = saved;
+    return rc;
+}
+
+#define OPENAT2_RETRIES 8 /* EAGAIN: a rename raced the kernel's lookup */
+
+int skd_openat2(int dirfd, const char *path, int flags, unsigned mode, uint64_t resolve)
+{
+    struct open_how how;
+    memset(&how, 0, sizeof(how));
+    how.flags = (uint64_t)(unsigned)(flags | O_CLOEXEC);
+    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
+    how.resolve = resolve;
+    for (int i = 0;; i++) {
+        long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof(how));
+        if (fd >= 0)
+            return (int)fd;
+        if (errno != EAGAIN || i >= OPENAT2_RETRIES)
+            return -1;
+    }
 }

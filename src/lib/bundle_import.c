@@ -58,22 +58,6 @@ static int join(char *out, size_t cap, const char *a, const char *b)
     return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
 
-static void remove_tree(const char *path)
-{
-    char copy[PATH_MAX];
-    if (skd_strlcpy(copy, path, sizeof(copy)) != 0)
-        return;
-    char *slash = strrchr(copy, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    (void)skd__rm_tree_at(fd, slash + 1);
-    close(fd);
-}
-
 static int extract(const char *dir, const void *data, size_t len, skd_err *err)
 {
     struct archive *a = archive_read_new();
@@ -196,16 +180,16 @@ int skd_bundle_import_tar(skd_engine *e, const skd_actor *who, const void *data,
     }
     rc = skd__custom_register_bundle(e, who, final, 1, replace, skill, err);
     if (rc) {
-        remove_tree(final);
+        skd__rm_tree_path(final);
         if (exists)
             (void)rename(old, final); /* the previous import stays served */
     } else if (exists) {
-        remove_tree(old);
+        skd__rm_tree_path(old);
     }
     if (rc == 0 && name_out)
         *name_out = json_string(name);
 out:
-    remove_tree(staging);
+    skd__rm_tree_path(staging);
     json_decref(fm);
     json_decref(manifest);
     return rc;

@@ -67,21 +67,6 @@ static int check_string(const json_t *obj, const char *key, const char *path, in
     return 0;
 }
 
-static int check_int(const json_t *obj, const char *key, const char *path, json_int_t min,
-                     json_int_t max, skd_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-    if (!v)
-        return 0;
-    if (!json_is_integer(v) || json_integer_value(v) < min || json_integer_value(v) > max) {
-        char msg[96];
-        snprintf(msg, sizeof(msg), "must be an integer in [%lld, %lld]", (long long)min,
-                 (long long)max);
-        return bad(err, path, msg);
-    }
-    return 0;
-}
-
 static int check_tags(const json_t *tags, skd_err *err)
 {
     if (!tags)
@@ -161,27 +146,52 @@ static int check_command(const json_t *cmd, skd_err *err)
     return 0;
 }
 
+/* Every key of run is one of keys (NULL-terminated) or the manifest key of
+ * a sandbox limit (include/skilld/limits.h). */
+static int only_run_keys(const json_t *run, const char *const *keys, skd_err *err)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)run, k, v) {
+        size_t i;
+        for (i = 0; keys[i] && strcmp(k, keys[i]) != 0; i++)
+            ;
+        if (!keys[i] && !skd_limit_by_key(k, 1))
+            return skd_err_set(err, SKD_EINVAL, "manifest.run.%.*s: unknown field",
+                               (int)(strlen(k) > 64 ? 64 : strlen(k)), k);
+    }
+    return 0;
+}
+
+/* The limits a manifest sets, each within its row's range. */
+static int check_limits(const json_t *run, skd_err *err)
+{
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        json_t *v = l->mkey ? json_object_get(run, l->mkey) : NULL;
+        if (!v)
+            continue;
+        if (l->kind == SKD_LIMIT_BOOL && !json_is_boolean(v))
+            return skd_err_set(err, SKD_EINVAL, "manifest.run.%s: must be true or false", l->mkey);
+        if (l->kind == SKD_LIMIT_INT && (!json_is_integer(v) || json_integer_value(v) < l->min ||
+                                         json_integer_value(v) > l->max))
+            return skd_err_set(err, SKD_EINVAL,
+                               "manifest.run.%s: must be an integer in [%lld, %lld]", l->mkey,
+                               (long long)l->min, (long long)l->max);
+    }
+    return 0;
+}
+
 static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
 {
-    static const char *const keys[] = {"image",
-                                       "command",
-                                       "stdin",
-                                       "timeoutMs",
-                                       "memoryLimit",
-                                       "cpuLimit",
-                                       "pidsLimit",
-                                       "outputLimit",
-                                       "tmpSize",
-                                       "networkEnabled",
-                                       "egressAllowHosts",
-                                       "egressDenyHosts",
-                                       NULL};
+    static const char *const keys[] = {"image",           "command", "stdin", "egressAllowHosts",
+                                       "egressDenyHosts", NULL};
     int rc;
     if (!run)
         return bad(err, "run", "is required");
     if (!json_is_object(run))
         return bad(err, "run", "must be an object");
-    if ((rc = only_keys(run, ".run.", keys, err)) != 0)
+    if ((rc = only_run_keys(run, keys, err)) != 0)
         return rc;
     if ((rc = check_string(run, "image", "run.image", 0, IMAGE_MAX, err)) != 0)
         return rc;
@@ -193,17 +203,8 @@ static int check_run(const json_t *run, const skd_config *cfg, skd_err *err)
     if (in && !(json_is_string(in) && (strcmp(json_string_value(in), "input") == 0 ||
                                        strcmp(json_string_value(in), "none") == 0)))
         return bad(err, "run.stdin", "must be \"input\" or \"none\"");
-    if ((rc = check_int(run, "timeoutMs", "run.timeoutMs", 1, SKD_SANDBOX_MAX_TIMEOUT_MS, err)) ||
-        (rc = check_int(run, "memoryLimit", "run.memoryLimit", SKD_SANDBOX_MIN_MEMORY_MB, 1048576,
-                        err)) ||
-        (rc = check_int(run, "cpuLimit", "run.cpuLimit", 1, 102400, err)) ||
-        (rc = check_int(run, "pidsLimit", "run.pidsLimit", 1, SKD_SANDBOX_MAX_PIDS, err)) ||
-        (rc = check_int(run, "outputLimit", "run.outputLimit", 0, 1LL << 30, err)) ||
-        (rc = check_int(run, "tmpSize", "run.tmpSize", 1LL << 20, 1LL << 36, err)))
+    if ((rc = check_limits(run, err)) != 0)
         return rc;
-    json_t *net = json_object_get(run, "networkEnabled");
-    if (net && !json_is_boolean(net))
-        return bad(err, "run.networkEnabled", "must be true or false");
     /* Host patterns that narrow the operator's egress lists (docs/egress.md). */
     if ((rc = check_string(run, "egressAllowHosts", "run.egressAllowHosts", 0, 4096, err)) ||
         (rc = check_string(run, "egressDenyHosts", "run.egressDenyHosts", 0, 4096, err)))
@@ -247,27 +248,15 @@ int skd_manifest_check(const json_t *m, const skd_config *cfg, skd_err *err)
 int skd__manifest_limits(const json_t *run, const skd_config *cfg, skd_sandbox_config *out,
                          skd_err *err)
 {
-    /* manifest name -> sandbox config name (skd_sandbox_config_from_json) */
-    static const char *const map[][2] = {{"timeoutMs", "timeout"},
-                                         {"memoryLimit", "memoryLimit"},
-                                         {"cpuLimit", "cpuLimit"},
-                                         {"pidsLimit", "pidsLimit"},
-                                         {"outputLimit", "outputLimit"},
-                                         {"tmpSize", "tmpSize"},
-                                         {"networkEnabled", "networkEnabled"}};
     skd_sandbox_config_defaults(out, cfg);
-    json_t *o = json_object();
-    if (!o)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    for (size_t i = 0; i < sizeof(map) / sizeof(map[0]); i++) {
-        json_t *v = json_object_get(run, map[i][0]);
-        if (v && json_object_set(o, map[i][1], v)) {
-            json_decref(o);
-            return skd_err_set(err, SKD_ENOMEM, "out of memory");
-        }
+    int rc = check_limits(run, err);
+    for (int i = 0; rc == 0 && i < SKD_LIMIT_N; i++) {
+        json_t *v = skd_limits[i].mkey ? json_object_get(run, skd_limits[i].mkey) : NULL;
+        if (v)
+            skd_limit_set(out, i,
+                          skd_limits[i].kind == SKD_LIMIT_BOOL ? json_is_true(v)
+                                                               : json_integer_value(v));
     }
-    int rc = skd_sandbox_config_from_json(out, o, err);
-    json_decref(o);
     return rc;
 }
 

@@ -131,52 +131,6 @@ static json_t *records_json(const struct skd_egress_run *run)
 
 /* ---- resolver threads -------------------------------------------------- */
 
-/* The SKILLS_OUTBOUND_RESOLVE pins, parsed once. */
-static int parse_pin(const char *s, struct egress_pin *p)
-{
-    const char *c1 = strchr(s, ':');
-    const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-    if (!c1 || !c2 || (size_t)(c1 - s) > SKD_EGRESS_HOST_MAX)
-        return -1;
-    memset(p, 0, sizeof(*p));
-    for (size_t i = 0; i < (size_t)(c1 - s); i++)
-        p->host[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
-    char port[8], addr[INET6_ADDRSTRLEN + 2];
-    size_t plen = (size_t)(c2 - c1 - 1);
-    if (plen == 0 || plen >= sizeof(port))
-        return -1;
-    memcpy(port, c1 + 1, plen);
-    port[plen] = '\0';
-    int64_t pn;
-    if (skd_parse_i64(port, 1, 65535, &pn))
-        return -1;
-    p->port = (int)pn;
-    const char *a = c2 + 1;
-    size_t alen = strlen(a);
-    if (alen >= 2 && a[0] == '[' && a[alen - 1] == ']') {
-        a++;
-        alen -= 2;
-    }
-    if (alen == 0 || alen >= sizeof(addr))
-        return -1;
-    memcpy(addr, a, alen);
-    addr[alen] = '\0';
-    struct sockaddr_in *in = (struct sockaddr_in *)&p->sa;
-    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&p->sa;
-    if (inet_pton(AF_INET, addr, &in->sin_addr) == 1) {
-        in->sin_family = AF_INET;
-        in->sin_port = htons((uint16_t)p->port);
-        p->salen = sizeof(*in);
-    } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
-        in6->sin6_family = AF_INET6;
-        in6->sin6_port = htons((uint16_t)p->port);
-        p->salen = sizeof(*in6);
-    } else {
-        return -1;
-    }
-    return 0;
-}
-
 /* Resolve job->host:port into job's addresses (blocking). */
 static void resolve(struct egress_job *job)
 {
@@ -514,7 +468,7 @@ int skd__egress_new(const skd_config *cfg, skd_egress **out, skd_err *err)
         goto fail;
     }
     for (size_t i = 0; i < npins; i++)
-        if (parse_pin(pins[i], &e->pins[e->npins]) == 0)
+        if (skd__pin_parse(pins[i], &e->pins[e->npins]) == 0)
             e->npins++;
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->jobs_cv, NULL);

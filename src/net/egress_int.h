@@ -7,6 +7,7 @@
 #define SKILLD_NET_EGRESS_INT_H
 
 #include "net/egress.h"
+#include "net/pin.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -32,13 +33,6 @@ struct egress_ep {
 };
 
 struct egress_addr {
-    struct sockaddr_storage sa;
-    socklen_t salen;
-};
-
-struct egress_pin {
-    char host[SKD_EGRESS_HOST_MAX + 1];
-    int port;
     struct sockaddr_storage sa;
     socklen_t salen;
 };
@@ -123,7 +117,7 @@ struct egress_job {
 
 struct skd_egress {
     skd_net_guard *guard;
-    struct egress_pin *pins;
+    struct skd__pin *pins; /* the SKILLS_OUTBOUND_RESOLVE pins, parsed once */
     size_t npins;
     int epfd, wakefd;
     struct egress_ep wake_ep;

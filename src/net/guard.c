@@ -8,6 +8,7 @@
  * that an address is safe. The settings come from the configuration, which is
  * trusted (the administrator wrote it).
  */
+#include "net/pin.h"
 #include "skilld/net.h"
 #include "skilld/util.h"
 
@@ -245,25 +246,23 @@ static int parse_cidr(const char *s, struct cidr *c)
     return 0;
 }
 
-/* A pin is host:port:address, the address maybe in brackets. */
-static int pin_valid(const char *pin)
+int skd__pin_parse(const char *s, struct skd__pin *out)
 {
-    const char *c1 = strchr(pin, ':');
-    if (!c1 || c1 == pin)
-        return 0;
-    const char *c2 = strchr(c1 + 1, ':');
-    if (!c2)
-        return 0;
-    char port[8];
-    size_t plen = (size_t)(c2 - c1 - 1);
+    const char *c1 = strchr(s, ':');
+    const char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+    char port[8], addr[INET6_ADDRSTRLEN + 2];
+    size_t hlen = c1 ? (size_t)(c1 - s) : 0, plen = c2 ? (size_t)(c2 - c1 - 1) : 0;
     int64_t pn;
-    if (plen == 0 || plen >= sizeof(port))
-        return 0;
+    if (!c2 || hlen == 0 || hlen > SKD__PIN_HOST_MAX || plen == 0 || plen >= sizeof(port))
+        return SKD_EINVAL;
+    memset(out, 0, sizeof(*out));
+    for (size_t i = 0; i < hlen; i++)
+        out->host[i] = (char)(s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]);
     memcpy(port, c1 + 1, plen);
     port[plen] = '\0';
     if (skd_parse_i64(port, 1, 65535, &pn))
-        return 0;
-    char addr[INET6_ADDRSTRLEN + 2];
+        return SKD_EINVAL;
+    out->port = (int)pn;
     const char *a = c2 + 1;
     size_t alen = strlen(a);
     if (alen >= 2 && a[0] == '[' && a[alen - 1] == ']') {
@@ -271,11 +270,23 @@ static int pin_valid(const char *pin)
         alen -= 2;
     }
     if (alen == 0 || alen >= sizeof(addr))
-        return 0;
+        return SKD_EINVAL;
     memcpy(addr, a, alen);
     addr[alen] = '\0';
-    uint8_t tmp[16];
-    return inet_pton(AF_INET, addr, tmp) == 1 || inet_pton(AF_INET6, addr, tmp) == 1;
+    struct sockaddr_in *in = (struct sockaddr_in *)&out->sa;
+    struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&out->sa;
+    if (inet_pton(AF_INET, addr, &in->sin_addr) == 1) {
+        in->sin_family = AF_INET;
+        in->sin_port = htons((uint16_t)out->port);
+        out->salen = sizeof(*in);
+    } else if (inet_pton(AF_INET6, addr, &in6->sin6_addr) == 1) {
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)out->port);
+        out->salen = sizeof(*in6);
+    } else {
+        return SKD_EINVAL;
+    }
+    return 0;
 }
 
 int skd_net_guard_new(const skd_config *cfg, skd_net_guard **out, skd_err *err)
@@ -309,7 +320,8 @@ int skd_net_guard_new(const skd_config *cfg, skd_net_guard **out, skd_err *err)
         }
     }
     for (size_t i = 0; i < g->npins; i++) {
-        if (!pin_valid(g->pins[i])) {
+        struct skd__pin pin;
+        if (skd__pin_parse(g->pins[i], &pin) != 0) {
             rc = skd_err_set(err, SKD_ECONFIG,
                              "SKILLS_OUTBOUND_RESOLVE: '%s' is not host:port:address", g->pins[i]);
             goto out;

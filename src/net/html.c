@@ -78,17 +78,6 @@ static const char *prepare(const char *s, size_t n, skd_buf *fixed, int *rc)
 
 /* ---- finding things in the tree (iterative pre-order walks) ---- */
 
-/* The next node after n in document order below root; skip: do not enter
- * n's children. */
-static const xmlNode *next_node(const xmlNode *root, const xmlNode *n, int skip)
-{
-    if (!skip && n->type == XML_ELEMENT_NODE && n->children)
-        return n->children;
-    while (n != root && !n->next)
-        n = n->parent;
-    return n == root ? NULL : n->next;
-}
-
 /* Elements whose inside is never searched for metadata, links or roots. */
 static int opaque(const xmlNode *n)
 {
@@ -103,7 +92,7 @@ static const xmlNode *content_root(const xmlNode *top, int *in_section)
     const xmlNode *article = NULL, *body = NULL;
     int articles = 0;
     *in_section = 0;
-    for (const xmlNode *n = top; n; n = next_node(top, n, opaque(n) || skd__html_hidden(n))) {
+    for (const xmlNode *n = top; n; n = skd__html_next(top, n, opaque(n) || skd__html_hidden(n))) {
         if (n->type != XML_ELEMENT_NODE || opaque(n) || skd__html_hidden(n))
             continue;
         const char *role = skd__html_attr(n, "role");
@@ -161,7 +150,7 @@ static void meta_tag(meta_found *f, const xmlNode *n)
 
 static void find_meta(const xmlNode *top, meta_found *f)
 {
-    for (const xmlNode *n = top; n; n = next_node(top, n, opaque(n))) {
+    for (const xmlNode *n = top; n; n = skd__html_next(top, n, opaque(n))) {
         if (n->type != XML_ELEMENT_NODE)
             continue;
         if (skd__html_is(n, "title") && !f->title && n->children &&
@@ -199,7 +188,7 @@ static int field(char **dst, const char *a, const char *b, const char *c)
  * attr (any, when attr is NULL), or NULL. */
 static const xmlNode *first_elem(const xmlNode *root, const char *name, const char *attr)
 {
-    for (const xmlNode *n = root; n; n = next_node(root, n, opaque(n) || skd__html_hidden(n)))
+    for (const xmlNode *n = root; n; n = skd__html_next(root, n, opaque(n) || skd__html_hidden(n)))
         if (skd__html_is(n, name) && !skd__html_hidden(n) && (!attr || skd__html_attr(n, attr)))
             return n;
     return NULL;
@@ -332,7 +321,7 @@ static int find_links(const xmlNode *top, const char *base, skd_html_doc *d)
         return SKD_ENOMEM;
     ls->d = d;
     for (const xmlNode *n = top; n && !rc && d->nlinks < SKD_HTML_MAX_LINKS;
-         n = next_node(top, n, opaque(n) || skd__html_hidden(n))) {
+         n = skd__html_next(top, n, opaque(n) || skd__html_hidden(n))) {
         const char *href;
         int frag = 0, nomem = 0;
         if (!skd__html_is(n, "a") || skd__html_hidden(n) || !(href = skd__html_attr(n, "href")))

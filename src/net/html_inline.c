@@ -331,15 +331,7 @@ static int has_table_below(const xmlNode *root)
             return 1;
         if (skd__html_is(n, "table"))
             return 1;
-        if (n->type == XML_ELEMENT_NODE && n->children) {
-            n = n->children;
-            continue;
-        }
-        while (n != root && !n->next)
-            n = n->parent;
-        if (n == root)
-            break;
-        n = n->next;
+        n = skd__html_next(root, n, 0);
     }
     return 0;
 }

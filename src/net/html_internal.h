@@ -24,6 +24,11 @@
 
 /* ---- html_node.c ---- */
 
+/* The next node after n in document order below root (NULL after the
+ * last); skip: do not enter n's children. The one step of every iterative
+ * walk of the tree. */
+const xmlNode *skd__html_next(const xmlNode *root, const xmlNode *n, int skip);
+
 /* 1 when n is an element named name (lower-case ASCII, compared exactly:
  * libxml2's HTML parser lower-cases element names). */
 int skd__html_is(const xmlNode *n, const char *name);

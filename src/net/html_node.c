@@ -328,6 +328,15 @@ static int gather(skd_buf *b, const char *str, size_t n, int keep_ws)
     return 0;
 }
 
+const xmlNode *skd__html_next(const xmlNode *root, const xmlNode *n, int skip)
+{
+    if (!skip && n->type == XML_ELEMENT_NODE && n->children)
+        return n->children;
+    while (n != root && !n->next)
+        n = n->parent;
+    return n == root ? NULL : n->next;
+}
+
 void skd__html_text(const xmlNode *root, skd_buf *b, int keep_ws, size_t max_nodes)
 {
     const xmlNode *n = root ? root->children : NULL;
@@ -345,15 +354,7 @@ void skd__html_text(const xmlNode *root, skd_buf *b, int keep_ws, size_t max_nod
             }
             down = n->children != NULL;
         }
-        if (down) {
-            n = n->children;
-            continue;
-        }
-        while (n != root && !n->next)
-            n = n->parent;
-        if (n == root)
-            break;
-        n = n->next;
+        n = skd__html_next(root, n, !down);
     }
     if (!keep_ws)
         while (b->len && b->data[b->len - 1] == ' ')

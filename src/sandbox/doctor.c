@@ -64,14 +64,9 @@ static void add(json_t *checks, const char *name, int st, const char *fix, const
 /* First line of a small file into buf; -1 when it cannot be read. */
 static int read_line(const char *path, char *buf, size_t cap)
 {
-    FILE *f = fopen(path, "re");
-    if (!f)
-        return -1;
-    int rc = fgets(buf, (int)cap, f) ? 0 : -1;
-    fclose(f);
-    if (rc == 0)
-        buf[strcspn(buf, "\n")] = '\0';
-    return rc;
+    int rc = skd_read_small(AT_FDCWD, path, 0, buf, cap, NULL);
+    buf[strcspn(buf, "\n")] = '\0';
+    return rc == 0 || (rc == SKD_ETOOBIG && buf[0]) ? 0 : -1;
 }
 
 static int64_t read_int(const char *path, int64_t def)
@@ -212,15 +207,9 @@ static int has_word(const char *list, const char *w)
 static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, size_t cap,
                             int *usable)
 {
-    char self[PATH_MAX - 300] = "", base[PATH_MAX], sub[512] = "", line[PATH_MAX + 8];
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            skd_strlcpy(self, strcmp(line + 3, "/") == 0 ? "" : line + 3, sizeof(self));
-        }
-    if (f)
-        fclose(f);
+    char self[PATH_MAX - 300] = "", base[PATH_MAX], sub[512] = "";
+    if (skd__cgroup_self(NULL, self, sizeof(self)))
+        self[0] = '\0';
     if (snprintf(base, sizeof(base), "%s%s", mnt, self) >= (int)sizeof(base))
         base[0] = '\0';
     int d = skd__cgroup_delegated(base, self, deleg_why, cap);
@@ -251,12 +240,7 @@ static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, si
     /* No systemd: the cgroup as it is, if skilld may subdivide it. */
     char p[PATH_MAX + 300];
     snprintf(p, sizeof(p), "%s/cgroup.subtree_control", base);
-    FILE *sc = fopen(p, "re");
-    if (sc) {
-        if (!fgets(sub, sizeof(sub), sc))
-            sub[0] = '\0';
-        fclose(sc);
-    }
+    (void)skd_read_small(AT_FDCWD, p, 0, sub, sizeof(sub), NULL);
     sub[strcspn(sub, "\n")] = '\0';
     int enabled = has_word(sub, "memory") && has_word(sub, "pids") && has_word(sub, "cpu");
     /* The same test as the set-up's (native_cgroup.c): skilld moves its
@@ -426,11 +410,10 @@ static void check_seccomp(json_t *checks)
 
 static void check_syscalls(json_t *checks)
 {
-    struct open_how how = {.flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_NO_SYMLINKS};
-    long fd = syscall(SYS_openat2, AT_FDCWD, "/", &how, sizeof(how));
+    int fd = skd_openat2(AT_FDCWD, "/", O_PATH, 0, RESOLVE_NO_SYMLINKS);
     int e = errno;
     if (fd >= 0)
-        close((int)fd);
+        close(fd);
     add(checks, "openat2", fd >= 0 ? OK : FAIL,
         "use Linux 5.6 or later; inside a container allow openat2 in its seccomp profile",
         "openat2 with RESOLVE_* %s", fd >= 0 ? "works" : strerror(e));
@@ -599,6 +582,17 @@ static void check_workspace_quota(json_t *checks, const skd_config *cfg)
     }
 }
 
+/* Every sandbox limit's default and ceiling (include/skilld/limits.h); a
+ * default above its ceiling is a warning (runs get the ceiling). */
+static void check_limits(json_t *checks, const skd_config *cfg)
+{
+    char line[480];
+    int over = skd_sandbox_limits_describe(cfg, line, sizeof(line));
+    add(checks, "sandbox_limits", over ? WARN : OK,
+        "lower the default settings (SKILLS_SANDBOX_*) to their SKILLS_SANDBOX_MAX_* ceilings",
+        "%s", line);
+}
+
 json_t *skd_doctor_run(const skd_config *cfg)
 {
     /* Fork before anything is allocated: the child owns no heap of ours,
@@ -623,6 +617,7 @@ json_t *skd_doctor_run(const skd_config *cfg)
     check_protected(checks, "hardlinks");
     check_engines(checks);
     check_workspace_quota(checks, cfg);
+    check_limits(checks, cfg);
     check_native(checks, cfg);
     check_egress(checks, cfg);
     int worst = OK;

@@ -1,21 +1,83 @@
 /*
- * Sandbox limits: defaults from the configuration and the JSON form with
- * OmniRoute's field names (cpuLimit, memoryLimit, timeout, networkEnabled,
- * readOnly) plus ours (workspaceReadOnly, pidsLimit, outputLimit,
- * fileSizeLimit, tmpSize). Input comes from clients: every field is type-
- * and range-checked, unknown fields are refused, nothing changes on error.
+ * Sandbox limits, all from the rows of include/skilld/limits.h: the
+ * defaults and the operator's ceilings from the configuration, the ceiling
+ * check and clamp, and the JSON form with OmniRoute's field names
+ * (cpuLimit, memoryLimit, timeout, networkEnabled, readOnly) plus ours
+ * (workspaceReadOnly, pidsLimit, outputLimit, fileSizeLimit, tmpSize).
+ * Input comes from clients: every field is type- and range-checked,
+ * unknown fields are refused, nothing changes on error.
  */
 #include "skilld/sandbox.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#define MIB (1024 * 1024)
-#define DEF_FILE_SIZE (64LL * MIB)
-#define DEF_TMP_SIZE (64LL * MIB)
+/* ---- the rows ------------------------------------------------------------- */
+
+/* A row's bit in an unsigned (clamp's answer, the decoder's seen set). */
+_Static_assert(SKD_LIMIT_N <= 32, "more limit rows than bits in an unsigned");
+
+const skd_limit skd_limits[SKD_LIMIT_N] = {
+#define ROW(ID, field, kind, key, mkey, flag, def_env, def, ceil_env, ceil, auto0, min, max,       \
+            scale, unit, tag, doc)                                                                 \
+    [SKD_LIMIT_##ID] = {key, mkey, flag, def_env, ceil_env, auto0, unit, doc, SKD_LIMIT_##kind,    \
+                        def, ceil, min,  max,     scale,    tag},
+    SKD_SANDBOX_LIMITS(ROW)
+#undef ROW
+};
+
+/* Where each row lives in skd_sandbox_config. */
+static const size_t offsets[SKD_LIMIT_N] = {
+#define OFF(ID, field, ...) [SKD_LIMIT_##ID] = offsetof(skd_sandbox_config, field),
+    SKD_SANDBOX_LIMITS(OFF)
+#undef OFF
+};
+
+const skd_limit *skd_limit_by_key(const char *name, int manifest)
+{
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const char *k = manifest ? skd_limits[i].mkey : skd_limits[i].key;
+        if (k && strcmp(k, name) == 0)
+            return &skd_limits[i];
+    }
+    return NULL;
+}
+
+int skd_limit_by_tag(uint32_t tag)
+{
+    /* A switch, so that two rows with one tag do not compile. */
+    switch (tag) {
+#define TAG_CASE(ID, field, kind, key, mkey, flag, def_env, def, ceil_env, ceil, auto0, min, max,  \
+                 scale, unit, tag, doc)                                                            \
+    case tag:                                                                                      \
+        return SKD_LIMIT_##ID;
+        SKD_SANDBOX_LIMITS(TAG_CASE)
+#undef TAG_CASE
+    default:
+        return -1;
+    }
+}
+
+int64_t skd_limit_get(const skd_sandbox_config *c, int id)
+{
+    const char *slot = (const char *)c + offsets[id];
+    if (skd_limits[id].kind == SKD_LIMIT_BOOL)
+        return *(const int *)slot != 0;
+    return *(const int64_t *)slot;
+}
+
+void skd_limit_set(skd_sandbox_config *c, int id, int64_t v)
+{
+    char *slot = (char *)c + offsets[id];
+    if (skd_limits[id].kind == SKD_LIMIT_BOOL)
+        *(int *)slot = v != 0;
+    else
+        *(int64_t *)slot = v;
+}
 
 /* ---- ceilings -------------------------------------------------------------- */
 
@@ -36,118 +98,91 @@ static int64_t cores_x100(void)
     return c;
 }
 
+/* A setting of row l (def_env or ceil_env) in the settings' unit: from cfg,
+ * else the row's built-in value. */
+static int64_t setting(const skd_config *cfg, const skd_limit *l, const char *name, int64_t def)
+{
+    if (!cfg || !name)
+        return def;
+    return l->kind == SKD_LIMIT_BOOL ? skd_config_bool(cfg, name) : skd_config_int(cfg, name);
+}
+
 void skd_sandbox_ceilings_from_config(skd_sandbox_ceilings *c, const skd_config *cfg)
 {
     memset(c, 0, sizeof(*c));
-    c->max_timeout_ms = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_TIMEOUT_MS") : 60000;
-    c->max_memory_mb = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_MEMORY_MB") : 1024;
-    c->max_cpu = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_CPU") : 0;
-    if (c->max_cpu <= 0)
-        c->max_cpu = cores_x100();
-    c->max_pids = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_PIDS") : 256;
-    c->max_output_bytes = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_OUTPUT_BYTES") : MIB;
-    c->max_tmp_bytes = (cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MAX_TMP_MB") : 256) * MIB;
-    c->network_allowed = cfg ? skd_config_bool(cfg, "SKILLS_SANDBOX_NETWORK_ENABLED") : 0;
-}
-
-/* One bounded field: its bit, wire name, setting, where it lives in the
- * config and in the ceilings, and the setting's unit (1, or MIB when the
- * setting is in MiB and the field in bytes). */
-struct ceil_field {
-    unsigned bit;
-    const char *name, *setting, *def_setting;
-    size_t cfg_off, ceil_off;
-    int64_t unit;
-};
-
-#define CF(b, n, s, d, m, cm, u)                                                                   \
-    {                                                                                              \
-        b, n, s, d, offsetof(skd_sandbox_config, m), offsetof(skd_sandbox_ceilings, cm), u         \
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        if (!l->ceil_env) {
+            c->max[i] = l->max;
+            continue;
+        }
+        int64_t v = setting(cfg, l, l->ceil_env, l->ceil);
+        /* auto0: only the CPU row has one, 0 standing for every core. */
+        if (v == 0 && l->auto0[0])
+            v = cores_x100();
+        c->max[i] = v * l->scale;
     }
-
-static const struct ceil_field ceil_fields[] = {
-    CF(SKD_CEIL_TIMEOUT, "timeout", "SKILLS_SANDBOX_MAX_TIMEOUT_MS", "SKILLS_SANDBOX_TIMEOUT_MS",
-       timeout_ms, max_timeout_ms, 1),
-    CF(SKD_CEIL_MEMORY, "memoryLimit", "SKILLS_SANDBOX_MAX_MEMORY_MB", "SKILLS_SANDBOX_MEMORY_MB",
-       memory_limit, max_memory_mb, 1),
-    CF(SKD_CEIL_CPU, "cpuLimit", "SKILLS_SANDBOX_MAX_CPU", "SKILLS_SANDBOX_CPU_PERCENT", cpu_limit,
-       max_cpu, 1),
-    CF(SKD_CEIL_PIDS, "pidsLimit", "SKILLS_SANDBOX_MAX_PIDS", "SKILLS_SANDBOX_PIDS_LIMIT",
-       pids_limit, max_pids, 1),
-    CF(SKD_CEIL_OUTPUT, "outputLimit", "SKILLS_SANDBOX_MAX_OUTPUT_BYTES",
-       "SKILLS_MAX_SANDBOX_OUTPUT_CHARS", output_limit, max_output_bytes, 1),
-    CF(SKD_CEIL_TMP, "tmpSize", "SKILLS_SANDBOX_MAX_TMP_MB", NULL, tmp_size, max_tmp_bytes, MIB),
-};
-
-#define NCEIL (sizeof(ceil_fields) / sizeof(ceil_fields[0]))
-
-static int64_t cfg_val(const skd_sandbox_config *sc, const struct ceil_field *f)
-{
-    return *(const int64_t *)((const char *)sc + f->cfg_off);
 }
 
-static int64_t ceil_val(const skd_sandbox_ceilings *c, const struct ceil_field *f)
+/* The ceiling of row i in the settings' unit, with " (MiB)" after it when
+ * that is not the field's unit, for messages. */
+static const char *scale_note(const skd_limit *l)
 {
-    return *(const int64_t *)((const char *)c + f->ceil_off);
+    return l->scale == SKD_LIMIT_MIB ? " (MiB)" : "";
 }
 
 int skd_sandbox_config_check(const skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil,
                              skd_err *err)
 {
-    for (size_t i = 0; i < NCEIL; i++) {
-        const struct ceil_field *f = &ceil_fields[i];
-        int64_t v = cfg_val(sc, f), max = ceil_val(ceil, f);
-        if (v > max)
-            return skd_err_set(err, SKD_EINVAL, "%s %lld is above the operator's ceiling %s=%lld%s",
-                               f->name, (long long)v, f->setting, (long long)(max / f->unit),
-                               f->unit == MIB ? " (MiB)" : "");
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        int64_t v = skd_limit_get(sc, i), max = ceil->max[i];
+        if (v < l->min || v > l->max)
+            return skd_err_set(err, SKD_EINVAL, "sandbox config: %s must be in [%lld, %lld]",
+                               l->key, (long long)l->min, (long long)l->max);
+        if (v <= max)
+            continue;
+        if (l->kind == SKD_LIMIT_BOOL)
+            return skd_err_set(err, SKD_EFORBIDDEN,
+                               "%s: the operator has not allowed it (%s=false)", l->key,
+                               l->ceil_env ? l->ceil_env : "no setting");
+        return skd_err_set(err, SKD_EINVAL, "%s %lld is above the operator's ceiling %s=%lld%s",
+                           l->key, (long long)v, l->ceil_env ? l->ceil_env : "(none)",
+                           (long long)(max / l->scale), scale_note(l));
     }
-    if (sc->network_enabled && !ceil->network_allowed)
-        return skd_err_set(err, SKD_EFORBIDDEN,
-                           "networkEnabled: the operator has not allowed network access "
-                           "(SKILLS_SANDBOX_NETWORK_ENABLED=false)");
     return 0;
 }
 
 unsigned skd_sandbox_config_clamp(skd_sandbox_config *sc, const skd_sandbox_ceilings *ceil)
 {
     unsigned bits = 0;
-    for (size_t i = 0; i < NCEIL; i++) {
-        const struct ceil_field *f = &ceil_fields[i];
-        int64_t max = ceil_val(ceil, f);
-        if (cfg_val(sc, f) > max) {
-            *(int64_t *)((char *)sc + f->cfg_off) = max;
-            bits |= f->bit;
+    for (int i = 0; i < SKD_LIMIT_N; i++)
+        if (skd_limits[i].kind == SKD_LIMIT_INT && skd_limit_get(sc, i) > ceil->max[i]) {
+            skd_limit_set(sc, i, ceil->max[i]);
+            bits |= 1u << i;
         }
-    }
     return bits;
 }
 
 json_t *skd_sandbox_clamped_json(unsigned bits)
 {
     json_t *a = json_array();
-    for (size_t i = 0; a && i < NCEIL; i++)
-        if ((bits & ceil_fields[i].bit) &&
-            json_array_append_new(a, json_string(ceil_fields[i].name))) {
+    for (int i = 0; a && i < SKD_LIMIT_N; i++)
+        if ((bits & (1u << i)) && json_array_append_new(a, json_string(skd_limits[i].key))) {
             json_decref(a);
             return NULL;
         }
     return a;
 }
 
+/* The defaults before they are held to the ceilings. */
 static void raw_defaults(skd_sandbox_config *c, const skd_config *cfg)
 {
     memset(c, 0, sizeof(*c));
-    c->cpu_limit = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_CPU_PERCENT") : 100;
-    c->memory_limit = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_MEMORY_MB") : 512;
-    c->timeout_ms = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_TIMEOUT_MS") : 10000;
-    c->network_enabled = 0; /* a caller asks; SKILLS_SANDBOX_NETWORK_ENABLED permits */
-    c->read_only = 1;
-    c->workspace_read_only = 0;
-    c->pids_limit = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_PIDS_LIMIT") : 64;
-    c->output_limit = cfg ? skd_config_int(cfg, "SKILLS_MAX_SANDBOX_OUTPUT_CHARS") : 100000;
-    c->file_size_limit = DEF_FILE_SIZE;
-    c->tmp_size = DEF_TMP_SIZE;
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        skd_limit_set(c, i, setting(cfg, l, l->def_env, l->def) * l->scale);
+    }
     c->workspace_quota = 0; /* no cfg: no overlay (a bare runner of tests and benchmarks) */
     if (cfg && strcmp(skd_config_str(cfg, "SKILLS_SANDBOX_WORKSPACE_QUOTA"), "off") != 0)
         c->workspace_quota = skd_config_int(cfg, "SKILLS_WORKSPACE_QUOTA_BYTES");
@@ -161,15 +196,15 @@ int skd_sandbox_ceilings_warn(const skd_config *cfg)
     int n = 0;
     raw_defaults(&c, cfg);
     skd_sandbox_ceilings_from_config(&ceil, cfg);
-    for (size_t i = 0; i < NCEIL; i++) {
-        const struct ceil_field *f = &ceil_fields[i];
-        int64_t v = cfg_val(&c, f), max = ceil_val(&ceil, f);
-        if (v <= max)
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        int64_t v = skd_limit_get(&c, i), max = ceil.max[i];
+        if (l->kind != SKD_LIMIT_INT || v <= max)
             continue;
         n++;
         skd_warn("%s=%lld is above the ceiling %s=%lld%s: runs use the ceiling",
-                 f->def_setting ? f->def_setting : "the built-in default", (long long)(v / f->unit),
-                 f->setting, (long long)(max / f->unit), f->unit == MIB ? " (MiB)" : "");
+                 l->def_env ? l->def_env : "the built-in default", (long long)(v / l->scale),
+                 l->ceil_env ? l->ceil_env : "(none)", (long long)(max / l->scale), scale_note(l));
     }
     return n;
 }
@@ -182,43 +217,73 @@ void skd_sandbox_config_defaults(skd_sandbox_config *c, const skd_config *cfg)
     (void)skd_sandbox_config_clamp(c, &ceil);
 }
 
-struct field {
-    const char *name;
-    size_t off;
-    int is_bool;
-    int64_t min, max;
-};
-
-#define F_INT(n, m, lo, hi)                                                                        \
-    {                                                                                              \
-        n, offsetof(skd_sandbox_config, m), 0, lo, hi                                              \
-    }
-#define F_BOOL(n, m)                                                                               \
-    {                                                                                              \
-        n, offsetof(skd_sandbox_config, m), 1, 0, 1                                                \
-    }
-
-static const struct field fields[] = {
-    F_INT("cpuLimit", cpu_limit, 1, 102400),
-    F_INT("memoryLimit", memory_limit, SKD_SANDBOX_MIN_MEMORY_MB, 1048576),
-    F_INT("timeout", timeout_ms, 1, SKD_SANDBOX_MAX_TIMEOUT_MS),
-    F_BOOL("networkEnabled", network_enabled),
-    F_BOOL("readOnly", read_only),
-    F_BOOL("workspaceReadOnly", workspace_read_only),
-    F_INT("pidsLimit", pids_limit, 1, SKD_SANDBOX_MAX_PIDS),
-    F_INT("outputLimit", output_limit, 0, 1LL << 30),
-    F_INT("fileSizeLimit", file_size_limit, 1, 1LL << 40),
-    F_INT("tmpSize", tmp_size, MIB, 1LL << 36),
-};
-
-#define NFIELDS (sizeof(fields) / sizeof(fields[0]))
-
-static const struct field *find_field(const char *name)
+int skd_sandbox_limits_describe(const skd_config *cfg, char *buf, size_t cap)
 {
-    for (size_t i = 0; i < NFIELDS; i++)
-        if (strcmp(fields[i].name, name) == 0)
-            return &fields[i];
-    return NULL;
+    skd_sandbox_config raw, def;
+    skd_sandbox_ceilings ceil;
+    size_t len = 0;
+    int over = 0;
+    raw_defaults(&raw, cfg);
+    skd_sandbox_config_defaults(&def, cfg);
+    skd_sandbox_ceilings_from_config(&ceil, cfg);
+    buf[0] = '\0';
+    for (int i = 0; i < SKD_LIMIT_N && len < cap; i++) {
+        const skd_limit *l = &skd_limits[i];
+        long long v = (long long)skd_limit_get(&def, i), max = (long long)ceil.max[i];
+        int n;
+        over += skd_limit_get(&raw, i) != skd_limit_get(&def, i);
+        if (l->kind == SKD_LIMIT_BOOL)
+            n = snprintf(buf + len, cap - len, "%s%s %s%s", i ? ", " : "", l->key,
+                         v ? "true" : "false",
+                         !l->ceil_env ? ""
+                         : max        ? " (allowed)"
+                                      : " (not allowed)");
+        else if (l->ceil_env)
+            n = snprintf(buf + len, cap - len, "%s%s %lld (ceiling %lld)", i ? ", " : "", l->key, v,
+                         max);
+        else
+            n = snprintf(buf + len, cap - len, "%s%s %lld", i ? ", " : "", l->key, v);
+        len += n > 0 ? (size_t)n : 0;
+    }
+    return over;
+}
+
+json_t *skd_sandbox_limit_schema(json_t *schema, int id)
+{
+    const skd_limit *l = &skd_limits[id];
+    json_t *props = json_object_get(schema, "properties");
+    json_t *v = l->kind == SKD_LIMIT_BOOL
+                    ? json_pack("{s:s}", "type", "boolean")
+                    : json_pack("{s:s, s:I, s:I}", "type", "integer", "minimum", (json_int_t)l->min,
+                                "maximum", (json_int_t)l->max);
+    if (!json_is_object(props) || !l->mkey || !v || json_object_set_new(props, l->mkey, v)) {
+        json_decref(schema);
+        return NULL;
+    }
+    return schema;
+}
+
+/* ---- the JSON form --------------------------------------------------------- */
+
+/* Set row l of c from the JSON value v; path names it in messages. */
+static int limit_from_json(skd_sandbox_config *c, const skd_limit *l, const json_t *v,
+                           const char *path, skd_err *err)
+{
+    int id = (int)(l - skd_limits);
+    if (l->kind == SKD_LIMIT_BOOL) {
+        if (!json_is_boolean(v))
+            return skd_err_set(err, SKD_EINVAL, "%s must be a boolean", path);
+        skd_limit_set(c, id, json_is_true(v));
+        return 0;
+    }
+    if (!json_is_integer(v))
+        return skd_err_set(err, SKD_EINVAL, "%s must be an integer", path);
+    json_int_t n = json_integer_value(v);
+    if (n < l->min || n > l->max)
+        return skd_err_set(err, SKD_EINVAL, "%s must be in [%lld, %lld]", path, (long long)l->min,
+                           (long long)l->max);
+    skd_limit_set(c, id, n);
+    return 0;
 }
 
 int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_err *err)
@@ -230,24 +295,15 @@ int skd_sandbox_config_from_json(skd_sandbox_config *c, const json_t *obj, skd_e
     skd_sandbox_config tmp = *c;
     const char *key;
     json_t *v;
+    char path[96];
     json_object_foreach ((json_t *)obj, key, v) {
-        const struct field *f = find_field(key);
-        if (!f)
+        const skd_limit *l = skd_limit_by_key(key, 0);
+        if (!l)
             return skd_err_set(err, SKD_EINVAL, "sandbox config: unknown field '%s'", key);
-        char *slot = (char *)&tmp + f->off;
-        if (f->is_bool) {
-            if (!json_is_boolean(v))
-                return skd_err_set(err, SKD_EINVAL, "sandbox config: %s must be a boolean", key);
-            *(int *)slot = json_is_true(v);
-            continue;
-        }
-        if (!json_is_integer(v))
-            return skd_err_set(err, SKD_EINVAL, "sandbox config: %s must be an integer", key);
-        json_int_t n = json_integer_value(v);
-        if (n < f->min || n > f->max)
-            return skd_err_set(err, SKD_EINVAL, "sandbox config: %s must be in [%lld, %lld]", key,
-                               (long long)f->min, (long long)f->max);
-        *(int64_t *)slot = n;
+        snprintf(path, sizeof(path), "sandbox config: %s", key);
+        int rc = limit_from_json(&tmp, l, v, path, err);
+        if (rc)
+            return rc;
     }
     *c = tmp;
     return 0;
@@ -258,11 +314,10 @@ json_t *skd_sandbox_config_to_json(const skd_sandbox_config *c)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    for (size_t i = 0; i < NFIELDS; i++) {
-        const char *slot = (const char *)c + fields[i].off;
-        json_t *v = fields[i].is_bool ? json_boolean(*(const int *)slot)
-                                      : json_integer(*(const int64_t *)slot);
-        if (json_object_set_new(o, fields[i].name, v)) {
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        int64_t n = skd_limit_get(c, i);
+        json_t *v = skd_limits[i].kind == SKD_LIMIT_BOOL ? json_boolean(n) : json_integer(n);
+        if (json_object_set_new(o, skd_limits[i].key, v)) {
             json_decref(o);
             return NULL;
         }

@@ -66,6 +66,13 @@ typedef struct skd__spawned {
                       loopback for the egress proxy (src/net/egress.h), else -1 */
 } skd__spawned;
 
+/* A skd__spawned with no descriptor yet. */
+#define SKD__SPAWNED_NONE                                                                          \
+    {                                                                                              \
+        .pidfd = -1, .stdin_fd = -1, .stdout_fd = -1, .stderr_fd = -1, .status_fd = -1,            \
+        .egress_fd = -1                                                                            \
+    }
+
 /* Filled by the runner from waitid() before cleanup; cleanup may change it
  * and sets oom_killed. */
 typedef struct skd__outcome {

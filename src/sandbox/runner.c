@@ -9,7 +9,7 @@
  * counts, NUL bytes); the provider sees only the copies made here.
  */
 #include "sandbox/runner_int.h"
-#include "sandbox/spawner/egress_place.h"
+#include "sandbox/env.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -78,13 +78,6 @@ void skd__run_free(struct run *run)
     free(run);
 }
 
-static const char *const default_env[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-    "HOME=/workspace",
-    "LANG=C.UTF-8",
-    NULL,
-};
-
 static int check_env(char **envp, skd_err *err)
 {
     for (char **p = envp; *p; p++) {
@@ -99,17 +92,6 @@ static int is_container_runtime(const char *rt)
 {
     return rt && (strcmp(rt, "docker") == 0 || strcmp(rt, "podman") == 0);
 }
-/* The name of a NAME=value entry is one the egress proxy sets. */
-static int is_proxy_var(const char *entry)
-{
-    for (const char *const *p = skd__egress_env; *p; p++) {
-        size_t n = (size_t)(strchr(*p, '=') - *p) + 1;
-        if (strncmp(entry, *p, n) == 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* networkEnabled: the proxy variables replace any the caller set, so every
  * tool inside goes through the egress proxy and nothing bypasses it. */
 static int add_proxy_env(struct run *run, skd_err *err)
@@ -117,13 +99,13 @@ static int add_proxy_env(struct run *run, skd_err *err)
     size_t n = 0, k = 0, extra = 0;
     while (run->envp[n])
         n++;
-    while (skd__egress_env[extra])
+    while (skd__sandbox_env_proxy[extra])
         extra++;
     char **v = calloc(n + extra + 1, sizeof(*v));
     if (!v)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     for (size_t i = 0; i < n; i++) {
-        if (is_proxy_var(run->envp[i]))
+        if (skd__sandbox_env_is_proxy(run->envp[i]))
             free(run->envp[i]);
         else
             v[k++] = run->envp[i];
@@ -131,7 +113,7 @@ static int add_proxy_env(struct run *run, skd_err *err)
     free(run->envp);
     run->envp = v;
     for (size_t i = 0; i < extra; i++)
-        if (!(v[k++] = strdup(skd__egress_env[i])))
+        if (!(v[k++] = strdup(skd__sandbox_env_proxy[i])))
             return skd_err_set(err, SKD_ENOMEM, "out of memory");
     return 0;
 }
@@ -152,8 +134,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         goto fail;
     }
     if ((rc = copy_vec(spec->argv, SKD_SANDBOX_MAX_ARGS, &run->argv, err)) ||
-        (rc = copy_vec(spec->env ? spec->env : default_env, SKD_SANDBOX_MAX_ARGS, &run->envp,
-                       err)) ||
+        (rc = copy_vec(spec->env ? spec->env : skd__sandbox_env_base, SKD_SANDBOX_MAX_ARGS,
+                       &run->envp, err)) ||
         (rc = check_env(run->envp, err)))
         goto fail;
     run->cfg = spec->config ? *spec->config : r->defaults;
@@ -428,19 +410,10 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->owner_uid = opts->owner_uid_set ? opts->owner_uid : (unsigned)geteuid();
     k->owner_gid = opts->owner_uid_set ? opts->owner_gid : (unsigned)getegid();
     /* The ceilings, checked again there: the last line. */
-    k->max_cpu = r->ceilings.max_cpu;
-    k->max_memory_mb = r->ceilings.max_memory_mb;
-    k->max_timeout_ms = r->ceilings.max_timeout_ms;
-    k->max_pids = r->ceilings.max_pids;
-    k->max_output_bytes = r->ceilings.max_output_bytes;
-    k->max_tmp_bytes = r->ceilings.max_tmp_bytes;
-    k->network_allowed = r->ceilings.network_allowed;
+    k->ceil = r->ceilings;
     k->workspace_quota = r->defaults.workspace_quota;
     k->data_reserve = r->defaults.data_reserve;
-    k->tmp_size = r->defaults.tmp_size;
-    k->memory_mb = r->defaults.memory_limit;
-    k->pids = r->defaults.pids_limit;
-    k->cpu = r->defaults.cpu_limit;
+    k->defaults = r->defaults;
     k->warm = opts->one_run ? 1 : 2;
     k->workspace_max_entries = cfg ? skd_config_int(cfg, "SKILLS_WORKSPACE_MAX_ENTRIES") : 0;
     return 0;

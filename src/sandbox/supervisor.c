@@ -192,12 +192,7 @@ static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err 
 /* Spawn a run that left the queue (state RUN_STARTING, slot counted). */
 static void start_run(skd_runner *r, struct run *run)
 {
-    skd__spawned sp = {.pidfd = -1,
-                       .stdin_fd = -1,
-                       .stdout_fd = -1,
-                       .stderr_fd = -1,
-                       .status_fd = -1,
-                       .egress_fd = -1};
+    skd__spawned sp = SKD__SPAWNED_NONE;
     skd_err e = {0};
     run->started = skd_mono_ms();
     if (run->cfg.network_enabled && !skd__runner_egress(r, &e)) {

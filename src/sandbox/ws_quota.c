@@ -413,22 +413,12 @@ static int put_file(struct pass *p, int udir, int wdir, const char *name, const 
     }
     for (;;) { /* tmpfs to DATA_DIR: copy_file_range would only say EXDEV */
         char buf[65536];
-        ssize_t n = read(in, buf, sizeof(buf)), w = 0;
+        ssize_t n = read(in, buf, sizeof(buf));
         if (n == 0)
             break;
-        while (n > 0 && w < n) {
-            ssize_t k = write(out, buf + w, (size_t)(n - w));
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k < 0) {
-                n = -1;
-                break;
-            }
-            w += k;
-        }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0) {
+        if (n < 0 || skd_write_all(out, buf, (size_t)n) != 0) {
             rc = errno == ENOSPC ? skd_err_set(p->err, SKD_EQUOTA, "workspace commit: disk full")
                                  : fail_io(p, "copy", name);
             goto done;

@@ -582,10 +582,8 @@ void skd__a2a_free(skd_a2a *a)
 {
     if (!a)
         return;
+    skd__a2a_cancel_all(a);
     pthread_mutex_lock(&a->mu);
-    a->closing = 1;
-    for (a2a_task *t = a->live; t; t = t->next)
-        skd_cancel_fire(t->cancel);
     while (a->nthreads > 0)
         pthread_cond_wait(&a->idle, &a->mu);
     pthread_mutex_unlock(&a->mu);

@@ -33,17 +33,8 @@ struct stdio_srv {
 
 static void write_all(struct stdio_srv *st, const char *p, size_t n)
 {
-    while (n > 0 && !st->out_broken) {
-        ssize_t w = write(st->out_fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            st->out_broken = 1; /* the client is gone; keep draining input */
-            return;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
+    if (!st->out_broken && skd_write_all(st->out_fd, p, n) != 0)
+        st->out_broken = 1; /* the client is gone; keep draining input */
 }
 
 /* skd_mcp_send_fn: one message, one line. */

@@ -355,30 +355,20 @@ json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_e
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
     if (limit <= 0 || limit > 1000)
         limit = 100;
     /* Rows of calls already answered are read too. */
-    if ((rc = skd_store_audit_flush(st, err)) || (rc = skd__conn_get(st, &c, err)) ||
-        (rc = skd__q_start(c, &q_list, &q, err)))
+    if ((rc = skd_store_audit_flush(st, err)) ||
+        (rc = skd__list_start(st, &q_list, &c, &q, &arr, err)))
         goto out;
     skd__q_text(&q, 1, key_id);
     skd__q_int(&q, 2, limit);
     while ((rc = skd__q_step(&q, err)) == 1)
         json_array_append_new(arr, row_json(&q));
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }
 
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err)

@@ -94,14 +94,9 @@ json_t *skd_store_bundle_list(skd_store *st, const char *key_id, const char *nam
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if ((rc = skd__conn_get(st, &c, err)) ||
-        (rc = skd__q_start(c, key_id ? &q_list_key : &q_list_all, &q, err)))
+    if ((rc = skd__list_start(st, key_id ? &q_list_key : &q_list_all, &c, &q, &arr, err)))
         goto out;
     skd__q_text(&q, 1, name ? name : "");
     if (key_id)
@@ -121,11 +116,5 @@ json_t *skd_store_bundle_list(skd_store *st, const char *key_id, const char *nam
             json_array_append_new(arr, row);
     }
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }

@@ -507,13 +507,9 @@ json_t *skd_store_key_list(skd_store *st, skd_err *err)
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_list, &q, err)))
+    if ((rc = skd__list_start(st, &q_list, &c, &q, &arr, err)))
         goto out;
     while ((rc = skd__q_step(&q, err)) == 1) {
         skd_key_info k;
@@ -524,13 +520,7 @@ json_t *skd_store_key_list(skd_store *st, skd_err *err)
                                         (json_int_t)k.created_ms, "revoked", k.revoked));
     }
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }
 
 int skd_store_key_count(skd_store *st, int64_t *count, skd_err *err)

@@ -136,6 +136,28 @@ int skd__q_start(skd__conn *c, skd__sql *sql, skd__q *q, skd_err *err)
     return rc;
 }
 
+int skd__list_start(skd_store *st, skd__sql *sql, skd__conn **c, skd__q *q, json_t **arr,
+                    skd_err *err)
+{
+    int rc;
+    if (!(*arr = json_array()))
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    if ((rc = skd__conn_get(st, c, err)) == 0)
+        rc = skd__q_start(*c, sql, q, err);
+    return rc;
+}
+
+json_t *skd__list_end(skd_store *st, skd__conn *c, skd__q *q, json_t *arr, int rc)
+{
+    skd__q_end(q);
+    skd__conn_put(st, c);
+    if (rc) {
+        json_decref(arr);
+        return NULL;
+    }
+    return arr;
+}
+
 void skd__q_text(skd__q *q, int i, const char *s)
 {
     if (q->c->st->kind == SKD__STORE_PG)

@@ -439,15 +439,11 @@ json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state,
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
     if (limit <= 0 || limit > 10000)
         limit = 100;
-    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_list, &q, err)))
+    if ((rc = skd__list_start(st, &q_list, &c, &q, &arr, err)))
         goto out;
     skd__q_text(&q, 1, key_id);
     skd__q_text(&q, 2, state);
@@ -464,13 +460,7 @@ json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state,
             json_array_append_new(arr, o);
     }
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }
 
 int skd__store_changed(skd_store *st, const char *topic, skd_err *err)

@@ -103,13 +103,9 @@ json_t *skd_store_skill_list(skd_store *st, skd_err *err)
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_list, &q, err)))
+    if ((rc = skd__list_start(st, &q_list, &c, &q, &arr, err)))
         goto out;
     while ((rc = skd__q_step(&q, err)) == 1) {
         const char *owner = skd__q_col(&q, 0);
@@ -125,11 +121,5 @@ json_t *skd_store_skill_list(skd_store *st, skd_err *err)
             json_array_append_new(arr, row);
     }
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }

@@ -131,6 +131,14 @@ int64_t skd__q_changes(const skd__q *q);
 /* Reset q for the next use of its statement (q may be unstarted). */
 void skd__q_end(skd__q *q);
 
+/* The two ends of a listing. skd__list_start: a new empty array into *arr
+ * (NULL and SKD_ENOMEM when there is none), a connection into *c and sql
+ * started as q. skd__list_end: q and c given back (either may be unstarted
+ * or NULL), and arr (stolen) returned when rc is 0, else freed and NULL. */
+int skd__list_start(skd_store *st, skd__sql *sql, skd__conn **c, skd__q *q, json_t **arr,
+                    skd_err *err);
+json_t *skd__list_end(skd_store *st, skd__conn *c, skd__q *q, json_t *arr, int rc);
+
 /* Run a statement without results to its end; *changes may be NULL. */
 int skd__q_run(skd__q *q, int64_t *changes, skd_err *err);
 

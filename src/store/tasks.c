@@ -94,14 +94,10 @@ json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *ctx, 
 {
     skd__conn *c = NULL;
     skd__q q = {0};
-    json_t *arr = json_array();
+    json_t *arr = NULL;
     int rc;
     *total = 0;
-    if (!arr) {
-        skd_err_set(err, SKD_ENOMEM, "out of memory");
-        return NULL;
-    }
-    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_count, &q, err)))
+    if ((rc = skd__list_start(st, &q_count, &c, &q, &arr, err)))
         goto out;
     bind_filter(&q, key_id, ctx, state);
     if ((rc = skd__q_step(&q, err)) == 1) {
@@ -122,13 +118,7 @@ json_t *skd_store_task_list(skd_store *st, const char *key_id, const char *ctx, 
             json_array_append_new(arr, t);
     }
 out:
-    skd__q_end(&q);
-    skd__conn_put(st, c);
-    if (rc) {
-        json_decref(arr);
-        return NULL;
-    }
-    return arr;
+    return skd__list_end(st, c, &q, arr, rc);
 }
 
 int skd_store_task_prune(skd_store *st, int64_t before_ms, int64_t *removed, skd_err *err)

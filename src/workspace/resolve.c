@@ -21,22 +21,20 @@
  */
 #include "workspace/resolve.h"
 #include "skilld/log.h"
+#include "skilld/util.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <stdatomic.h>
-#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_LINKS 40      /* as the kernel's MAXSYMLINKS */
-#define MAX_STACK 256     /* directory nesting followed */
-#define BUF_CAP 8192      /* path plus spliced symlink targets */
-#define OPENAT2_RETRIES 8 /* EAGAIN: a rename raced the kernel's lookup */
-#define MAX_UP 4096       /* ".." steps when checking containment */
+#define MAX_LINKS 40  /* as the kernel's MAXSYMLINKS */
+#define MAX_STACK 256 /* directory nesting followed */
+#define BUF_CAP 8192  /* path plus spliced symlink targets */
+#define MAX_UP 4096   /* ".." steps when checking containment */
 
 static atomic_int no_openat2; /* 1 once openat2 answered ENOSYS */
 static atomic_int force_user; /* tests */
@@ -49,18 +47,7 @@ int skd__ws_force_userspace(int on)
 
 static int kernel_beneath(int root, const char *path, int flags, mode_t mode)
 {
-    struct open_how how;
-    memset(&how, 0, sizeof(how));
-    how.flags = (uint64_t)(unsigned)flags;
-    how.mode = (flags & (O_CREAT | O_TMPFILE)) ? (uint64_t)mode : 0;
-    how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
-    for (int i = 0;; i++) {
-        long fd = syscall(SYS_openat2, root, path, &how, sizeof(how));
-        if (fd >= 0)
-            return (int)fd;
-        if (errno != EAGAIN || i >= OPENAT2_RETRIES)
-            return -1;
-    }
+    return skd_openat2(root, path, flags, mode, RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS);
 }
 
 static int same_file(const struct stat *a, const struct stat *b)

@@ -35,7 +35,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -145,12 +144,9 @@ static int keep_data_fd(const char *data_dir, int fd)
 static int open_fast(int datafd, const char *hex)
 {
     char rel[16 + SKD_SHA256_HEX_LEN];
-    struct open_how how = {
-        .flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC,
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS,
-    };
+    const uint64_t how = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
     snprintf(rel, sizeof(rel), "workspaces/%s", hex);
-    long fd = syscall(SYS_openat2, datafd, rel, &how, sizeof(how));
+    int fd = skd_openat2(datafd, rel, O_RDONLY | O_DIRECTORY, 0, how);
     if (fd < 0 && errno == ENOENT) {
         if (mkdirat(datafd, "workspaces", 0700) != 0 && errno != EEXIST)
             return -1;
@@ -161,9 +157,9 @@ static int open_fast(int datafd, const char *hex)
         close(root);
         if (!made)
             return -1;
-        fd = syscall(SYS_openat2, datafd, rel, &how, sizeof(how));
+        fd = skd_openat2(datafd, rel, O_RDONLY | O_DIRECTORY, 0, how);
     }
-    return (int)fd;
+    return fd;
 }
 
 /* hex SHA-256 of key_id, remembered per thread for the last key (a worker

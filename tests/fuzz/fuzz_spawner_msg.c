@@ -5,7 +5,9 @@
  * The decoder must survive any packet, accept only messages whose required
  * fields are present, and close every descriptor it received: the ones it
  * refused at once, the rest when the message is freed. An accepted message
- * must survive a round trip through the encoder unchanged. */
+ * must survive a round trip through the encoder unchanged. The limits are
+ * tagged fields (one per row of include/skilld/limits.h): an accepted
+ * message holds each tag at most once, each value in its row's range. */
 #include "sandbox/spawner/spawner_proto.h"
 
 #include <fcntl.h>
@@ -43,8 +45,9 @@ static void round_trip(const skd__spawn_msg *m)
         skd__spawn_out_str(&o, SKD__T_ARG, m->argv[i]);
     for (size_t i = 0; i < m->envc; i++)
         skd__spawn_out_str(&o, SKD__T_ENV, m->envp[i]);
-    if (m->has_config)
-        skd__spawn_out_config(&o, &m->cfg);
+    for (int i = 0; i < SKD_LIMIT_N; i++)
+        if (m->limits_seen & (1u << i))
+            skd__spawn_out_limit(&o, skd_limits[i].tag, skd_limit_get(&m->cfg, i));
     if (m->code)
         skd__spawn_out_i32(&o, SKD__T_CODE, m->code);
     if (m->has_outcome)
@@ -56,8 +59,11 @@ static void round_trip(const skd__spawn_msg *m)
         abort();
     if (back.type != m->type || back.handle != m->handle || back.argc != m->argc ||
         back.envc != m->envc || (m->id && strcmp(back.id, m->id) != 0) ||
-        (m->has_config && memcmp(&back.cfg, &m->cfg, sizeof(m->cfg)) != 0))
+        back.limits_seen != m->limits_seen || back.has_config != m->has_config)
         abort();
+    for (int i = 0; i < SKD_LIMIT_N; i++)
+        if (skd_limit_get(&back.cfg, i) != skd_limit_get(&m->cfg, i))
+            abort();
     for (size_t i = 0; i < m->argc; i++)
         if (strcmp(back.argv[i], m->argv[i]) != 0)
             abort();
@@ -84,6 +90,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (m.type == SKD__REQ_PREPARE && (!m.provider || !m.id || !m.image || !m.cwd || !m.argc ||
                                        !m.argv[0] || m.argv[m.argc] || !m.has_config))
+        abort();
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        int64_t v = skd_limit_get(&m.cfg, i);
+        if ((m.limits_seen & (1u << i)) && (v < skd_limits[i].min || v > skd_limits[i].max))
+            abort(); /* a value out of its row's range got through */
+    }
+    if (m.has_config != (m.limits_seen == (1u << SKD_LIMIT_N) - 1))
         abort();
     /* The fds stay open, owned by the message, until taken or freed. */
     for (int i = 0; i < n; i++)

@@ -3,6 +3,7 @@
  * issue 4 (and the IPv6 forms that wrap IPv4), public examples that must stay
  * reachable, the administrator's exceptions and the URL checks.
  */
+#include "net/pin.h"
 #include "skilld/net.h"
 #include "skilld/skilld.h"
 #include "tap.h"
@@ -214,6 +215,44 @@ TEST(bad_settings_refused)
     skd_config_free(cfg);
 }
 
+/* The one parser of host:port:address pins, which the guard checks with
+ * and the egress proxy connects by. */
+TEST(pins_parsed)
+{
+    struct skd__pin p;
+    CHECK_EQ_INT(skd__pin_parse("A.Test:8080:10.1.2.3", &p), 0);
+    CHECK_STR(p.host, "a.test");
+    CHECK_EQ_INT(p.port, 8080);
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&p.sa;
+    CHECK(in->sin_family == AF_INET && ntohs(in->sin_port) == 8080 && p.salen == sizeof(*in));
+    CHECK(in->sin_addr.s_addr == htonl(0x0a010203));
+    CHECK_EQ_INT(skd__pin_parse("b.test:443:[::1]", &p), 0);
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&p.sa;
+    CHECK(in6->sin6_family == AF_INET6 && ntohs(in6->sin6_port) == 443);
+    CHECK(IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) && p.salen == sizeof(*in6));
+    CHECK_EQ_INT(skd__pin_parse("c.test:80:::1", &p), 0); /* brackets are optional */
+    char longhost[300];
+    memset(longhost, 'h', 254);
+    snprintf(longhost + 254, sizeof(longhost) - 254, ":80:1.2.3.4");
+    static const char *const bad[] = {"",
+                                      "host",
+                                      "host:80",
+                                      ":80:1.2.3.4",
+                                      "h:0:1.2.3.4",
+                                      "h:65536:1.2.3.4",
+                                      "h:x:1.2.3.4",
+                                      "h:80:",
+                                      "h:80:[]",
+                                      "h:80:nope",
+                                      "h::1.2.3.4",
+                                      "h:123456789:1.2.3.4"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_EQ_INT(skd__pin_parse(bad[i], &p), SKD_EINVAL);
+    CHECK_EQ_INT(skd__pin_parse(longhost, &p), SKD_EINVAL);
+    longhost[1] = ':';
+    CHECK_EQ_INT(skd__pin_parse(longhost, &p), SKD_EINVAL); /* h:hhh...:80:... */
+}
+
 TEST(allow_and_deny_hosts)
 {
     skd_net_guard *g = guard_with("SKILLS_OUTBOUND_ALLOW_HOSTS", "Intranet.Test.");
@@ -261,6 +300,7 @@ int main(void)
     RUN(other_families_refused);
     RUN(allow_cidrs);
     RUN(bad_settings_refused);
+    RUN(pins_parsed);
     RUN(allow_and_deny_hosts);
     RUN(url_checks);
     return TAP_END();

@@ -32,13 +32,13 @@ TEST(ceiling_defaults)
     skd_sandbox_ceilings c;
     skd_sandbox_ceilings_from_config(&c, cfg);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    CHECK_EQ_INT(c.max_timeout_ms, 60000);
-    CHECK_EQ_INT(c.max_memory_mb, 1024);
-    CHECK_EQ_INT(c.max_cpu, (cores > 0 ? cores : 1) * 100);
-    CHECK_EQ_INT(c.max_pids, 256);
-    CHECK_EQ_INT(c.max_output_bytes, 1 << 20);
-    CHECK_EQ_INT(c.max_tmp_bytes, 256LL << 20);
-    CHECK_EQ_INT(c.network_allowed, 0);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_TIMEOUT], 60000);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_MEMORY], 1024);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_CPU], (cores > 0 ? cores : 1) * 100);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_PIDS], 256);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_OUTPUT], 1 << 20);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_TMP], 256LL << 20);
+    CHECK_EQ_INT(c.max[SKD_LIMIT_NETWORK], 0);
     /* The same without a configuration. */
     skd_sandbox_ceilings d;
     skd_sandbox_ceilings_from_config(&d, NULL);
@@ -118,7 +118,7 @@ TEST(clamp_lowers_and_names)
     sc.memory_limit = 100; /* at the ceiling: not clamped */
     sc.pids_limit = 10000;
     unsigned bits = skd_sandbox_config_clamp(&sc, &ceil);
-    CHECK_EQ_INT(bits, SKD_CEIL_TIMEOUT | SKD_CEIL_PIDS);
+    CHECK_EQ_INT(bits, (1u << SKD_LIMIT_TIMEOUT) | (1u << SKD_LIMIT_PIDS));
     CHECK_EQ_INT(sc.timeout_ms, 2000);
     CHECK_EQ_INT(sc.memory_limit, 100);
     CHECK_EQ_INT(sc.pids_limit, 256);

@@ -40,11 +40,11 @@ TEST(shape)
     json_t *r = skd_doctor_run(NULL);
     CHECK(r != NULL);
     static const char *const names[] = {
-        "kernel",        "userns",     "cgroup_v2",          "cgroup_v1",
-        "cgroup_limits", "seccomp",    "no_new_privs",       "openat2",
-        "clone3",        "pidfd_open", "protected_symlinks", "protected_hardlinks",
-        "docker",        "podman",     "native_sandbox",     "mode_root",
-        "mode_rootless"};
+        "kernel",        "userns",        "cgroup_v2",          "cgroup_v1",
+        "cgroup_limits", "seccomp",       "no_new_privs",       "openat2",
+        "clone3",        "pidfd_open",    "protected_symlinks", "protected_hardlinks",
+        "docker",        "podman",        "native_sandbox",     "mode_root",
+        "mode_rootless", "sandbox_limits"};
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         CHECK(find(r, names[i]) != NULL);
     int worst = 0;

@@ -188,12 +188,13 @@ static int start_spawner(void)
     memset(&zconf, 0, sizeof(zconf));
     skd_strlcpy(zconf.data_dir, "/tmp/skilld-spawner-test", sizeof(zconf.data_dir));
     skd_strlcpy(zconf.runtime, "native", sizeof(zconf.runtime));
-    zconf.max_cpu = 200;
-    zconf.max_memory_mb = 256;
-    zconf.max_timeout_ms = 5000;
-    zconf.max_pids = 64;
-    zconf.max_output_bytes = 1 << 20;
-    zconf.max_tmp_bytes = 256LL << 20;
+    skd_sandbox_ceilings_from_config(&zconf.ceil, NULL);
+    zconf.ceil.max[SKD_LIMIT_CPU] = 200;
+    zconf.ceil.max[SKD_LIMIT_MEMORY] = 256;
+    zconf.ceil.max[SKD_LIMIT_TIMEOUT] = 5000;
+    zconf.ceil.max[SKD_LIMIT_PIDS] = 64;
+    zconf.ceil.max[SKD_LIMIT_OUTPUT] = 1 << 20;
+    zconf.ceil.max[SKD_LIMIT_TMP] = 256LL << 20;
     mkdir(zconf.data_dir, 0700);
     if (skd__zygote_fork(&zconf, &zctrl, &zpid) != 0)
         return -1;
@@ -259,6 +260,19 @@ TEST(hostile_requests_refused)
     put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);
     CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
     CHECK(strstr(msg, "timeout") != NULL);
+    /* Every row with a ceiling, one above it (include/skilld/limits.h):
+     * the spawner holds each to the ceilings it was told at start. */
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        if (!l->ceil_env || zconf.ceil.max[i] >= l->max)
+            continue;
+        over = c;
+        skd_limit_set(&over, i, zconf.ceil.max[i] + 1);
+        put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);
+        CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
+        CHECK_EQ_INT(code, SKD_EFORBIDDEN);
+        CHECK(strstr(msg, l->key) != NULL);
+    }
     over = c;
     over.pids_limit = 0;
     put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", &over, 1);

@@ -47,29 +47,19 @@ int skd__ctr_cg_v1(void)
 static int write_str(const char *dir, const char *file, const char *val)
 {
     char path[256];
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (snprintf(path, sizeof(path), "%s/%s", dir, file) >= (int)sizeof(path)) {
+        errno = ENAMETOOLONG;
         return -1;
-    ssize_t n = write(fd, val, strlen(val));
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)strlen(val) ? 0 : -1;
+    }
+    return skd_write_small(AT_FDCWD, path, 0, val) ? -1 : 0;
 }
 
 static int64_t read_i64(const char *dir, const char *file)
 {
     char path[256], buf[64];
     snprintf(path, sizeof(path), "%s/%s", dir, file);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (skd_read_small(AT_FDCWD, path, 0, buf, sizeof(buf), NULL))
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     buf[strcspn(buf, "\n")] = '\0';
     int64_t v;
     return skd_parse_i64(buf, 0, INT64_MAX, &v) == 0 ? v : -1;

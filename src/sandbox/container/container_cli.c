@@ -296,14 +296,8 @@ static int proc_start_time(long pid, unsigned long long *out)
 {
     char path[64], buf[1024];
     snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
+    if (skd_read_small(AT_FDCWD, path, 0, buf, sizeof(buf), NULL))
         return -1;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     char *p = strrchr(buf, ')'); /* comm (field 2) may hold spaces and parentheses */
     if (!p)
         return -1;

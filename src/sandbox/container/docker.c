@@ -5,7 +5,8 @@
  * --user, --memory-swap = --memory, ulimits, --init, --pull never, labels,
  * and a kill that is verified).
  *
- * Life of one run:
+ * Life of one run (this file; the `create` command line with every limit
+ * is docker_args.c's):
  *   prepare  `create -i` the container skilld-<id> with every limit. The
  *            engine validates the limits here, so a limit it cannot apply
  *            fails the run before anything ran (SKD_ESANDBOX with the
@@ -42,7 +43,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,39 +52,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/container/docker_int.h"
 #include "sandbox/spawner/egress_place.h"
-#include "sandbox/container/container.h"
-#include "sandbox/provider.h"
-#include "sandbox/ws_quota.h"
 #include "skilld/image.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
-
-#define SKD__CTR_UID 65534
-#define CTR_NAME_MAX 80
-#define CREATE_TIMEOUT_MS 60000
-#define SHORT_TIMEOUT_MS 20000
-#define KILL_GRACE_MS 5000
-#define NOFILE_LIMIT 1024
-#define NPROC_LIMIT 16384 /* RLIMIT_NPROC is per host uid; pids-limit is the real cap */
-#define MAX_WALK_DEPTH 128
-
-typedef struct ctr_state {
-    skd__engine eng;
-    char name[CTR_NAME_MAX]; /* skilld-<id> */
-    char *start_argv[6];     /* bin start -a -i name NULL */
-    char *kill_argv[7];      /* bin kill --signal KILL name NULL */
-    pid_t client;            /* the start -a -i client, or -1 */
-    int client_pidfd;        /* our copy for the kill helper, or -1 */
-    pid_t killer;            /* kill helper, or -1 */
-    char *ws;                /* workspace lent to the sandbox uid, or NULL */
-    skd__wsq *wsq;           /* the workspace quota overlay, or NULL */
-    char id[SKD_UUID_LEN + 1];
-    int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
-    int64_t reserve; /* SKILLS_DATA_RESERVE_BYTES for the commit */
-    char rundir[96]; /* podman: the client's working directory, or "" */
-    int network;     /* networkEnabled: the egress proxy goes into the container */
-} ctr_state;
 
 /* Podman's conmon (4.3 / 2.1) writes its OOM marker as a file "oom" in
  * its working directory, which it inherits from the start client. Each
@@ -152,12 +124,8 @@ static int podman_cgroups(skd_err *err)
                                    i == 3 ? " (boot with swapaccount=1)" : "");
         return 0;
     }
-    char buf[256] = "";
-    int fd = open("/sys/fs/cgroup/cgroup.controllers", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
-    if (fd >= 0)
-        close(fd);
-    buf[n > 0 ? n : 0] = '\0';
+    char buf[256];
+    (void)skd_read_small(AT_FDCWD, "/sys/fs/cgroup/cgroup.controllers", 0, buf, sizeof(buf), NULL);
     static const char *const need[] = {"cpu", "memory", "pids"};
     for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
         if (!has_word(buf, need[i]))
@@ -359,150 +327,6 @@ static void ws_release(const char *ws)
     pthread_mutex_unlock(&ws_mu);
 }
 
-/* A growable argv with strings owned by it (freed by argv_free). */
-typedef struct argv_b {
-    char **v;
-    size_t n, cap;
-    int oom;
-} argv_b;
-
-static void argv_add(argv_b *a, const char *s)
-{
-    if (a->oom)
-        return;
-    if (a->n + 2 > a->cap) {
-        size_t cap = a->cap ? a->cap * 2 : 64;
-        char **v = realloc(a->v, cap * sizeof(*v));
-        if (!v) {
-            a->oom = 1;
-            return;
-        }
-        a->v = v;
-        a->cap = cap;
-    }
-    if (!(a->v[a->n] = strdup(s))) {
-        a->oom = 1;
-        return;
-    }
-    a->v[++a->n] = NULL;
-}
-
-static void argv_addf(argv_b *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void argv_addf(argv_b *a, const char *fmt, ...)
-{
-    char buf[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof(buf)) {
-        a->oom = 1;
-        return;
-    }
-    argv_add(a, buf);
-}
-
-static void argv_free(argv_b *a)
-{
-    for (size_t i = 0; i < a->n; i++)
-        free(a->v[i]);
-    free(a->v);
-    a->v = NULL;
-    a->n = a->cap = 0;
-}
-
-/* networkEnabled: the container's command first waits (at most ~10 s) until
- * the egress proxy listens on its loopback (127.0.0.1:3128 in LISTEN state
- * in /proc/net/tcp), because the socket can only be placed once the
- * container, and so its network namespace, exists. Needs sh in the image. */
-static const char wait_for_proxy[] =
-    "w() { while read -r _ a _ st _; do [ \"$a\" = 0100007F:0C38 ] && [ \"$st\" = 0A ] && "
-    "return 0; done </proc/net/tcp; return 1; }; n=0; until w; do n=$((n+1)); "
-    "if [ $n -gt 500 ]; then echo 'skilld: the egress proxy did not come up' >&2; exit 125; fi; "
-    "sleep 0.02 2>/dev/null || :; done; exec \"$@\"";
-
-/* The `create` arguments for req: every limit, then image and command. */
-static int build_create(ctr_state *s, const skd__sandbox_req *req, argv_b *a, skd_err *err)
-{
-    const skd_sandbox_config *c = req->cfg;
-    if (c->memory_limit <= 0 || c->pids_limit <= 0 || c->cpu_limit <= 0 || c->tmp_size <= 0)
-        return skd_err_set(err, SKD_ESANDBOX, "%s needs positive memory, pids, cpu and tmp limits",
-                           s->eng.name);
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-    double cpus = (double)c->cpu_limit / 100.0;
-    if (ncpu > 0 && cpus > (double)ncpu)
-        cpus = (double)ncpu; /* the same effective limit; engines refuse more than exist */
-    int podman = strcmp(s->eng.name, "podman") == 0;
-
-    argv_add(a, "create");
-    argv_add(a, "-i");
-    argv_addf(a, "--name=%s", s->name);
-    argv_add(a, "--label=skilld=1");
-    argv_addf(a, "--label=skilld.run=%s", req->id);
-    argv_addf(a, "--label=skilld.owner=%s", skd__ctr_owner());
-    argv_addf(a, "--cpus=%.2f", cpus);
-    if (s->cg_parent) {
-        char parent[128];
-        if (skd__ctr_cg_make(s->id, c->memory_limit << 20, parent, sizeof(parent), err) != 0)
-            return SKD_ESANDBOX;
-        argv_addf(a, "--cgroup-parent=%s", parent);
-        /* conmon stays in skilld's cgroup: not charged to the sandbox's
-         * memory, and not holding the run's cgroup after the run. */
-        argv_add(a, "--cgroups=no-conmon");
-    } else {
-        argv_addf(a, "--memory=%lldm", (long long)c->memory_limit);
-        argv_addf(a, "--memory-swap=%lldm", (long long)c->memory_limit);
-    }
-    argv_addf(a, "--pids-limit=%lld", (long long)c->pids_limit);
-    /* Always no network of the engine's: with networkEnabled the egress
-     * proxy's socket is placed on the container's loopback at spawn. */
-    argv_add(a, "--network=none");
-    argv_add(a, "--cap-drop=ALL");
-    argv_add(a, "--security-opt=no-new-privileges");
-    if (c->read_only)
-        argv_add(a, "--read-only");
-    argv_addf(a, "--tmpfs=/tmp:rw,noexec,nosuid,nodev,size=%lld", (long long)c->tmp_size);
-    argv_addf(a, "--user=%d:%d", SKD__CTR_UID, SKD__CTR_UID);
-    argv_addf(a, "--ulimit=nofile=%d:%d", NOFILE_LIMIT, NOFILE_LIMIT);
-    argv_addf(a, "--ulimit=nproc=%d:%d", NPROC_LIMIT, NPROC_LIMIT);
-    if (c->file_size_limit > 0)
-        argv_addf(a, "--ulimit=fsize=%lld:%lld", (long long)c->file_size_limit,
-                  (long long)c->file_size_limit);
-    argv_add(a, "--init");
-    argv_add(a, "--pull=never");
-    argv_add(a, "--log-driver=none"); /* output goes to the attached client only */
-    if (req->workspace)               /* the quota overlay's merged view when there is one */
-        argv_addf(a, "--volume=%s:/workspace:%s", s->wsq ? skd__wsq_merged(s->wsq) : req->workspace,
-                  c->workspace_read_only ? "ro" : "rw");
-    argv_addf(a, "--workdir=%s", req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
-    for (size_t i = 0; req->envp && req->envp[i]; i++) {
-        if (!strchr(req->envp[i], '=') || req->envp[i][0] == '=')
-            return skd_err_set(err, SKD_EINVAL, "bad environment entry");
-        argv_addf(a, "--env=%s", req->envp[i]);
-    }
-    /* Podman stores imported images as localhost/<name>; a reference with
-     * no registry domain gets that prefix, so that no short-name search of
-     * registries is ever attempted. Docker's store keys the same reference
-     * as docker.io/<name>, which is what it resolves "name" and "ns/name"
-     * to, so docker gets it as written. */
-    skd_image_ref ref;
-    if (skd_image_parse_ref(req->image, &ref, err) != 0)
-        return SKD_EINVAL;
-    if (podman && !ref.has_domain)
-        argv_addf(a, "localhost/%s", req->image);
-    else
-        argv_add(a, req->image);
-    if (c->network_enabled) { /* wait for the proxy, then exec the command */
-        argv_add(a, "sh");
-        argv_add(a, "-c");
-        argv_add(a, wait_for_proxy);
-        argv_add(a, "sh");
-    }
-    for (size_t i = 0; req->argv[i]; i++)
-        argv_add(a, req->argv[i]);
-    return a->oom ? skd_err_set(err, SKD_ENOMEM, "out of memory") : 0;
-}
-
 static void state_free(ctr_state *s)
 {
     if (!s)
@@ -552,7 +376,7 @@ static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *e
 }
 
 /* Run the create command a; r receives its output. */
-static int run_create(ctr_state *s, const argv_b *a, skd__ctr_cmd *r, skd_err *err)
+static int run_create(ctr_state *s, const skd__ctr_argv *a, skd__ctr_cmd *r, skd_err *err)
 {
     int rc = skd__ctr_run(&s->eng, (const char *const *)a->v, CREATE_TIMEOUT_MS, r, err);
     if (rc != 0)
@@ -570,7 +394,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
                           skd_err *err)
 {
     ctr_state *s = calloc(1, sizeof(*s));
-    argv_b a = {0};
+    skd__ctr_argv a = {0};
     skd__ctr_cmd *r = NULL;
     int rc;
     if (!s)
@@ -611,7 +435,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
                                    &s->wsq, err)) != 0)
             goto out;
     }
-    if ((rc = build_create(s, req, &a, err)) != 0)
+    if ((rc = skd__ctr_create_argv(s, req, &a, err)) != 0)
         goto out;
     if (!(r = calloc(1, sizeof(*r)))) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -625,7 +449,7 @@ out:
         skd__ctr_run(&s->eng, rm, SHORT_TIMEOUT_MS, r, NULL);
     }
     free(r);
-    argv_free(&a);
+    skd__ctr_argv_free(&a);
     if (rc != 0)
         state_free(s);
     else

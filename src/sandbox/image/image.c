@@ -273,30 +273,6 @@ static int ensure_dirs(const char *data_dir, const char *name, char *img, size_t
     return rc;
 }
 
-static int read_small_file(int dirfd, const char *name, char **out, size_t *len)
-{
-    int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    skd_buf b;
-    skd_buf_init(&b, MANIFEST_MAX);
-    char chunk[4096];
-    ssize_t n;
-    int rc = 0;
-    while ((n = read(fd, chunk, sizeof(chunk))) > 0)
-        if (skd_buf_append(&b, chunk, (size_t)n)) {
-            rc = -1;
-            break;
-        }
-    close(fd);
-    if (n < 0 || rc) {
-        skd_buf_free(&b);
-        return -1;
-    }
-    *out = skd_buf_steal(&b, len);
-    return *out ? 0 : -1;
-}
-
 /* ---- import --------------------------------------------------------------- */
 
 static const char *format_name(skd__image_format f)
@@ -388,21 +364,6 @@ static int build_rootfs(const char *tmp, const char *tar_path, const skd_image_l
     return rc;
 }
 
-static void remove_path(const char *path)
-{
-    char copy[PATH_MAX];
-    skd_strlcpy(copy, path, sizeof(copy));
-    char *slash = strrchr(copy, '/');
-    if (!slash)
-        return;
-    *slash = '\0';
-    int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0)
-        return;
-    (void)skd__rm_tree_at(fd, slash + 1);
-    close(fd);
-}
-
 /* Delete what a crash left in images/: .remove-* at once (already renamed
  * away from readers), .import-* when a day old (younger ones may belong to
  * an import still running). Best effort. */
@@ -490,7 +451,7 @@ int skd_image_import(const char *data_dir, const char *ref, const char *tar_path
     }
 out:
     if (made_tmp)
-        remove_path(tmp);
+        skd__rm_tree_path(tmp);
     if (rc && snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name directory this import made, when empty */
     if (plan)
@@ -524,7 +485,7 @@ static json_t *list_entry(int tagdirfd, const char *name, const char *tag)
     char *text = NULL;
     size_t len = 0;
     json_t *m = NULL;
-    if (read_small_file(tagdirfd, MANIFEST, &text, &len) == 0)
+    if (skd_read_alloc(tagdirfd, MANIFEST, O_NOFOLLOW, MANIFEST_MAX, &text, &len) == 0)
         m = skd_json_parse(text, len, NULL);
     free(text);
     if (!json_is_object(m)) {
@@ -604,7 +565,7 @@ int skd_image_remove(const char *data_dir, const char *ref, skd_err *err)
     if (renameat2(AT_FDCWD, final, AT_FDCWD, gone, RENAME_NOREPLACE) < 0)
         return skd_err_set(err, errno == ENOENT ? SKD_ENOENT : SKD_EIO, "removing %s: %s", txt,
                            strerror(errno));
-    remove_path(gone);
+    skd__rm_tree_path(gone);
     if (snprintf(final, sizeof(final), "%s/%s", img, r.dir) < (int)sizeof(final))
         (void)rmdir(final); /* the name goes when its last tag does */
     return 0;

@@ -56,4 +56,9 @@ int skd__image_norm_path(const char *in, char *out, size_t cap);
  * relative to dirfd. A missing name is success. Returns 0 or -errno. */
 int skd__rm_tree_at(int dirfd, const char *name);
 
+/* The same for an absolute or relative path (its last component deleted
+ * from its parent's descriptor). Best effort: a path too long or a parent
+ * that cannot be opened leaves it. */
+void skd__rm_tree_path(const char *path);
+
 #endif

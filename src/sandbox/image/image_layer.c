@@ -28,7 +28,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <archive_entry.h>
@@ -144,12 +143,10 @@ int skd__image_norm_path(const char *in, char *out, size_t cap)
 static int openat2_beneath(int at, const char *name, int flags)
 {
     static int no_openat2;
-    struct open_how how = {
-        .flags = (uint64_t)(flags | O_CLOEXEC),
-        .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS | RESOLVE_NO_XDEV,
-    };
     if (!no_openat2) {
-        int fd = (int)syscall(SYS_openat2, at, name, &how, sizeof(how));
+        int fd = skd_openat2(at, name, flags, 0,
+                             RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS |
+                                 RESOLVE_NO_XDEV);
         if (fd >= 0 || errno != ENOSYS)
             return fd;
         no_openat2 = 1;
@@ -290,6 +287,22 @@ static int rm_tree(int at, const char *name, int depth)
 int skd__rm_tree_at(int at, const char *name)
 {
     return rm_tree(at, name, 0);
+}
+
+void skd__rm_tree_path(const char *path)
+{
+    char copy[PATH_MAX];
+    if (skd_strlcpy(copy, path, sizeof(copy)) != 0)
+        return;
+    char *slash = strrchr(copy, '/');
+    if (!slash)
+        return;
+    *slash = '\0';
+    int fd = open(copy, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    (void)rm_tree(fd, slash + 1, 0);
+    close(fd);
 }
 
 /* ---- entries ---------------------------------------------------------- */

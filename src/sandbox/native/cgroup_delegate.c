@@ -30,6 +30,7 @@
 #include "sandbox/native/native.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,12 +109,9 @@ int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap)
     out[0] = '\0';
     if (snprintf(p, sizeof(p), "%s/cgroup.controllers", path) >= (int)sizeof(p))
         return -1;
-    FILE *f = fopen(p, "re");
-    if (!f)
+    int rc = skd_read_small(AT_FDCWD, p, 0, ctl, sizeof(ctl), NULL);
+    if (rc && rc != SKD_ETOOBIG)
         return -1;
-    if (!fgets(ctl, sizeof(ctl), f))
-        ctl[0] = '\0';
-    fclose(f);
     for (size_t i = 0; i < 3; i++)
         if (!has_word(ctl, want[i])) {
             size_t n = strlen(out);
@@ -240,23 +238,6 @@ int skd__cgroup_delegated(const char *path, const char *self, char *why, size_t 
     return rc;
 }
 
-/* Our cgroup v2 path from /proc/self/cgroup ("0::<path>"). */
-static int cgroup_path(char *out, size_t cap)
-{
-    FILE *f = fopen("/proc/self/cgroup", "re");
-    char line[1024];
-    int rc = -1;
-    if (!f)
-        return -1;
-    while (rc < 0 && fgets(line, sizeof(line), f))
-        if (strncmp(line, "0::", 3) == 0) {
-            line[strcspn(line, "\n")] = '\0';
-            rc = skd_strlcpy(out, line + 3, cap) ? -1 : 0;
-        }
-    fclose(f);
-    return rc;
-}
-
 static const char FIX[] =
     "start skilld in a delegated cgroup: as skilld.service (Delegate=yes, `systemctl start "
     "skilld`), as a user service (skilld-user.service), or under `systemd-run --scope -p "
@@ -296,7 +277,7 @@ int skd__cgroup_delegate(const char *reason, skd_err *err)
      * Wait (10 s: slow machines, emulated CPUs) until the kernel shows it. */
     for (int i = 0; i < 1000; i++) {
         size_t n, k = strlen(unit_cg);
-        if (cgroup_path(now, sizeof(now)) == 0 && (n = strlen(now)) >= k &&
+        if (skd__cgroup_self(NULL, now, sizeof(now)) == 0 && (n = strlen(now)) >= k &&
             strcmp(now + n - k, unit_cg) == 0) {
             rc = 0;
             goto out;

@@ -2,7 +2,7 @@
  * Internals of the native provider (native.c and its parts native_root.c,
  * native_idmap.c, native_warm.c, sharing native_int.h: provider ops and the
  * parent side of a spawn; native_child.c: the child between clone3 and
- * execve; native_cgroup.c: cgroup v2 and v1 limits; native_seccomp.c: the
+ * execve; native_cgroup.c and native_cgroup_run.c: cgroup v2 and v1 limits; native_seccomp.c: the
  * filter).
  *
  * Identities. Inside the sandbox the command runs as uid/gid 1000 with no
@@ -28,7 +28,7 @@
 #define SKD_NATIVE_UID 1000
 #define SKD_NATIVE_HOST_BASE 0x70000000u
 
-/* ---- cgroups (native_cgroup.c) ---- */
+/* ---- cgroups (native_cgroup.c: the tree; native_cgroup_run.c: a run's) ---- */
 typedef struct skd__cgroup skd__cgroup;
 
 /* Which cgroup version and controllers are usable; 0 or SKD_ESANDBOX. */
@@ -99,6 +99,12 @@ int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap);
  * process's executable file), their names and pids into names ("comm (pid
  * N), ..."); -1 when dir's cgroup.procs cannot be read. */
 int skd__cgroup_foreign_procs(const char *dir, char *names, size_t cap);
+/* This process's cgroup path for cgroup v1 controller ctl, or v2 when ctl
+ * is NULL ("" for the root), from text (the content of /proc/self/cgroup,
+ * borrowed) or, with skd__cgroup_self, read now. 0, or -1 when there is no
+ * such line or it does not fit in cap bytes. */
+int skd__cgroup_parse_self(const char *text, const char *ctl, char *out, size_t cap);
+int skd__cgroup_self(const char *ctl, char *out, size_t cap);
 /* What to tell an operator whose cgroup cannot be delegated. Static. */
 const char *skd__cgroup_delegate_fix(void);
 
@@ -196,7 +202,7 @@ int skd__native_warm_fill(int depth);
 /* A run's defaults, the operator's (the spawner's configuration): pre-made
  * sandboxes get /tmp and /dev/shm of this size and these limits written
  * to their cgroup ahead; a run that asks for others gets those instead. */
-void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu);
+void skd__native_set_defaults(const skd_sandbox_config *defaults);
 void skd__native_warm_drop(void);
 /* on: cleanup leaves the unmounting and removal of a committed quota
  * overlay, the run's mount namespace and its cgroup to skd__native_flush,

@@ -1,17 +1,18 @@
 /*
- * cgroup limits for native sandboxes, on cgroup v2 (memory.max,
- * memory.swap.max, pids.max, cpu.max, cgroup.kill, memory.events) and on
- * cgroup v1 (memory.limit_in_bytes, memory.memsw.limit_in_bytes, pids.max,
- * cpu.cfs_quota_us; freezer to kill; memory.oom_control for OOM). Each run
- * gets its own cgroup "<server's cgroup>/skilld/<server pid>/<run id>",
- * created before the process is started and removed after it is reaped;
- * what a crashed server left is removed by the next one. Fail closed: a limit that cannot be
- * written refuses the run.
+ * cgroups for native sandboxes: this file finds and sets up the tree
+ * (which version, which controllers, our "<server's cgroup>/skilld/<pid>"
+ * directory, what a crashed server left) and releases it at exit;
+ * native_cgroup_run.c makes, limits, kills and removes each run's cgroup.
+ * cgroup v2: memory.max, memory.swap.max, pids.max, cpu.max, cgroup.kill,
+ * memory.events; cgroup v1: memory.limit_in_bytes,
+ * memory.memsw.limit_in_bytes, pids.max, cpu.cfs_quota_us, freezer,
+ * memory.oom_control.
  *
  * Trust: the files read here are the kernel's; run ids are UUIDs made by the
  * runner, so paths are never built from client text.
  */
 #include "sandbox/native/native.h"
+#include "sandbox/native/native_cgroup_int.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -26,100 +27,30 @@
 #include <time.h>
 #include <unistd.h>
 
-enum ctl { C_MEMORY, C_PIDS, C_CPU, C_FREEZER, C_COUNT };
 static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer"};
 
-static struct {
-    int version;                    /* 0: unusable, 1, 2 */
-    char parent[C_COUNT][PATH_MAX]; /* v1: per controller; v2: parent[0] */
-    int nctl;                       /* v1: controllers in use (freezer optional) */
-    int has_memsw;
-    int has_kill; /* v2 cgroup.kill */
-    char why[SKD_ERR_MSG_MAX];
-    char desc[256];
-    pid_t owner;         /* the process that made the cgroups below */
-    char base[PATH_MAX]; /* v2: our cgroup, where "skilld" was made */
-    char leaf[PATH_MAX]; /* v2: "<base>/skilld-server" when we moved there */
-    int base_is_root;    /* v2: base is the root of the tree */
-} G;
+struct skd__cg_tree skd__cg;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
-/* The limit files a run's limits are written to (limits_v1, limits_v2);
- * v2 has no period file and writes cpu.max as L_CPU_QUOTA. */
-enum lim { L_MEM, L_MEMSW, L_PIDS, L_CPU_PERIOD, L_CPU_QUOTA, L_COUNT };
-
-struct skd__cgroup {
-    char dir[C_COUNT][PATH_MAX]; /* v2: dir[0] only */
-    int n;
-    int fd;                  /* v2: the run's directory, for CLONE_INTO_CGROUP; else -1 */
-    int lim_fd[L_COUNT];     /* limit files opened ahead (skd__cgroup_open_limits), or -1 */
-    int oom_fd;              /* its OOM counter file opened ahead (read-only), or -1 */
-    int ahead_mode;          /* skd__cgroup_write_ahead is writing: keep the descriptors */
-    char ahead[L_COUNT][40]; /* the value written ahead through lim_fd[i], or "" */
-};
-
-static int write_file(const char *dir, const char *file, const char *val)
+/* dir/file, or -1 with ENAMETOOLONG. */
+static int join(char *p, const char *dir, const char *file)
 {
-    char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p)) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, val, strlen(val));
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)strlen(val) ? 0 : -1;
-}
-
-/* write_file for limit idx: through the descriptor opened ahead when there
- * is one (then closed: each limit is written once), else by path. A value
- * that was written ahead (skd__cgroup_write_ahead) is in the file already
- * and is not written again. While writing ahead, the descriptor stays open
- * and the value is remembered. */
-static int write_limit(skd__cgroup *cg, int idx, const char *dir, const char *file, const char *val)
-{
-    int fd = cg->lim_fd[idx];
-    size_t len = strlen(val);
-    if (cg->ahead_mode) {
-        if (fd < 0) { /* as a path that is not there (v2 without swap accounting) */
-            errno = ENOENT;
-            return -1;
-        }
-        if (len >= sizeof(cg->ahead[idx]) || write(fd, val, len) != (ssize_t)len)
-            return -1;
-        memcpy(cg->ahead[idx], val, len + 1);
+    if (snprintf(p, PATH_MAX, "%s/%s", dir, file) < PATH_MAX)
         return 0;
-    }
-    int same = cg->ahead[idx][0] && strcmp(cg->ahead[idx], val) == 0;
-    cg->ahead[idx][0] = '\0';
-    if (fd < 0)
-        return same ? 0 : write_file(dir, file, val);
-    cg->lim_fd[idx] = -1;
-    ssize_t n = same ? (ssize_t)len : write(fd, val, len);
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)len ? 0 : -1;
+    errno = ENAMETOOLONG;
+    return -1;
 }
 
-static int read_file(const char *dir, const char *file, char *buf, size_t cap)
+int skd__cg_write_file(const char *dir, const char *file, const char *val)
 {
     char p[PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
-        return -1;
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = read(fd, buf, cap - 1);
-    close(fd);
-    if (n < 0)
-        return -1;
-    buf[n] = '\0';
-    return 0;
+    return join(p, dir, file) || skd_write_small(AT_FDCWD, p, 0, val) ? -1 : 0;
+}
+
+int skd__cg_read_file(const char *dir, const char *file, char *buf, size_t cap)
+{
+    char p[PATH_MAX];
+    return join(p, dir, file) || skd_read_small(AT_FDCWD, p, 0, buf, cap, NULL) ? -1 : 0;
 }
 
 static int exists(const char *dir, const char *file)
@@ -147,31 +78,18 @@ static void cache_drop(void)
     }
 }
 
-/* A stream of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo). */
-static FILE *cached(int i)
+#define PROC_MAX (4 << 20) /* a host with thousands of mounts stays below */
+
+/* The text of file i (0: /proc/self/cgroup, 1: /proc/self/mountinfo),
+ * NUL-terminated, or NULL. */
+static const char *cached_text(int i)
 {
     static const char *const names[2] = {"/proc/self/cgroup", "/proc/self/mountinfo"};
     if (!cache.text[i]) {
-        FILE *f = fopen(names[i], "re");
-        if (!f)
+        char *buf;
+        size_t len;
+        if (skd_read_alloc(AT_FDCWD, names[i], 0, PROC_MAX, &buf, &len))
             return NULL;
-        char *buf = NULL;
-        size_t len = 0, cap = 0, n;
-        char chunk[4096];
-        while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-            if (len + n > cap) {
-                char *nb = realloc(buf, cap = (len + n) * 2);
-                if (!nb) {
-                    free(buf);
-                    fclose(f);
-                    return NULL;
-                }
-                buf = nb;
-            }
-            memcpy(buf + len, chunk, n);
-            len += n;
-        }
-        fclose(f);
         if (!len) {
             free(buf);
             return NULL;
@@ -179,19 +97,28 @@ static FILE *cached(int i)
         cache.text[i] = buf;
         cache.len[i] = len;
     }
-    return fmemopen(cache.text[i], cache.len[i], "r");
+    return cache.text[i];
 }
 
-/* Our own cgroup path for a v1 controller (or v2 when ctl is NULL). */
-static int self_path(const char *ctl, char *out, size_t cap)
+/* A stream of file i. */
+static FILE *cached(int i)
 {
-    FILE *f = cached(0);
-    char line[1024];
-    int found = -1;
-    if (!f)
-        return -1;
-    while (fgets(line, sizeof(line), f)) {
-        line[strcspn(line, "\n")] = '\0';
+    return cached_text(i) ? fmemopen(cache.text[i], cache.len[i], "r") : NULL;
+}
+
+int skd__cgroup_parse_self(const char *text, const char *ctl, char *out, size_t cap)
+{
+    for (const char *l = text; l && *l;) {
+        size_t n = strcspn(l, "\n");
+        char line[PATH_MAX + 256];
+        const char *next = l[n] ? l + n + 1 : NULL;
+        if (n >= sizeof(line)) {
+            l = next;
+            continue;
+        }
+        memcpy(line, l, n);
+        line[n] = '\0';
+        l = next;
         char *c1 = strchr(line, ':');
         char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
         if (!c2)
@@ -208,13 +135,28 @@ static int self_path(const char *ctl, char *out, size_t cap)
             snprintf(want, sizeof(want), ",%s,", ctl);
             match = strstr(tmp, want) != NULL;
         }
-        if (match) {
-            found = skd_strlcpy(out, strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1, cap) ? -1 : 0;
-            break;
-        }
+        if (match)
+            return skd_strlcpy(out, strcmp(c2 + 1, "/") == 0 ? "" : c2 + 1, cap) ? -1 : 0;
     }
-    fclose(f);
-    return found;
+    return -1;
+}
+
+int skd__cgroup_self(const char *ctl, char *out, size_t cap)
+{
+    char *text;
+    if (skd_read_alloc(AT_FDCWD, "/proc/self/cgroup", 0, PROC_MAX, &text, NULL))
+        return -1;
+    int rc = skd__cgroup_parse_self(text, ctl, out, cap);
+    free(text);
+    return rc;
+}
+
+/* Our own cgroup path for a v1 controller (or v2 when ctl is NULL), as
+ * /proc/self/cgroup said when it was read last. */
+static int self_path(const char *ctl, char *out, size_t cap)
+{
+    const char *text = cached_text(0);
+    return text ? skd__cgroup_parse_self(text, ctl, out, cap) : -1;
 }
 
 /* Mount point of a cgroup v1 hierarchy carrying ctl, or of cgroup2. */
@@ -252,35 +194,29 @@ static int mkdir_ok(const char *p)
     return mkdir(p, 0755) == 0 || errno == EEXIST ? 0 : -1;
 }
 
-static void kill_procs(const char *dir);
-
 /* 1 when pid is gone: no such process, or a zombie nobody reaped yet (a
  * spawner whose server was killed waits for init to reap it). */
 static int pid_gone(pid_t pid)
 {
-    char p[64], buf[256];
+    char p[64], buf[1024]; /* a stat line is about 300 bytes */
     if (kill(pid, 0) != 0 && errno == ESRCH)
         return 1;
     snprintf(p, sizeof(p), "/proc/%d/stat", (int)pid);
-    int fd = open(p, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT;
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return 0;
-    buf[n] = '\0';
+    int rc = skd_read_small(AT_FDCWD, p, 0, buf, sizeof(buf), NULL);
+    if (rc || !buf[0])
+        return rc == SKD_ENOENT;
     const char *rp = strrchr(buf, ')'); /* the name may hold spaces or ')' */
     return rp && rp[1] == ' ' && (rp[2] == 'Z' || rp[2] == 'X');
 }
 
-/* Remove what a skilld process that is gone left under parent: its
- * "<pid>" directory and the run cgroups in it (killing any process still
- * there: a sandbox whose server died). Live processes' directories are left
- * alone; an rmdir that fails (in use) is harmless. */
+/* Remove a "<pid>" directory and the run cgroups in it (killing any
+ * process still there: a sandbox whose server died); an rmdir that fails
+ * (in use) is harmless. */
 static void remove_runs(const char *dir);
 
-static void reap_stale(const char *parent)
+/* Call fn on the "<pid>" directory under parent of each skilld process
+ * that is gone; live processes' directories are left alone. */
+static void for_each_stale(const char *parent, void (*fn)(const char *dir))
 {
     DIR *d = opendir(parent);
     struct dirent *de;
@@ -291,7 +227,7 @@ static void reap_stale(const char *parent)
             !pid_gone((pid_t)pid) ||
             snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
             continue;
-        remove_runs(dir);
+        fn(dir);
     }
     if (d)
         closedir(d);
@@ -302,10 +238,10 @@ static void reap_stale(const char *parent)
 static int own_dir(char *parent, size_t cap, int v2)
 {
     size_t n = strlen(parent);
-    reap_stale(parent);
+    for_each_stale(parent, remove_runs);
     if (snprintf(parent + n, cap - n, "/%d", (int)getpid()) >= (int)(cap - n) || mkdir_ok(parent))
         return -1;
-    if (v2 && write_file(parent, "cgroup.subtree_control", "+memory +pids +cpu"))
+    if (v2 && skd__cg_write_file(parent, "cgroup.subtree_control", "+memory +pids +cpu"))
         return -1;
     return 0;
 }
@@ -322,7 +258,7 @@ static int move_procs(const char *from, const char *to)
         return -1;
     while (fgets(line, sizeof(line), f)) {
         line[strcspn(line, "\n")] = '\0';
-        if (write_file(to, "cgroup.procs", line) != 0 && errno != ESRCH)
+        if (skd__cg_write_file(to, "cgroup.procs", line) != 0 && errno != ESRCH)
             rc = -1;
     }
     fclose(f);
@@ -335,18 +271,18 @@ static int move_procs(const char *from, const char *to)
  * zygote and spawner too, or the controllers could not be enabled: when
  * systemd delegated base to us every process in it is ours; without
  * systemd each must be skilld's (skd__cgroup_foreign_procs), and anyone
- * else's is named in G.why and refuses the set-up (-2). G.leaf is already
+ * else's is named in skd__cg.why and refuses the set-up (-2). skd__cg.leaf is
  * set when we are in the leaf (an earlier set-up of this process tree). */
 static int enable_controllers(const char *base, int delegated)
 {
     static const char ctls[] = "+memory +pids +cpu";
-    if (write_file(base, "cgroup.subtree_control", ctls) == 0)
+    if (skd__cg_write_file(base, "cgroup.subtree_control", ctls) == 0)
         return 0;
     char names[200];
     int busy = errno == EBUSY, made = 0;
     int n = busy && delegated != 1 ? skd__cgroup_foreign_procs(base, names, sizeof(names)) : 0;
     if (n > 0) {
-        snprintf(G.why, sizeof(G.why),
+        snprintf(skd__cg.why, sizeof(skd__cg.why),
                  "cgroup v2 at %.120s holds processes that are not skilld's: %.120s (skilld "
                  "moves only its own into a leaf to enable memory, pids, cpu: no internal "
                  "processes); fix: start skilld alone in its cgroup (exec it from the "
@@ -359,22 +295,24 @@ static int enable_controllers(const char *base, int delegated)
             errno = EBUSY;
         return -1;
     }
-    if (!G.leaf[0]) {
-        if (snprintf(G.leaf, sizeof(G.leaf), "%s/skilld-server", base) >= (int)sizeof(G.leaf) ||
-            mkdir_ok(G.leaf))
+    if (!skd__cg.leaf[0]) {
+        if (snprintf(skd__cg.leaf, sizeof(skd__cg.leaf), "%s/skilld-server", base) >=
+                (int)sizeof(skd__cg.leaf) ||
+            mkdir_ok(skd__cg.leaf))
             return -1;
         made = 1;
     }
     /* A process forked in base meanwhile makes the enable fail: again. */
     for (int i = 0; i < 3; i++)
-        if (move_procs(base, G.leaf) == 0 && write_file(base, "cgroup.subtree_control", ctls) == 0)
+        if (move_procs(base, skd__cg.leaf) == 0 &&
+            skd__cg_write_file(base, "cgroup.subtree_control", ctls) == 0)
             return 0;
     /* Leave base as we found it: back in, and no leaf left behind. */
     int saved = errno;
     if (made) {
-        move_procs(G.leaf, base);
-        rmdir(G.leaf);
-        G.leaf[0] = '\0';
+        move_procs(skd__cg.leaf, base);
+        rmdir(skd__cg.leaf);
+        skd__cg.leaf[0] = '\0';
     }
     errno = saved;
     return -1;
@@ -382,16 +320,17 @@ static int enable_controllers(const char *base, int delegated)
 
 /* Our cgroup, below the v2 mount root, into self ("" for the root). When
  * an earlier set-up of this process tree moved us into its leaf
- * "skilld-server", the leaf's parent is ours and the leaf is G.leaf. */
+ * "skilld-server", the leaf's parent is ours and the leaf is skd__cg.leaf. */
 static int own_cgroup(const char *root, char *self, size_t cap)
 {
     static const char leaf[] = "/skilld-server";
-    G.leaf[0] = '\0';
+    skd__cg.leaf[0] = '\0';
     if (self_path(NULL, self, cap))
         return -1;
     size_t n = strlen(self), k = sizeof(leaf) - 1;
     if (n >= k && strcmp(self + n - k, leaf) == 0) {
-        if (snprintf(G.leaf, sizeof(G.leaf), "%s%s", root, self) >= (int)sizeof(G.leaf))
+        if (snprintf(skd__cg.leaf, sizeof(skd__cg.leaf), "%s%s", root, self) >=
+            (int)sizeof(skd__cg.leaf))
             return -1;
         self[n - k] = '\0';
     }
@@ -402,7 +341,7 @@ static int setup_v2(void)
 {
     char root[PATH_MAX], self[PATH_MAX], base[PATH_MAX], ctls[512], why[256];
     if (find_mount(NULL, root, sizeof(root)) ||
-        read_file(root, "cgroup.controllers", ctls, sizeof(ctls)))
+        skd__cg_read_file(root, "cgroup.controllers", ctls, sizeof(ctls)))
         return -1;
     if (!strstr(ctls, "memory") || !strstr(ctls, "pids") || !strstr(ctls, "cpu"))
         return -1;
@@ -413,47 +352,63 @@ static int setup_v2(void)
      * otherwise ask it for a scope that is (cgroup_delegate.c). */
     int delegated = skd__cgroup_delegated(base, self, why, sizeof(why));
     if (delegated == -2) {
-        snprintf(G.why, sizeof(G.why), "cgroups: not delegated (%s); fix: %s", why,
+        snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroups: not delegated (%s); fix: %s", why,
                  skd__cgroup_delegate_fix());
         return -2;
     }
     if (delegated == 0) {
         skd_err err = {0};
         if (skd__cgroup_delegate(why, &err)) {
-            skd_strlcpy(G.why, skd_err_msg(&err), sizeof(G.why));
+            skd_strlcpy(skd__cg.why, skd_err_msg(&err), sizeof(skd__cg.why));
             return -2;
         }
         cache_drop(); /* we are in the new scope now */
         if (own_cgroup(root, self, sizeof(self)) ||
             snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base)) {
-            snprintf(G.why, sizeof(G.why), "cgroups: cannot read our new cgroup");
+            snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroups: cannot read our new cgroup");
             return -2;
         }
         delegated = 1;
     }
-    skd_strlcpy(G.base, base, sizeof(G.base));
-    G.base_is_root = self[0] == '\0';
+    skd_strlcpy(skd__cg.base, base, sizeof(skd__cg.base));
+    skd__cg.base_is_root = self[0] == '\0';
     int en = enable_controllers(base, delegated);
     if (en == -2)
         return -2;
     if (en != 0) {
-        snprintf(G.why, sizeof(G.why),
+        snprintf(skd__cg.why, sizeof(skd__cg.why),
                  "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s; fix: %s", base,
                  strerror(errno), skd__cgroup_delegate_fix());
         return -2;
     }
-    if (snprintf(G.parent[0], sizeof(G.parent[0]), "%s/skilld", base) >= (int)sizeof(G.parent[0]) ||
-        mkdir_ok(G.parent[0]) ||
-        write_file(G.parent[0], "cgroup.subtree_control", "+memory +pids +cpu") ||
-        own_dir(G.parent[0], sizeof(G.parent[0]), 1)) {
-        snprintf(G.why, sizeof(G.why), "cgroup v2: cannot prepare %.300s: %s", G.parent[0],
-                 strerror(errno));
+    if (snprintf(skd__cg.parent[0], sizeof(skd__cg.parent[0]), "%s/skilld", base) >=
+            (int)sizeof(skd__cg.parent[0]) ||
+        mkdir_ok(skd__cg.parent[0]) ||
+        skd__cg_write_file(skd__cg.parent[0], "cgroup.subtree_control", "+memory +pids +cpu") ||
+        own_dir(skd__cg.parent[0], sizeof(skd__cg.parent[0]), 1)) {
+        snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroup v2: cannot prepare %.300s: %s",
+                 skd__cg.parent[0], strerror(errno));
         return -2;
     }
-    G.has_kill = exists(G.parent[0], "cgroup.kill");
-    G.version = 2;
-    snprintf(G.desc, sizeof(G.desc), "v2 at %.200s", G.parent[0]);
+    skd__cg.has_kill = exists(skd__cg.parent[0], "cgroup.kill");
+    skd__cg.version = 2;
+    snprintf(skd__cg.desc, sizeof(skd__cg.desc), "v2 at %.200s", skd__cg.parent[0]);
     return 0;
+}
+
+/* Thaw every run cgroup under dir. */
+static void thaw_runs(const char *dir)
+{
+    DIR *r = opendir(dir);
+    struct dirent *re;
+    while (r && (re = readdir(r)) != NULL) {
+        char run[PATH_MAX];
+        if (re->d_type == DT_DIR && re->d_name[0] != '.' &&
+            snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) < (int)sizeof(run))
+            skd__cg_write_file(run, "freezer.state", "THAWED");
+    }
+    if (r)
+        closedir(r);
 }
 
 /* v1: thaw the frozen runs of dead skilld processes first, so that the
@@ -466,28 +421,7 @@ static void thaw_stale_v1(void)
         self_path(ctl_names[C_FREEZER], self, sizeof(self)) ||
         snprintf(parent, sizeof(parent), "%s%s/skilld", mnt, self) >= (int)sizeof(parent))
         return;
-    DIR *d = opendir(parent);
-    struct dirent *de;
-    while (d && (de = readdir(d)) != NULL) {
-        int64_t pid;
-        char dir[PATH_MAX];
-        if (skd_parse_i64(de->d_name, 1, INT_MAX, &pid) != 0 || (pid_t)pid == getpid() ||
-            !pid_gone((pid_t)pid) ||
-            snprintf(dir, sizeof(dir), "%s/%s", parent, de->d_name) >= (int)sizeof(dir))
-            continue;
-        DIR *r = opendir(dir);
-        struct dirent *re;
-        while (r && (re = readdir(r)) != NULL) {
-            char run[PATH_MAX];
-            if (re->d_type == DT_DIR && re->d_name[0] != '.' &&
-                snprintf(run, sizeof(run), "%s/%s", dir, re->d_name) < (int)sizeof(run))
-                write_file(run, "freezer.state", "THAWED");
-        }
-        if (r)
-            closedir(r);
-    }
-    if (d)
-        closedir(d);
+    for_each_stale(parent, thaw_runs);
 }
 
 static int setup_v1(void)
@@ -499,36 +433,37 @@ static int setup_v1(void)
             self_path(ctl_names[c], self, sizeof(self))) {
             if (c == C_FREEZER)
                 break; /* optional: the pid namespace dies with its init anyway */
-            snprintf(G.why, sizeof(G.why),
+            snprintf(skd__cg.why, sizeof(skd__cg.why),
                      "no cgroup v2 with memory, pids and cpu, and no "
                      "cgroup v1 '%s' hierarchy",
                      ctl_names[c]);
             return -1;
         }
-        if (snprintf(G.parent[c], sizeof(G.parent[c]), "%s%s/skilld", mnt, self) >=
-                (int)sizeof(G.parent[c]) ||
-            mkdir_ok(G.parent[c]) || own_dir(G.parent[c], sizeof(G.parent[c]), 0)) {
-            snprintf(G.why, sizeof(G.why), "cgroup v1: cannot create %.300s: %s", G.parent[c],
-                     strerror(errno));
+        if (snprintf(skd__cg.parent[c], sizeof(skd__cg.parent[c]), "%s%s/skilld", mnt, self) >=
+                (int)sizeof(skd__cg.parent[c]) ||
+            mkdir_ok(skd__cg.parent[c]) ||
+            own_dir(skd__cg.parent[c], sizeof(skd__cg.parent[c]), 0)) {
+            snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroup v1: cannot create %.300s: %s",
+                     skd__cg.parent[c], strerror(errno));
             return -1;
         }
-        G.nctl = c + 1;
+        skd__cg.nctl = c + 1;
     }
-    G.has_memsw = exists(G.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
-    G.version = 1;
-    snprintf(G.desc, sizeof(G.desc), "v1 (memory%s pids cpu%s)", G.has_memsw ? "+memsw" : "",
-             G.nctl > C_FREEZER ? " freezer" : "");
+    skd__cg.has_memsw = exists(skd__cg.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
+    skd__cg.version = 1;
+    snprintf(skd__cg.desc, sizeof(skd__cg.desc), "v1 (memory%s pids cpu%s)",
+             skd__cg.has_memsw ? "+memsw" : "", skd__cg.nctl > C_FREEZER ? " freezer" : "");
     return 0;
 }
 
 static void setup(void)
 {
-    G.owner = getpid();
+    skd__cg.owner = getpid();
     cache_drop();
     if (setup_v2() == -1)
         setup_v1();
     cache_drop();
-    if (G.version)
+    if (skd__cg.version)
         atexit(skd__cgroup_release);
 }
 
@@ -546,10 +481,10 @@ static void remove_runs(const char *dir)
          * v1 kill sequence below) leaves it frozen: its processes cannot
          * die of SIGKILL until thawed, and every later spawner would wait
          * here for nothing. */
-        write_file(run, "freezer.state", "THAWED");
-        write_file(run, "cgroup.freeze", "0");
+        skd__cg_write_file(run, "freezer.state", "THAWED");
+        skd__cg_write_file(run, "cgroup.freeze", "0");
         for (int i = 0; i < 50 && rmdir(run) != 0 && errno == EBUSY; i++) {
-            kill_procs(run);
+            skd__cg_kill_procs(run);
             struct timespec ts = {0, 2000000};
             nanosleep(&ts, NULL);
         }
@@ -563,233 +498,49 @@ void skd__cgroup_release(void)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     pthread_mutex_lock(&mu);
-    if (!G.version || G.owner != getpid()) {
+    if (!skd__cg.version || skd__cg.owner != getpid()) {
         pthread_mutex_unlock(&mu);
         return;
     }
-    int n = G.version == 2 ? 1 : G.nctl;
+    int n = skd__cg.version == 2 ? 1 : skd__cg.nctl;
     for (int c = 0; c < n; c++) {
-        remove_runs(G.parent[c]); /* "<...>/skilld/<pid>" */
-        char *slash = strrchr(G.parent[c], '/');
+        remove_runs(skd__cg.parent[c]); /* "<...>/skilld/<pid>" */
+        char *slash = strrchr(skd__cg.parent[c], '/');
         if (slash) {
             *slash = '\0';
-            rmdir(G.parent[c]); /* "<...>/skilld", unless another skilld uses it */
+            rmdir(skd__cg.parent[c]); /* "<...>/skilld", unless another skilld uses it */
         }
     }
     /* v2: hand base back as we found it: controllers off (the root's are
      * not ours to touch), the processes we moved back in, the leaf gone.
      * Where another skilld still uses base, the first step fails and all
      * stays. */
-    if (G.version == 2 && G.leaf[0] &&
-        (G.base_is_root ||
-         write_file(G.base, "cgroup.subtree_control", "-memory -pids -cpu") == 0) &&
-        move_procs(G.leaf, G.base) == 0)
-        rmdir(G.leaf);
-    G.version = 0;
-    snprintf(G.why, sizeof(G.why), "cgroups released at exit");
+    if (skd__cg.version == 2 && skd__cg.leaf[0] &&
+        (skd__cg.base_is_root ||
+         skd__cg_write_file(skd__cg.base, "cgroup.subtree_control", "-memory -pids -cpu") == 0) &&
+        move_procs(skd__cg.leaf, skd__cg.base) == 0)
+        rmdir(skd__cg.leaf);
+    skd__cg.version = 0;
+    snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroups released at exit");
     pthread_mutex_unlock(&mu);
 }
 
 int skd__cgroup_detect(skd_err *err)
 {
     pthread_once(&once, setup);
-    if (!G.version)
-        return skd_err_set(err, SKD_ESANDBOX, "cgroups: %s", G.why);
+    if (!skd__cg.version)
+        return skd_err_set(err, SKD_ESANDBOX, "cgroups: %s", skd__cg.why);
     return 0;
 }
 
 const char *skd__cgroup_describe(void)
 {
     pthread_once(&once, setup);
-    return G.version ? G.desc : G.why;
-}
-
-/* 1 when the machine has swap that memory limits without memsw would miss. */
-static int swap_present(void)
-{
-    char buf[512];
-    if (read_file("/proc", "swaps", buf, sizeof(buf)))
-        return 1;
-    return strchr(buf, '\n') && strchr(buf, '\n')[1] != '\0';
-}
-
-static int limits_v2(skd__cgroup *cg, const skd_sandbox_config *cfg, const char **step)
-{
-    char v[64];
-    snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
-    if (*step = "memory.max", write_limit(cg, L_MEM, cg->dir[0], "memory.max", v))
-        return -1;
-    if (*step = "memory.swap.max", write_limit(cg, L_MEMSW, cg->dir[0], "memory.swap.max", "0") &&
-                                       (errno != ENOENT || swap_present()))
-        return -1;
-    snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
-    if (*step = "pids.max", write_limit(cg, L_PIDS, cg->dir[0], "pids.max", v))
-        return -1;
-    snprintf(v, sizeof(v), "%lld 100000", (long long)cfg->cpu_limit * 1000);
-    if (*step = "cpu.max", write_limit(cg, L_CPU_QUOTA, cg->dir[0], "cpu.max", v))
-        return -1;
-    return 0;
-}
-
-static int limits_v1(skd__cgroup *cg, const skd_sandbox_config *cfg, const char **step)
-{
-    char v[64];
-    snprintf(v, sizeof(v), "%lld", (long long)cfg->memory_limit << 20);
-    /* The memory limit may never be above memory+swap's: when the value
-     * written ahead is lower than this run's, memsw is raised first. */
-    int memsw_first = G.has_memsw && !cg->ahead_mode && cg->ahead[L_MEMSW][0] &&
-                      strtoll(cg->ahead[L_MEMSW], NULL, 10) < (long long)cfg->memory_limit << 20;
-    if (memsw_first &&
-        (*step = "memory.memsw.limit_in_bytes",
-         write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v)))
-        return -1;
-    if (*step = "memory.limit_in_bytes",
-        write_limit(cg, L_MEM, cg->dir[C_MEMORY], "memory.limit_in_bytes", v))
-        return -1;
-    if (G.has_memsw) {
-        if (!memsw_first &&
-            (*step = "memory.memsw.limit_in_bytes",
-             write_limit(cg, L_MEMSW, cg->dir[C_MEMORY], "memory.memsw.limit_in_bytes", v)))
-            return -1;
-    } else if (swap_present()) {
-        *step = "memory.memsw.limit_in_bytes (swap is on and cannot be limited)";
-        errno = ENOTSUP;
-        return -1;
-    }
-    snprintf(v, sizeof(v), "%lld", (long long)cfg->pids_limit);
-    if (*step = "pids.max", write_limit(cg, L_PIDS, cg->dir[C_PIDS], "pids.max", v))
-        return -1;
-    if (*step = "cpu.cfs_period_us",
-        write_limit(cg, L_CPU_PERIOD, cg->dir[C_CPU], "cpu.cfs_period_us", "100000"))
-        return -1;
-    snprintf(v, sizeof(v), "%lld", (long long)cfg->cpu_limit * 1000);
-    if (*step = "cpu.cfs_quota_us",
-        write_limit(cg, L_CPU_QUOTA, cg->dir[C_CPU], "cpu.cfs_quota_us", v))
-        return -1;
-    return 0;
-}
-
-int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
-{
-    *out = NULL;
-    int rc = skd__cgroup_detect(err);
-    if (rc)
-        return rc;
-    skd__cgroup *cg = calloc(1, sizeof(*cg));
-    if (!cg)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    cg->fd = cg->oom_fd = -1;
-    for (int i = 0; i < L_COUNT; i++)
-        cg->lim_fd[i] = -1;
-    int n = G.version == 2 ? 1 : G.nctl;
-    const char *step = "mkdir";
-    for (int c = 0; c < n; c++) {
-        if (snprintf(cg->dir[c], sizeof(cg->dir[c]), "%s/%s", G.parent[c], id) >=
-                (int)sizeof(cg->dir[c]) ||
-            mkdir(cg->dir[c], 0755) != 0)
-            goto fail;
-        cg->n = c + 1;
-    }
-    if (G.version == 2 &&
-        (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
-        goto fail;
-    *out = cg;
-    return 0;
-fail:
-    rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step, strerror(errno),
-                     skd__cgroup_describe());
-    skd__cgroup_destroy(cg);
-    return rc;
-}
-
-int skd__cgroup_apply(skd__cgroup *cg, const skd_sandbox_config *cfg, skd_err *err)
-{
-    const char *step = "limits";
-    if ((G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step) == 0)
-        return 0;
-    return skd_err_set(err, SKD_ESANDBOX, "native sandbox: cgroup %s: %s (%s)", step,
-                       strerror(errno), skd__cgroup_describe());
-}
-
-void skd__cgroup_write_ahead(skd__cgroup *cg, const skd_sandbox_config *cfg)
-{
-    if (!cg)
-        return;
-    const char *step = "limits";
-    cg->ahead_mode = 1;
-    /* A step that fails leaves the ones before it written and remembered
-     * (an entry is set only after a whole write, which the kernel takes or
-     * refuses as one): apply then knows what the files hold, and on v1
-     * still raises memory+swap before memory. */
-    (void)(G.version == 2 ? limits_v2 : limits_v1)(cg, cfg, &step);
-    cg->ahead_mode = 0;
-}
-
-void skd__cgroup_open_limits(skd__cgroup *cg)
-{
-    static const char *const v1[L_COUNT] = {"memory.limit_in_bytes", "memory.memsw.limit_in_bytes",
-                                            "pids.max", "cpu.cfs_period_us", "cpu.cfs_quota_us"};
-    static const char *const v2[L_COUNT] = {"memory.max", "memory.swap.max", "pids.max", NULL,
-                                            "cpu.max"};
-    static const int v1_ctl[L_COUNT] = {C_MEMORY, C_MEMORY, C_PIDS, C_CPU, C_CPU};
-    for (int i = 0; cg && i < L_COUNT; i++) {
-        const char *file = G.version == 2 ? v2[i] : v1[i];
-        const char *dir = cg->dir[G.version == 2 ? 0 : v1_ctl[i]];
-        char p[PATH_MAX];
-        if (!file || cg->lim_fd[i] >= 0 || !dir[0] ||
-            snprintf(p, sizeof(p), "%s/%s", dir, file) >= (int)sizeof(p))
-            continue;
-        /* A file that is not there (no swap accounting) stays -1, and the
-         * limit's own path then decides, as without this. */
-        cg->lim_fd[i] = open(p, O_WRONLY | O_CLOEXEC);
-    }
-    /* The OOM counter, read once after the run (skd__cgroup_oom_killed). */
-    char p[PATH_MAX];
-    if (cg && cg->oom_fd < 0 &&
-        snprintf(p, sizeof(p), "%s/%s", cg->dir[G.version == 2 ? 0 : C_MEMORY],
-                 G.version == 2 ? "memory.events" : "memory.oom_control") < (int)sizeof(p))
-        cg->oom_fd = open(p, O_RDONLY | O_CLOEXEC);
-}
-
-int skd__cgroup_create(const char *id, const skd_sandbox_config *cfg, skd__cgroup **out,
-                       skd_err *err)
-{
-    int rc = skd__cgroup_create_bare(id, out, err);
-    if (rc == 0 && (rc = skd__cgroup_apply(*out, cfg, err)) != 0) {
-        skd__cgroup_destroy(*out);
-        *out = NULL;
-    }
-    return rc;
-}
-
-int skd__cgroup_clone_fd(const skd__cgroup *cg)
-{
-    return cg ? cg->fd : -1;
-}
-
-int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
-{
-    int n = 0;
-    if (G.version != 1)
-        return 0;
-    for (int c = 0; c < cg->n; c++) {
-        char p[PATH_MAX];
-        int fd = -1;
-        if (c >= cap || snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
-            (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0) {
-            int saved = errno;
-            while (n > 0)
-                close(fds[--n]);
-            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: open %s/tasks: %s", cg->dir[c],
-                               strerror(saved));
-        }
-        fds[n++] = fd;
-    }
-    return n;
+    return skd__cg.version ? skd__cg.desc : skd__cg.why;
 }
 
 /* Send SIGKILL to every pid listed in dir/cgroup.procs. */
-static void kill_procs(const char *dir)
+void skd__cg_kill_procs(const char *dir)
 {
     char p[PATH_MAX], line[32];
     if (snprintf(p, sizeof(p), "%s/cgroup.procs", dir) >= (int)sizeof(p))
@@ -806,101 +557,10 @@ static void kill_procs(const char *dir)
     fclose(f);
 }
 
-void skd__cgroup_kill(skd__cgroup *cg)
-{
-    if (!cg || !cg->n)
-        return;
-    if (G.version == 2 && G.has_kill && write_file(cg->dir[0], "cgroup.kill", "1") == 0)
-        return;
-    /* No freezer: every process of a run is in the pid namespace whose init
-     * native_kill has just sent SIGKILL, and the kernel kills the whole
-     * namespace with its init (no fork outruns that: the namespace takes
-     * no new pid once its init is dying). This kill of what the cgroup
-     * lists is a second net. Freezing first would open a window in which
-     * our own death (the parent-death signal of a killed server, arriving
-     * during shutdown) leaves the run frozen for good, with SIGKILL
-     * pending and its memory held, until another skilld thaws it. */
-    kill_procs(cg->dir[G.version == 2 ? 0 : C_PIDS]);
-}
-
-/* The number after "key " in a "key value" per line file, or -1. */
-static long long keyed_in(const char *buf, const char *key)
-{
-    size_t kl = strlen(key);
-    for (const char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
-        if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
-            return strtoll(l + kl + 1, NULL, 10);
-    return -1;
-}
-
-static long long keyed(const char *dir, const char *file, const char *key)
-{
-    char buf[4096];
-    if (read_file(dir, file, buf, sizeof(buf)))
-        return -1;
-    return keyed_in(buf, key);
-}
-
-/* keyed for the OOM counter, through the descriptor opened ahead when
- * there is one (then closed: it is read once). */
-static long long oom_count(skd__cgroup *cg, const char *dir, const char *file)
-{
-    int fd = cg->oom_fd;
-    if (fd < 0)
-        return keyed(dir, file, "oom_kill");
-    cg->oom_fd = -1;
-    char buf[4096];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    close(fd);
-    if (n < 0)
-        return keyed(dir, file, "oom_kill");
-    buf[n] = '\0';
-    return keyed_in(buf, "oom_kill");
-}
-
-int skd__cgroup_oom_killed(skd__cgroup *cg)
-{
-    if (!cg || !cg->n)
-        return 0;
-    if (G.version == 2)
-        return oom_count(cg, cg->dir[0], "memory.events") > 0;
-    long long n = oom_count(cg, cg->dir[C_MEMORY], "memory.oom_control");
-    if (n >= 0)
-        return n > 0;
-    char buf[64];
-    if (read_file(cg->dir[C_MEMORY], "memory.failcnt", buf, sizeof(buf)))
-        return 0;
-    return strtoll(buf, NULL, 10) > 0;
-}
-
-void skd__cgroup_destroy(skd__cgroup *cg)
-{
-    if (!cg)
-        return;
-    if (cg->fd >= 0)
-        close(cg->fd);
-    if (cg->oom_fd >= 0)
-        close(cg->oom_fd);
-    for (int i = 0; i < L_COUNT; i++)
-        if (cg->lim_fd[i] >= 0)
-            close(cg->lim_fd[i]);
-    for (int c = cg->n - 1; c >= 0; c--) {
-        /* The pid namespace is gone when its init is reaped, but the
-         * kernel may still be tearing tasks down: retry briefly. */
-        for (int i = 0; i < 50 && rmdir(cg->dir[c]) != 0 && errno == EBUSY; i++) {
-            if (i == 0)
-                skd__cgroup_kill(cg);
-            struct timespec ts = {0, 2000000};
-            nanosleep(&ts, NULL);
-        }
-    }
-    free(cg);
-}
-
 void skd__cgroup_forget(void)
 {
     /* A forked spawner must set cgroups up for itself (its own
      * "<pid>" directory), not reuse what its parent process found. */
-    memset(&G, 0, sizeof(G));
+    memset(&skd__cg, 0, sizeof(skd__cg));
     once = (pthread_once_t)PTHREAD_ONCE_INIT;
 }

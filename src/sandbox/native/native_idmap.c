@@ -27,14 +27,7 @@ int skd__native_write_map(pid_t pid, const char *file, const char *map)
 {
     char p[64];
     snprintf(p, sizeof(p), "/proc/%d/%s", (int)pid, file);
-    int fd = open(p, O_WRONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    ssize_t n = write(fd, map, strlen(map));
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return n == (ssize_t)strlen(map) ? 0 : -1;
+    return skd_write_small(AT_FDCWD, p, 0, map) ? -1 : 0;
 }
 
 /* The child of skd__native_make_idmap_userns: it shares our memory (CLONE_VM), so only

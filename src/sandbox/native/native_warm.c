@@ -31,12 +31,10 @@ static int nwarm;
 static int64_t def_tmp_size;
 static skd_sandbox_config def_limits;
 
-void skd__native_set_defaults(int64_t tmp_bytes, int64_t memory_mb, int64_t pids, int64_t cpu)
+void skd__native_set_defaults(const skd_sandbox_config *defaults)
 {
-    def_tmp_size = tmp_bytes;
-    def_limits.memory_limit = memory_mb;
-    def_limits.pids_limit = pids;
-    def_limits.cpu_limit = cpu;
+    def_limits = *defaults;
+    def_tmp_size = defaults->tmp_size;
 }
 
 void skd__native_warm_forget(void)
@@ -187,7 +185,7 @@ int skd__native_warm_fill(int depth)
     struct nstate *s = skd__native_state_new(&req);
     char name[32];
     snprintf(name, sizeof(name), "warm-%u", ++seq);
-    skd__spawned sp = {-1, -1, -1, -1, -1, -1};
+    skd__spawned sp = SKD__SPAWNED_NONE;
     if (!s)
         return -1;
     s->warm = s->child.warm = 1;

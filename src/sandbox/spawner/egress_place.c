@@ -27,15 +27,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define PROXY_URL "http://127.0.0.1:3128"
-
-const char *const skd__egress_env[] = {"HTTP_PROXY=" PROXY_URL, "HTTPS_PROXY=" PROXY_URL,
-                                       "http_proxy=" PROXY_URL, "https_proxy=" PROXY_URL,
-                                       "ALL_PROXY=" PROXY_URL, "all_proxy=" PROXY_URL,
-                                       "NO_PROXY=", "no_proxy=",
-                                       /* node >= 24 then honours the ones above */
-                                       "NODE_USE_ENV_PROXY=1", NULL};
-
 /* In the current namespace: it must hold nothing but loopback (fail
  * closed: a sandbox with another interface would have a way around the
  * proxy), then loopback up, then the listener. */

@@ -20,10 +20,4 @@
  */
 int skd__egress_place(int pidfd, int *out, skd_err *err);
 
-/* The environment a sandbox with network gets: HTTP_PROXY, HTTPS_PROXY,
- * http_proxy, https_proxy, ALL_PROXY, all_proxy (http://127.0.0.1:3128)
- * and NO_PROXY= / no_proxy= (nothing bypasses the proxy), and
- * NODE_USE_ENV_PROXY=1 (node >= 24 then uses them). Static, NULL-terminated. */
-extern const char *const skd__egress_env[];
-
 #endif

@@ -191,33 +191,24 @@ static int valid_uuid(const char *s)
 }
 
 /* Every limit within its range and under the operator's ceilings: the
- * spawner is the last line, whatever the server checked before. */
+ * spawner is the last line, whatever the server checked before. The rows
+ * and the ceilings are include/skilld/limits.h's, the ceilings those the
+ * spawner was told at its start (S.conf), never a request's. */
 static int check_limits(const skd_sandbox_config *c, skd_err *err)
 {
-    const skd__spawner_conf *k = S.conf;
-    struct {
-        const char *name;
-        int64_t v, lo, hi;
-    } f[] = {
-        {"cpuLimit", c->cpu_limit, 1, k->max_cpu},
-        {"memoryLimit", c->memory_limit, SKD_SANDBOX_MIN_MEMORY_MB, k->max_memory_mb},
-        {"timeout", c->timeout_ms, 1, k->max_timeout_ms},
-        {"pidsLimit", c->pids_limit, 1, k->max_pids},
-        {"outputLimit", c->output_limit, 0, k->max_output_bytes},
-        {"fileSizeLimit", c->file_size_limit, 1, 1LL << 40},
-        {"tmpSize", c->tmp_size, 1LL << 20, k->max_tmp_bytes},
-    };
-    for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-        if (f[i].v < f[i].lo || f[i].v > f[i].hi)
+    for (int i = 0; i < SKD_LIMIT_N; i++) {
+        const skd_limit *l = &skd_limits[i];
+        int64_t v = skd_limit_get(c, i), hi = S.conf->ceil.max[i];
+        if (l->kind == SKD_LIMIT_BOOL && l->ceil_env && v > hi)
+            return skd_err_set(err, SKD_EFORBIDDEN,
+                               "sandbox spawner: %s is not allowed by the operator (%s)", l->key,
+                               l->ceil_env);
+        if (v < l->min || v > hi)
             return skd_err_set(err, SKD_EFORBIDDEN,
                                "sandbox spawner: %s %lld is outside the operator's limits "
                                "[%lld, %lld]",
-                               f[i].name, (long long)f[i].v, (long long)f[i].lo,
-                               (long long)f[i].hi);
-    if (c->network_enabled && !k->network_allowed)
-        return skd_err_set(err, SKD_EFORBIDDEN,
-                           "sandbox spawner: networkEnabled is not allowed by the operator "
-                           "(SKILLS_SANDBOX_NETWORK_ENABLED)");
+                               l->key, (long long)v, (long long)l->min, (long long)hi);
+    }
     return 0;
 }
 
@@ -371,12 +362,7 @@ static void on_spawn(skd__spawn_msg *m)
         reply_error(m->handle, SKD_EINVAL, "sandbox spawner: no such run to spawn");
         return;
     }
-    skd__spawned sp = {.pidfd = -1,
-                       .stdin_fd = -1,
-                       .stdout_fd = -1,
-                       .stderr_fd = -1,
-                       .status_fd = -1,
-                       .egress_fd = -1};
+    skd__spawned sp = SKD__SPAWNED_NONE;
     r->spawned = 1;
     if (r->prov->spawn(r->pstate, &sp, &err) != 0) {
         r->reaped = 1; /* nothing to wait for */
@@ -617,7 +603,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         _exit(127);
     skd__native_forget();
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
-    skd__native_set_defaults(conf->tmp_size, conf->memory_mb, conf->pids, conf->cpu);
+    skd__native_set_defaults(&conf->defaults);
     skd__native_defer_teardown(1);
     skd__wsq_set_max_entries(conf->workspace_max_entries);
     /* Detect now: it sets up the cgroup parent and removes the cgroups of a
@@ -652,7 +638,11 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
 
 static pid_t last_spawner;
 
-static int fork_spawner(const skd__spawner_conf *conf, int ctrl)
+/* Fork a helper process (the spawner or the zygote) that runs main_fn on
+ * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
+static int fork_helper(const skd__spawner_conf *conf, const char *name,
+                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
+                       pid_t *pid_out)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
@@ -666,15 +656,25 @@ static int fork_spawner(const skd__spawner_conf *conf, int ctrl)
     }
     if (pid == 0) {
         tie_to_parent(me);
-        close(ctrl);
         close(sv[0]);
         keep_only_fd(sv[1]);
-        prctl(PR_SET_NAME, "skilld-spawner", 0, 0, 0);
-        spawner_main(conf, 3);
+        default_signals();
+        prctl(PR_SET_NAME, name, 0, 0, 0);
+        main_fn(conf, 3);
+        _exit(127); /* main_fn does not return */
     }
     close(sv[1]);
-    last_spawner = pid;
-    return sv[0];
+    *sock_out = sv[0];
+    *pid_out = pid;
+    return 0;
+}
+
+/* In the zygote: a new spawner (its own ctrl socket is not inherited:
+ * fork_helper keeps nothing but the new pair's end). */
+static int fork_spawner(const skd__spawner_conf *conf)
+{
+    int fd;
+    return fork_helper(conf, "skilld-spawner", spawner_main, &fd, &last_spawner) == 0 ? fd : -1;
 }
 
 __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf, int ctrl)
@@ -705,7 +705,7 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
         }
         skd__spawn_out o;
         if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
-            int fd = fork_spawner(conf, ctrl);
+            int fd = fork_spawner(conf);
             if (fd >= 0) {
                 skd__spawn_out_init(&o, SKD__REP_OK, (uint64_t)last_spawner);
                 skd__spawn_out_fd(&o, fd, SKD__FD_SOCKET);
@@ -728,37 +728,6 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
         if (rc == 0)
             skd__spawn_msg_free(&m);
     }
-}
-
-/* Fork a helper process (the spawner or the zygote) that runs main_fn on
- * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
-static int fork_helper(const skd__spawner_conf *conf, const char *name,
-                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
-                       pid_t *pid_out)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return -1;
-    pid_t me = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        tie_to_parent(me);
-        close(sv[0]);
-        keep_only_fd(sv[1]);
-        default_signals();
-        prctl(PR_SET_NAME, name, 0, 0, 0);
-        main_fn(conf, 3);
-        _exit(127); /* main_fn does not return */
-    }
-    close(sv[1]);
-    *sock_out = sv[0];
-    *pid_out = pid;
-    return 0;
 }
 
 int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)

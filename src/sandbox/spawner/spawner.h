@@ -19,8 +19,7 @@ typedef struct skd__spawner_conf {
     char runtime[16];
     unsigned owner_uid, owner_gid; /* who owns the workspaces (the server's user) */
     /* The ceilings: no request may go above them. */
-    long long max_cpu, max_memory_mb, max_timeout_ms, max_pids, max_output_bytes, max_tmp_bytes;
-    int network_allowed;
+    skd_sandbox_ceilings ceil;
     /* The workspace quota overlay (src/sandbox/ws_quota.c): bytes a
      * workspace may hold after a run (0: no overlay), and the bytes of
      * DATA_DIR's filesystem a commit leaves free. */
@@ -28,7 +27,7 @@ typedef struct skd__spawner_conf {
     long long workspace_max_entries; /* SKILLS_WORKSPACE_MAX_ENTRIES (0: the default) */
     /* A run's defaults (the operator's): pre-made sandboxes are made with
      * this /tmp size and these limits (native.c), never a tenant's. */
-    long long tmp_size, memory_mb, pids, cpu;
+    skd_sandbox_config defaults;
     /* Pre-made native sandboxes (native.c): 0 none, 1 one at start only
      * (skilld exec), 2 two kept waiting, one made after each run (a server). */
     int warm;

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -83,12 +84,18 @@ void skd__spawn_out_i32(skd__spawn_out *o, uint16_t tag, int32_t v)
     put_field(o, tag, &v, 4);
 }
 
+void skd__spawn_out_limit(skd__spawn_out *o, uint32_t tag, int64_t value)
+{
+    unsigned char w[SKD__LIMIT_FIELD_LEN] = {0};
+    memcpy(w, &tag, 4);
+    memcpy(w + 8, &value, 8);
+    put_field(o, SKD__T_LIMIT, w, sizeof(w));
+}
+
 void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c)
 {
-    int64_t v[SKD__CFG_N] = {
-        c->cpu_limit,           c->memory_limit, c->timeout_ms,   c->network_enabled, c->read_only,
-        c->workspace_read_only, c->pids_limit,   c->output_limit, c->file_size_limit, c->tmp_size};
-    put_field(o, SKD__T_CONFIG, v, sizeof(v));
+    for (int i = 0; i < SKD_LIMIT_N; i++)
+        skd__spawn_out_limit(o, skd_limits[i].tag, skd_limit_get(c, i));
 }
 
 void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5])
@@ -131,16 +138,9 @@ static int to_memfd(const unsigned char *p, size_t n)
     int fd = memfd_create("skilld-spawn-msg", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0)
         return -1;
-    size_t off = 0;
-    while (off < n) {
-        ssize_t w = write(fd, p + off, n - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)w;
+    if (skd_write_all(fd, p, n)) {
+        close(fd);
+        return -1;
     }
     if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
         close(fd);
@@ -237,6 +237,35 @@ static char *take_str(skd__spawn_msg *m, size_t *off, const unsigned char *p, ui
     return s;
 }
 
+/* One tagged limit: a known tag, not seen before, its value in its row's
+ * range. Returns 0, or -1 with why in what (cap bytes). */
+static int take_limit(skd__spawn_msg *m, const unsigned char *p, uint32_t n, char *what, size_t cap)
+{
+    uint32_t tag, zero;
+    int64_t v;
+    if (n != SKD__LIMIT_FIELD_LEN)
+        return snprintf(what, cap, "bad limit field"), -1;
+    memcpy(&tag, p, 4);
+    memcpy(&zero, p + 4, 4);
+    memcpy(&v, p + 8, 8);
+    if (zero != 0)
+        return snprintf(what, cap, "bad limit field"), -1;
+    int id = skd_limit_by_tag(tag);
+    if (id < 0)
+        return snprintf(what, cap, "unknown limit tag %u", (unsigned)tag), -1;
+    const skd_limit *l = &skd_limits[id];
+    if (m->limits_seen & (1u << id))
+        return snprintf(what, cap, "limit %s twice", l->key), -1;
+    if (v < l->min || v > l->max)
+        return snprintf(what, cap, "%s %lld is out of its range [%lld, %lld]", l->key, (long long)v,
+                        (long long)l->min, (long long)l->max),
+               -1;
+    skd_limit_set(&m->cfg, id, v);
+    m->limits_seen |= 1u << id;
+    m->has_config = ++m->nlimits == SKD_LIMIT_N;
+    return 0;
+}
+
 static int check_required(const skd__spawn_msg *m)
 {
     switch (m->type) {
@@ -269,7 +298,8 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
         close_fds(fds, nfds > SKD__SPAWN_MAX_FDS ? SKD__SPAWN_MAX_FDS : 0);
         return skd_err_set(err, SKD_EINVAL, "spawner message: too many descriptors");
     }
-    memcpy(m->fds, fds, sizeof(int) * (size_t)nfds);
+    if (nfds > 0) /* fds may be NULL when there are none */
+        memcpy(m->fds, fds, sizeof(int) * (size_t)nfds);
     m->nfds = nfds;
     uint32_t magic, nfd_hdr, flags;
     uint16_t nfields;
@@ -359,23 +389,10 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             (*cnt)++;
             break;
         }
-        case SKD__T_CONFIG: {
-            int64_t v[SKD__CFG_N];
-            if (n != sizeof(v) || m->has_config)
-                return bad(m, err, "bad limits");
-            memcpy(v, p, sizeof(v));
-            skd_sandbox_config *c = &m->cfg;
-            c->cpu_limit = v[0];
-            c->memory_limit = v[1];
-            c->timeout_ms = v[2];
-            c->network_enabled = v[3] != 0;
-            c->read_only = v[4] != 0;
-            c->workspace_read_only = v[5] != 0;
-            c->pids_limit = v[6];
-            c->output_limit = v[7];
-            c->file_size_limit = v[8];
-            c->tmp_size = v[9];
-            m->has_config = 1;
+        case SKD__T_LIMIT: {
+            char what[128];
+            if (take_limit(m, p, n, what, sizeof(what)) != 0)
+                return bad(m, err, what);
             break;
         }
         case SKD__T_FDROLE:

@@ -12,6 +12,15 @@
  * (flag SKD__MSGF_MEMFD, the memfd is the last descriptor), bounded by
  * SKD__SPAWN_MSG_MAX.
  *
+ * The limits of a run travel as tagged fields, never by position: one
+ * SKD__T_LIMIT field per limit, its 16 bytes
+ *   u32 limit tag, u32 zero, i64 value
+ * where the limit tag is the row's tag in include/skilld/limits.h. The
+ * decoder refuses a tag no row has, a tag seen twice, a value outside the
+ * row's [min, max] (0 or 1 for a BOOL row), and a REQ_PREPARE that lacks
+ * any row. The spawner then checks every value against the operator's
+ * ceilings (spawner.c), whatever the server checked before.
+ *
  * Trust: the spawner decodes what an unprivileged (possibly compromised)
  * server sent. The decoder checks every length, count, tag and string
  * (NUL-free, bounded) and keeps no pointer outside its own copy; anything
@@ -54,7 +63,7 @@ enum skd__spawn_tag {
     SKD__T_CWD,          /* string: absolute path inside the sandbox */
     SKD__T_ARG,          /* string, repeated: argv in order */
     SKD__T_ENV,          /* string, repeated: NAME=value */
-    SKD__T_CONFIG,       /* the limits: SKD__CFG_N little int64s */
+    SKD__T_LIMIT,        /* repeated, one per limit: u32 tag, u32 zero, i64 value (above) */
     SKD__T_FDROLE,       /* u32, repeated: what each received fd is (enum fd_role) */
     SKD__T_CODE,         /* i32: an SKD_E* code (REP_ERROR) */
     SKD__T_MESSAGE,      /* string: error or setup message */
@@ -78,7 +87,7 @@ enum skd__fd_role {
     SKD__FD_ROLE_MAX
 };
 
-#define SKD__CFG_N 10
+#define SKD__LIMIT_FIELD_LEN 16
 
 /* A decoded message. Strings point into buf (owned); argv/envp are
  * NULL-terminated arrays into buf. fds are owned until taken (set to -1). */
@@ -88,7 +97,9 @@ typedef struct skd__spawn_msg {
     const char *provider, *id, *image, *cwd, *message;
     char **argv, **envp;
     size_t argc, envc;
-    int has_config;
+    int has_config; /* every limit arrived (nlimits == SKD_LIMIT_N) */
+    int nlimits;
+    uint32_t limits_seen; /* bit id: row id's tag arrived */
     skd_sandbox_config cfg;
     int code;
     int has_outcome;
@@ -118,7 +129,10 @@ typedef struct skd__spawn_out {
 void skd__spawn_out_init(skd__spawn_out *o, uint16_t type, uint64_t handle);
 void skd__spawn_out_str(skd__spawn_out *o, uint16_t tag, const char *s);
 void skd__spawn_out_i32(skd__spawn_out *o, uint16_t tag, int32_t v);
+/* Every limit of c, one SKD__T_LIMIT field each. */
 void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c);
+/* One SKD__T_LIMIT field (tag, value) as it is, for tests of the decoder. */
+void skd__spawn_out_limit(skd__spawn_out *o, uint32_t tag, int64_t value);
 void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
 void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes);
 /* Attach fd (borrowed) with its role. */

@@ -1,0 +1,65 @@
+/*
+ * Internals shared by the docker and podman provider's two files:
+ * docker.c (the life of a run: detect, prepare, spawn, kill, cleanup, and
+ * the workspace lent to the sandbox uid) and docker_args.c (the `create`
+ * command line: every limit of the run as the engine's flags, then the
+ * image and the command).
+ */
+#ifndef SKILLD_SANDBOX_CONTAINER_DOCKER_INT_H
+#define SKILLD_SANDBOX_CONTAINER_DOCKER_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/container/container.h"
+#include "sandbox/provider.h"
+#include "sandbox/ws_quota.h"
+
+#define SKD__CTR_UID 65534
+#define CTR_NAME_MAX 80
+#define CREATE_TIMEOUT_MS 60000
+#define SHORT_TIMEOUT_MS 20000
+#define KILL_GRACE_MS 5000
+#define NOFILE_LIMIT 1024
+#define NPROC_LIMIT 16384 /* RLIMIT_NPROC is per host uid; pids-limit is the real cap */
+#define MAX_WALK_DEPTH 128
+
+typedef struct ctr_state {
+    skd__engine eng;
+    char name[CTR_NAME_MAX]; /* skilld-<id> */
+    char *start_argv[6];     /* bin start -a -i name NULL */
+    char *kill_argv[7];      /* bin kill --signal KILL name NULL */
+    pid_t client;            /* the start -a -i client, or -1 */
+    int client_pidfd;        /* our copy for the kill helper, or -1 */
+    pid_t killer;            /* kill helper, or -1 */
+    char *ws;                /* workspace lent to the sandbox uid, or NULL */
+    skd__wsq *wsq;           /* the workspace quota overlay, or NULL */
+    char id[SKD_UUID_LEN + 1];
+    int cg_parent;   /* podman on cgroup v1: the parent cgroup holds the memory limit */
+    int64_t reserve; /* SKILLS_DATA_RESERVE_BYTES for the commit */
+    char rundir[96]; /* podman: the client's working directory, or "" */
+    int network;     /* networkEnabled: the egress proxy goes into the container */
+} ctr_state;
+
+/* A growable argv with strings owned by it (freed by skd__ctr_argv_free);
+ * oom is set by the first allocation that failed, and later adds do
+ * nothing. */
+typedef struct skd__ctr_argv {
+    char **v;
+    size_t n, cap;
+    int oom;
+} skd__ctr_argv;
+
+void skd__ctr_argv_add(skd__ctr_argv *a, const char *s);
+void skd__ctr_argv_addf(skd__ctr_argv *a, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void skd__ctr_argv_free(skd__ctr_argv *a);
+
+/* The `create` arguments for req into a: every limit of req->cfg as the
+ * engine's flags (the provider's enforcement of include/skilld/limits.h's
+ * rows), then the image and the command. 0, or SKD_ESANDBOX (a limit the
+ * engine cannot take), SKD_EINVAL, SKD_ENOMEM. */
+int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_argv *a, skd_err *err);
+
+#endif
