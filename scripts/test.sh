@@ -13,7 +13,8 @@
 #      tests/integration/*.sh once more against the ASan+UBSan binary
 #   5. platform: tests/platform/ring.sh boots Debian 12 (kernel 6.1, cgroup
 #      v2, systemd 252) under qemu and runs the sandbox there from a login
-#      session, as skilld.service and as a user service (tests/platform/README.md)
+#      session, as skilld.service, as a user service and alone in a cgroup
+#      without systemd (tests/platform/README.md)
 #   6. store: the integration and node tests once more with the store in
 #      PostgreSQL 15, and tests/store/, tests/scale/ (block at the end)
 # A test file a ring skips (not executable, and not a helper another test

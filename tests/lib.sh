@@ -15,6 +15,9 @@ TMP=$(mktemp -d /tmp/skilld-it.XXXXXX)
 # Started as root, skilld drops to SKILLD_USER: its DATA_DIR under $TMP
 # must be reachable by that user (the data directory itself stays 0700).
 chmod 0755 "$TMP"
+# A test that names no DATA_DIR gets its own (as root the default would be
+# the machine's /var/lib/skilld).
+export DATA_DIR=${DATA_DIR:-$TMP/var}
 trap 'rm -rf "$TMP"' EXIT
 pass() { echo "PASS $TEST_NAME: $1"; }
 fail() { echo "FAIL $TEST_NAME: $1: ${2:-}"; TEST_FAILS=$((TEST_FAILS + 1)); }

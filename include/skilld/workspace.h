@@ -95,6 +95,7 @@ int skd_workspace_openat_in(skd_workspace *ws, int dirfd, const char *path, int 
  * could fill the disk with empty directories inside any byte quota. */
 typedef struct skd_ws_usage {
     uint64_t bytes, entries;
+    uint64_t swept; /* temporary files removed (skd_workspace_usage_sweep) */
 } skd_ws_usage;
 
 /* What one new entry takes on disk beyond its bytes (a directory's block),
@@ -107,15 +108,29 @@ typedef struct skd_ws_usage {
 int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err);
 
 /* Temporary files of atomic writes are named SKD_WORKSPACE_TMP_PREFIX and
- * random hex; clients may not use the prefix for their own names. */
+ * random hex; clients may not use the prefix for their own names. Every
+ * writer that makes one (file_write, the commit of a sandbox's writes)
+ * holds the workspace lock until it is renamed or removed, so one found
+ * under the lock is a crashed writer's. */
 #define SKD_WORKSPACE_TMP_PREFIX ".skd-tmp-"
+/* The longest a write keeps its temporary file (a file_write of
+ * SKILLS_MAX_FILE_BYTES, a commit of a workspace quota's bytes, each with
+ * its fsync), with a wide margin: one this old is a crashed writer's even
+ * where the lock cannot be taken. */
+#define SKD_WORKSPACE_TMP_MAX_AGE_S 60
+
+/* skd_workspace_usage_limit that also removes the temporary files it
+ * meets, of any age: call it holding the workspace lock (file_write does,
+ * when it measures the workspace before a write). u->swept counts them. */
+int skd_workspace_usage_sweep(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err);
 
 /* Remove the temporary files (SKD_WORKSPACE_TMP_PREFIX*) that writes
- * interrupted by a crash left in every workspace under data_dir, when
- * older than min_age_s seconds (a live replica sharing DATA_DIR may be
- * writing the younger ones). Returns the number removed, or a negative
+ * interrupted by a crash left in every workspace under data_dir (at
+ * start): all of them in a workspace whose lock is free, else those older
+ * than SKD_WORKSPACE_TMP_MAX_AGE_S (a live replica sharing DATA_DIR may
+ * be writing the younger ones). Returns the number removed, or a negative
  * SKD_E* when data_dir/workspaces cannot be read (missing is 0). */
-int skd_workspace_sweep_tmp(const char *data_dir, int min_age_s, skd_err *err);
+int skd_workspace_sweep_tmp(const char *data_dir, skd_err *err);
 
 /* SKD_EQUOTA when writing more bytes into ws would leave its filesystem
  * fewer than reserve bytes free (the store's reserve,

@@ -175,7 +175,7 @@ static int write_locked(const skd_ctx *ctx, struct wjob *j, const skd_ws_usage *
     int rc = 0;
     if (pre)
         u = *pre;
-    else if ((rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, err)))
+    else if ((rc = skd_workspace_usage_sweep(skd_workspace_fd(ctx->ws), max_entries, &u, err)))
         return rc;
     used = u.bytes;
     if (kind == 0 && u.entries > max_entries)
@@ -261,7 +261,7 @@ static json_t *handle(const skd_ctx *ctx, const json_t *input, void *udata)
         goto out;
     uint64_t max_entries = max_entries_of(ctx);
     skd_ws_usage u;
-    if ((rc = skd_workspace_usage_limit(skd_workspace_fd(ctx->ws), max_entries, &u, &err)) == 0) {
+    if ((rc = skd_workspace_usage_sweep(skd_workspace_fd(ctx->ws), max_entries, &u, &err)) == 0) {
         uint64_t budget = u.entries + 1 <= max_entries ? max_entries - u.entries - 1 : 0;
         uint64_t before = budget;
         j.dirfd = skd_workspace_open_parent_within(ctx->ws, j.path, &budget, j.name, &err);

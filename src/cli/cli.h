@@ -43,6 +43,15 @@ int skd__cli_unprivileged(skd_cli *cli, int (*fn)(skd_cli *, void *, int), void 
  * for sigwait or signalfd. */
 void skd__cli_block_stop_signals(sigset_t *set);
 
+/* DATA_DIR's default when skilld is started as root (FHS); ./var (the
+ * table's default) otherwise. */
+#define SKD_ROOT_DATA_DIR "/var/lib/skilld"
+struct passwd;
+/* Whether user pw (NULL: this process, rootless) can reach DATA_DIR dir
+ * and write it, checked in a child with pw's ids before anything in dir is
+ * touched; 0, or -1 with the reason and its fix in why. Call it while this
+ * process has one thread (it forks). */
+int skd__cli_data_dir_check(const char *dir, const struct passwd *pw, char *why, size_t cap);
 int skd__cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Read an --input argument: inline JSON, @FILE or - (stdin), capped at

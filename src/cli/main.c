@@ -41,7 +41,8 @@ static void usage(FILE *out, const char *prog)
     for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
         fprintf(out, "  %s\n", commands[i].help);
     fprintf(out, "\nglobal flags:\n"
-                 "  --data-dir DIR        state directory (DATA_DIR, default ./var)\n"
+                 "  --data-dir DIR        state directory (DATA_DIR; default ./var, as "
+                 "root " SKD_ROOT_DATA_DIR ")\n"
                  "  --config FILE         NAME=value settings file (SKILLD_CONFIG)\n"
                  "  --set NAME=VALUE      any setting by its environment name\n"
                  "  --log-format text|json, --log-level debug|info|warn|error\n"
@@ -210,8 +211,13 @@ int main(int argc, char **argv)
     skd_cli cli = {.prog = "skilld"};
     int code = CLI_USAGE;
     cli.cfg = skd_config_new();
-    if (!cli.cfg) {
+    /* Started as root, state goes where the FHS puts it (and where
+     * skilld.service and quickstart.sh put it); the file, the environment
+     * and the flags still override it. */
+    if (!cli.cfg ||
+        (geteuid() == 0 && skd_config_set(cli.cfg, "DATA_DIR", SKD_ROOT_DATA_DIR, NULL) != 0)) {
         fprintf(stderr, "skilld: out of memory\n");
+        skd_config_free(cli.cfg);
         return CLI_FAIL;
     }
     int at = parse_globals(&cli, argc, argv, &code);

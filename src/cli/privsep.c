@@ -3,8 +3,10 @@
  * privileges"). Every subcommand that opens the engine goes through
  * skd__cli_engine_flags, which, in this order:
  *   1. started as root: finds SKILLD_USER (default "skilld") and refuses to
- *      go on without it, naming the fix; makes DATA_DIR that user's
- *      (migrating a root-owned one, and saying so in the log);
+ *      go on without it, naming the fix; checks, as that user, that it can
+ *      reach DATA_DIR (refusing before anything in it is touched); makes
+ *      DATA_DIR that user's (migrating a root-owned one, and saying so in
+ *      the log);
  *   2. starts the sandbox runner, whose supervisor forks the spawner while
  *      this process still has its privileges and no other thread;
  *   3. started as root: drops to SKILLD_USER for good (groups, gid, uid;
@@ -27,6 +29,8 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <grp.h>
+#include <libgen.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <pwd.h>
 #include <stdio.h>
@@ -111,6 +115,67 @@ static int drop_to(const struct passwd *pw)
     return 0;
 }
 
+/* In a child with pw's ids (or ours when pw is NULL): can that user reach
+ * DATA_DIR and write it? The parent directory must be searchable; an
+ * existing DATA_DIR must be writable, unless will_own (root hands it to pw
+ * first); a missing one must be creatable, unless will_own (root makes
+ * it). Exit status: 0, else errno, plus 128 when DATA_DIR itself failed. */
+static int reach_probe(const char *dir, const char *parent, int will_own)
+{
+    struct stat st;
+    if (access(parent, will_own ? X_OK : W_OK | X_OK) != 0 && errno != ENOENT)
+        return errno & 0x7f;
+    if (stat(dir, &st) == 0 && (!will_own || st.st_uid == geteuid()) &&
+        access(dir, R_OK | W_OK | X_OK) != 0)
+        return 128 | (errno & 0x7f);
+    return 0;
+}
+
+int skd__cli_data_dir_check(const char *dir, const struct passwd *pw, char *why, size_t cap)
+{
+    char copy[PATH_MAX], parent[PATH_MAX];
+    if (skd_strlcpy(copy, dir, sizeof(copy))) {
+        snprintf(why, cap, "DATA_DIR is too long");
+        return -1;
+    }
+    skd_strlcpy(parent, dirname(copy), sizeof(parent));
+    int st = 0;
+    if (pw) {
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(why, cap, "fork: %s", strerror(errno));
+            return -1;
+        }
+        if (pid == 0) {
+            /* One thread here (no runner yet): libc is whole after fork. */
+            gid_t g = pw->pw_gid;
+            if (setgroups(1, &g) != 0 || setresgid(g, g, g) != 0 ||
+                setresuid(pw->pw_uid, pw->pw_uid, pw->pw_uid) != 0)
+                _exit(EPERM);
+            _exit(reach_probe(dir, parent, 1));
+        }
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        st = WIFEXITED(st) ? WEXITSTATUS(st) : EINTR;
+    } else {
+        st = reach_probe(dir, parent, 0);
+    }
+    if (st == 0)
+        return 0;
+    const char *user = pw ? pw->pw_name : "running skilld";
+    char shown[PATH_MAX];
+    if (!realpath(st & 128 ? dir : parent, shown))
+        skd_strlcpy(shown, st & 128 ? dir : parent, sizeof(shown));
+    snprintf(why, cap,
+             "DATA_DIR %s is not usable by user %s: %s %s: %s; fix: set DATA_DIR (or --data-dir) "
+             "to a directory that user can reach%s, or let it search every directory above it "
+             "(chmod o+x)",
+             dir, user, st & 128 ? "cannot write" : "cannot reach its parent", shown,
+             strerror(st & 0x7f), pw ? " (as root the default is " SKD_ROOT_DATA_DIR ")" : "");
+    return -1;
+}
+
 /* Step 1 of the list above: SKILLD_USER, refusing to go on without it,
  * and DATA_DIR handed to it. NULL (after saying why) when it cannot be. */
 static struct passwd *service_user(skd_cli *cli, const char *dir)
@@ -126,6 +191,11 @@ static struct passwd *service_user(skd_cli *cli, const char *dir)
                 "%s\n(scripts/quickstart.sh and scripts/deps.sh do this), or set "
                 "SKILLD_USER to another unprivileged user.\n",
                 user, pw ? "is root" : "does not exist", user);
+        return NULL;
+    }
+    char why[PATH_MAX + 512];
+    if (skd__cli_data_dir_check(dir, pw, why, sizeof(why)) != 0) {
+        fprintf(stderr, "skilld: %s\n", why);
         return NULL;
     }
     if (own_data_dir(dir, pw) != 0)

@@ -31,7 +31,8 @@ struct key {
 
 static const struct key keys[] = {
     /* core */
-    {"DATA_DIR", K_STR, "./var", 0, 0, 0, "state directory: skilld.db, workspaces/, images/"},
+    {"DATA_DIR", K_STR, "./var", 0, 0, 0,
+     "state directory: skilld.db, workspaces/, images/ (started as root: /var/lib/skilld)"},
     /* the store (src/store, docs/store.md) */
     {"SKILLD_STORE", K_STR, "", 0, 0, 1,
      "postgresql://... to keep the store in PostgreSQL (empty: SQLite $DATA_DIR/skilld.db)"},

@@ -120,10 +120,9 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     /* Skills registered through another replica (src/skills/custom_sync.c). */
     skd__custom_sync_init(e->skills);
     skd_store_watch_skills(e->store, skd__custom_sync, e->skills);
-    /* Temporary files of writes a crash interrupted (a minute old: a
-     * replica sharing DATA_DIR may be writing younger ones). */
+    /* Temporary files of writes a crash interrupted (src/workspace). */
     skd_err serr = {0};
-    int swept = skd_workspace_sweep_tmp(dir, 60, &serr);
+    int swept = skd_workspace_sweep_tmp(dir, &serr);
     if (swept > 0)
         skd_info("removed %d temporary file(s) of interrupted writes from the workspaces", swept);
     else if (swept < 0)

@@ -201,22 +201,6 @@ static int has_word(const char *list, const char *w)
     return 0;
 }
 
-/* How many processes other than this one are in the cgroup at dir. */
-static int other_procs(const char *dir)
-{
-    char p[PATH_MAX + 16], line[32];
-    int n = 0;
-    if (snprintf(p, sizeof(p), "%s/cgroup.procs", dir) >= (int)sizeof(p))
-        return 0;
-    FILE *f = fopen(p, "re");
-    while (f && fgets(line, sizeof(line), f))
-        if (strtol(line, NULL, 10) != (long)getpid())
-            n++;
-    if (f)
-        fclose(f);
-    return n;
-}
-
 /* cgroup v2 with memory, pids and cpu: the cgroup skilld will really use
  * is the one this process is in (the spawner starts there), as the native
  * provider decides (native_cgroup.c, cgroup_delegate.c). */
@@ -259,20 +243,29 @@ static void check_v2_cgroup(json_t *checks, const char *mnt, char *deleg_why, si
     (void)skd_read_small(AT_FDCWD, p, 0, sub, sizeof(sub), NULL);
     sub[strcspn(sub, "\n")] = '\0';
     int enabled = has_word(sub, "memory") && has_word(sub, "pids") && has_word(sub, "cpu");
-    int others = self[0] ? other_procs(base) : 0;
+    /* The same test as the set-up's (native_cgroup.c): skilld moves its
+     * own processes into a leaf, never anyone else's. */
+    char names[200] = "";
+    int others = self[0] && !enabled ? skd__cgroup_foreign_procs(base, names, sizeof(names)) : 0;
     int w = geteuid() == 0 || access(p, W_OK) == 0;
-    if (!w || (!enabled && others > 0)) {
+    if (!w || others > 0) {
         *usable = 0;
-        add(checks, "cgroup_limits", FAIL, skd__cgroup_delegate_fix(),
-            "cgroup v2 at %s (no systemd): %s", base,
+        add(checks, "cgroup_limits", FAIL,
+            !w ? skd__cgroup_delegate_fix()
+               : "start skilld as the only process of its cgroup (exec it from the "
+                 "supervisor's script), or in a delegated cgroup",
+            "cgroup v2 at %s (no systemd): %s%s", base,
             !w ? "not writable by this user"
-               : "it holds other processes and has no memory, pids, cpu enabled for its "
-                 "children, so skilld cannot make sandbox cgroups there (no internal processes)");
+               : "it holds processes that are not skilld's, so skilld cannot enable memory, "
+                 "pids and cpu for sandbox cgroups there (no internal processes): ",
+            w ? names : "");
         snprintf(deleg_why, cap, "cgroup %.200s is not delegated to this user", base);
         return;
     }
     add(checks, "cgroup_limits", OK, NULL,
-        "memory (with swap), pids and cpu can be limited below cgroup v2 at %s (no systemd)", base);
+        "memory (with swap), pids and cpu can be limited below cgroup v2 at %s (no systemd%s)",
+        base,
+        enabled || !self[0] ? "" : "; skilld's processes move into its leaf skilld-server first");
     snprintf(deleg_why, cap, "%.200s is writable", base);
 }
 

@@ -487,8 +487,13 @@ static void *supervisor_main(void *arg)
         free_dead(r);
     }
     free_dead(r);
-    /* Its exit starts now; skd_runner_free reaps it. */
+    /* Its exit starts now, and is waited for here: the zygote's (and so
+     * the spawner's) parent-death signal follows this thread, and a return
+     * before it is gone would kill the spawner in the middle of its
+     * cleanup, leaving its cgroups behind (seen with `skilld doctor`, whose
+     * process lives on after its runner). */
     skd__spawner_client_close(r->spawner);
+    skd__spawner_client_reap(r->spawner);
     return NULL;
 }
 

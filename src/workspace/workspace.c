@@ -552,8 +552,10 @@ int skd_workspace_open_parent_within(skd_workspace *ws, const char *path, uint64
 /* Sum regular file sizes below dirfd (which this function closes) and count
  * every entry, stopping once more than max entries were seen (u->entries is
  * then max + 1): a workspace of a million empty entries costs one bounded
- * walk, not a million stats per call. */
-static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *err)
+ * walk, not a million stats per call. Temporary files never count; when
+ * sweep, those modified at or before cutoff are removed (u->swept). */
+static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, int sweep, time_t cutoff,
+                skd_err *err)
 {
     DIR *d = fdopendir(dirfd);
     int rc = 0;
@@ -570,12 +572,20 @@ static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *er
                                  strerror(errno));
             break;
         }
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0)
-            continue; /* temporary files never count against the quota */
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
         struct stat st;
+        int tmp =
+            strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0;
+        if (tmp && !sweep)
+            continue; /* temporary files never count against the quota */
         if (fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
             continue; /* removed meanwhile */
+        if (tmp) {
+            if (S_ISREG(st.st_mode) && st.st_mtime <= cutoff && unlinkat(dirfd, de->d_name, 0) == 0)
+                u->swept++;
+            continue;
+        }
         u->entries++;
         if (S_ISREG(st.st_mode)) {
             u->bytes += (uint64_t)st.st_size;
@@ -588,7 +598,7 @@ static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *er
             int sub = beneath(dirfd, de->d_name, O_RDONLY | O_DIRECTORY, 0);
             if (sub < 0)
                 continue; /* replaced by a non-directory meanwhile */
-            if ((rc = walk(sub, depth + 1, u, max, err)) != 0)
+            if ((rc = walk(sub, depth + 1, u, max, sweep, cutoff, err)) != 0)
                 break;
         }
     }
@@ -596,13 +606,24 @@ static int walk(int dirfd, int depth, skd_ws_usage *u, uint64_t max, skd_err *er
     return rc;
 }
 
-int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err)
+static int measure(int dirfd, uint64_t max_entries, int sweep, time_t cutoff, skd_ws_usage *u,
+                   skd_err *err)
 {
-    u->bytes = u->entries = 0;
+    u->bytes = u->entries = u->swept = 0;
     int fd = beneath(dirfd, ".", O_RDONLY | O_DIRECTORY, 0);
     if (fd < 0)
         return map_errno(errno, ".", err);
-    return walk(fd, 0, u, max_entries, err);
+    return walk(fd, 0, u, max_entries, sweep, cutoff, err);
+}
+
+int skd_workspace_usage_limit(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err)
+{
+    return measure(dirfd, max_entries, 0, 0, u, err);
+}
+
+int skd_workspace_usage_sweep(int dirfd, uint64_t max_entries, skd_ws_usage *u, skd_err *err)
+{
+    return measure(dirfd, max_entries, 1, time(NULL), u, err);
 }
 
 int skd_workspace_reserve_check(skd_workspace *ws, uint64_t more, uint64_t reserve, skd_err *err)
@@ -619,36 +640,7 @@ int skd_workspace_reserve_check(skd_workspace *ws, uint64_t more, uint64_t reser
     return 0;
 }
 
-/* Remove old SKD_WORKSPACE_TMP_PREFIX files below dirfd (closed here). */
-static int sweep_dir(int dirfd, int depth, time_t cutoff)
-{
-    DIR *d = fdopendir(dirfd);
-    int n = 0;
-    if (!d) {
-        close(dirfd);
-        return 0;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        struct stat st;
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
-            fstatat(dirfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
-            continue;
-        if (S_ISREG(st.st_mode) &&
-            strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0 &&
-            st.st_mtime <= cutoff && unlinkat(dirfd, de->d_name, 0) == 0)
-            n++;
-        else if (S_ISDIR(st.st_mode) && depth < WALK_MAX_DEPTH) {
-            int sub = openat(dirfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (sub >= 0)
-                n += sweep_dir(sub, depth + 1, cutoff);
-        }
-    }
-    closedir(d);
-    return n;
-}
-
-int skd_workspace_sweep_tmp(const char *data_dir, int min_age_s, skd_err *err)
+int skd_workspace_sweep_tmp(const char *data_dir, skd_err *err)
 {
     char path[PATH_MAX];
     if (!data_dir || snprintf(path, sizeof(path), "%s/workspaces", data_dir) >= (int)sizeof(path))
@@ -656,7 +648,34 @@ int skd_workspace_sweep_tmp(const char *data_dir, int min_age_s, skd_err *err)
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
         return errno == ENOENT ? 0 : skd_err_set(err, SKD_EIO, "%s: %s", path, strerror(errno));
-    return sweep_dir(fd, 0, time(NULL) - min_age_s);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return skd_err_set(err, SKD_EIO, "%s: %s", path, strerror(errno));
+    }
+    int n = 0;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (de->d_name[0] == '.')
+            continue;
+        int ws = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ws < 0)
+            continue;
+        /* The lock free: no write is under way, every temporary file is a
+         * crashed writer's. Taken: only the old ones are sure to be. */
+        int free_lock = flock(ws, LOCK_EX | LOCK_NB) == 0;
+        skd_ws_usage u;
+        time_t cutoff = time(NULL) - (free_lock ? 0 : SKD_WORKSPACE_TMP_MAX_AGE_S);
+        int sub = dup(ws);
+        if (sub >= 0) {
+            memset(&u, 0, sizeof(u));
+            walk(sub, 0, &u, UINT64_MAX, 1, cutoff, NULL);
+            n += (int)u.swept;
+        }
+        close(ws); /* and its lock */
+    }
+    closedir(d);
+    return n;
 }
 
 int skd_workspace_lock(skd_workspace *ws, skd_err *err)

@@ -5,14 +5,17 @@
 # result is a "PASS case: name" / "FAIL case: name: why" line in
 # /payload/results.log, which ring.sh reads back after the VM powers off.
 #
-# Cases (RING_CASES, default "session service rootless"):
+# Cases (RING_CASES, default "session service rootless nosd"):
 #   session  the server started as scripts/quickstart.sh starts it, from the
 #            login shell; skilld exec, doctor, the native sandbox tests
 #   service  `make install`, then skilld.service (Delegate=yes) started by
 #            systemd; its admin key from the 0600 file; the journal
 #   rootless skilld-user.service as user alice (after service: it uses the
 #            installed files), the tests in her user manager
-# and in each: doctor clean, tests/integration/sandbox_exec.sh and
+#   nosd     no systemd in skilld's view: skilld exec'd alone into a
+#            hand-made cgroup (as runit, s6, OpenRC or a container do)
+# and in each: doctor clean and agreeing with a real call,
+# tests/integration/sandbox_exec.sh and
 # tests/security/escape.sh, an MCP tools/call of execute_command with
 # memory, pids and cpu limits (read back from the run's cgroup), OOM
 # reported, a timeout killing the whole cgroup, kill -9 of the server
@@ -130,6 +133,20 @@ doctor_clean() {
         fail "skilld doctor clean" "exit $rc; warnings '$warns' (expected '$want'); $(echo "$out" | grep -E '^(FAIL|WARN)|overall|mode_' | tr '\n' ' ' | head -c 600)"
     fi
     echo "$out" | sed 's/^/#   /'
+    agree "$rc" "$bin" "$@"
+}
+
+# agree DOCTOR-STATUS SKILLD [RUNNER...]: doctor's verdict (its exit status)
+# and a real call's result, in the same place, agree.
+agree() {
+    local drc=$1 bin=$2 erc=0 out
+    shift 2
+    out=$("$@" "$bin" exec --key ring-agree -- true 2>&1) || erc=$?
+    if [ $((drc == 0)) = $((erc == 0)) ]; then
+        pass "doctor's verdict agrees with a real call (doctor exit $drc, skilld exec exit $erc)"
+    else
+        fail "doctor's verdict agrees with a real call" "doctor exit $drc, skilld exec exit $erc: ${out:0:300}"
+    fi
 }
 
 # mcp_checks URL SECRET CGROUP-ROOT: the sandbox through MCP.
@@ -140,7 +157,7 @@ mcp_checks() {
     # server also keeps pre-made sandboxes waiting, each in a cgroup of its
     # own that gets the limits of the run it is given).
     local mk="ring-limits-$RANDOM$RANDOM"
-    $MCP "$url" "$key" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(4)\",\"$mk\"]}" 120 >/tmp/lim.json &
+    $MCP "$url" "$key" execute_command "{\"command\":\"python3\",\"args\":[\"-c\",\"import time; time.sleep(12)\",\"$mk\"],\"timeoutMs\":60000}" 120 >/tmp/lim.json &
     local cpid=$! f="" p=""
     within 60 eval 'p=$(marked "$mk" | head -n1); [ -n "$p" ]'
     [ -n "$p" ] && f=/sys/fs/cgroup$(sed -n 's/^0:://p' "/proc/$p/cgroup" 2>/dev/null)/memory.max
@@ -234,18 +251,18 @@ for CASE in $RING_CASES; do
         # As scripts/deps.sh does: the system user the server drops to.
         getent passwd skilld >/dev/null ||
             useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
-        cd "$SRC" || exit 1
-        out=$("$B" exec --key ring -- echo hi 2>/tmp/exec.err)
-        if [ "$(jf "$out" .stdout)" = hi ]; then pass "skilld exec works from the session"; else fail "skilld exec works from the session" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
+        # A root shell in /root, no flags and no DATA_DIR: /var/lib/skilld.
+        unset DATA_DIR
+        cd /root || exit 1
+        out=$("$B" exec -- echo hi 2>/tmp/exec.err)
+        if [ "$(jf "$out" .stdout)" = hi ]; then pass "skilld exec -- echo hi from the session in /root, no flags"; else fail "skilld exec -- echo hi from the session in /root, no flags" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
+        if [ "$(stat -c %U /var/lib/skilld 2>&1)" = skilld ] && [ ! -e /root/var ]; then pass "its DATA_DIR is /var/lib/skilld, the service user's"; else fail "its DATA_DIR is /var/lib/skilld" "$(stat -c %U /var/lib/skilld 2>&1); $(ls -d /root/var 2>&1)"; fi
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "skilld exec leaves no cgroup behind"; else fail "skilld exec leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
         if [ "$(cat /proc/self/cgroup)" = "$cg" ] && echo $$ >/dev/null; then pass "the session keeps its cgroup"; else fail "the session keeps its cgroup" "$(cat /proc/self/cgroup)"; fi
         DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean "$B"
-        # The server as scripts/quickstart.sh runs it: build/skilld serve in
-        # the repository, DATA_DIR ./var (or /var/lib/skilld when the
-        # checkout is not reachable by the skilld user), 127.0.0.1:8080.
-        # Its MCP checks run while the test scripts do.
-        unset DATA_DIR
-        runuser -u skilld -- test -x "$PWD" || export DATA_DIR=/var/lib/skilld
+        # The server as a root shell in /root starts it with no flags (the
+        # ring's limits come from the environment): DATA_DIR /var/lib/skilld,
+        # 127.0.0.1:8080. Its MCP checks run while the test scripts do.
         serve() {
             SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU SKILLS_SANDBOX_MAX_TIMEOUT_MS=300000 \
                 "$B" serve >>/tmp/serve.out 2>>/tmp/serve.err &
@@ -269,6 +286,8 @@ for CASE in $RING_CASES; do
         if [ -n "$old" ] && within 10 still_there $old; then pass "the next start removes the dead server's cgroups"; else fail "the next start removes the dead server's cgroups" "before: $(echo $old); left: $(still_there_list $old)"; fi
         kill -TERM $SRV; wait $SRV
         if within 10 eval '[ -z "$(skilld_cgroups)" ]'; then pass "a stopped server leaves no cgroup behind"; else fail "a stopped server leaves no cgroup behind" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        rm -rf /var/lib/skilld # the service case starts from a fresh one
+        cd "$SRC" || exit 1
         ;;
     service)
         # -- make install; systemctl start skilld --------------------------
@@ -299,7 +318,9 @@ for CASE in $RING_CASES; do
         # The tests and doctor in a unit like skilld.service (Delegate=yes,
         # its hardening; its runtime directories exist while it runs).
         unit=(systemd-run --quiet --wait --pipe --collect -p Delegate=yes -p PrivateTmp=yes -p ProtectSystem=strict -p ProtectHome=yes -p "ReadWritePaths=/payload /run/skilld-wsq /run/skilld-sandbox-root")
-        DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}"
+        # doctor and its real call with a DATA_DIR of their own (the unit's
+        # /var/lib is read-only: skilld.service gets its StateDirectory).
+        DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean /usr/local/bin/skilld "${unit[@]}" -p Environment=DATA_DIR=/payload/ring-service-var
         run_tests /usr/local/bin/skilld "${unit[@]}"
         mcp_checks_end
         main=$(systemctl show -p MainPID --value skilld)
@@ -351,7 +372,7 @@ for CASE in $RING_CASES; do
         KEY=$(cat $f)
         ucg=/sys/fs/cgroup/user.slice/user-1000.slice/user@1000.service/app.slice/skilld-user.service
         mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" $ucg
-        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}"
+        DOCTOR_MODE=rootless DOCTOR_EXPECT_WARN=workspace_quota doctor_clean /usr/local/bin/skilld "${U[@]}" env DATA_DIR=/home/alice/.ring-var
         run_tests /usr/local/bin/skilld "${U[@]}"
         mcp_checks_end
         main=$(ctl show -p MainPID --value skilld-user)
@@ -365,6 +386,88 @@ for CASE in $RING_CASES; do
         if [ -n "$old" ] && within 10 still_there $old; then pass "the dead server's cgroups are gone after the restart"; else fail "the dead server's cgroups are gone after the restart" "before: $(echo $old); left: $(still_there_list $old)"; fi
         ctl stop skilld-user
         if within 10 eval '[ ! -d $ucg ] && [ -z "$(skilld_cgroups)" ]'; then pass "systemctl --user stop skilld-user removes its cgroups"; else fail "systemctl --user stop skilld-user removes its cgroups" "$(skilld_cgroups | tr '\n' ' ')"; fi
+        ;;
+    nosd)
+        # -- no systemd: a hand-made cgroup, skilld alone in it ------------
+        # As under runit, s6, supervisord, OpenRC or in a container without
+        # systemd: skilld is exec'd as the only process of a cgroup made for
+        # it, memory, pids and cpu enabled by its parent, and it does not see
+        # systemd (a mount namespace with an empty /run/systemd, so
+        # sd_booted() is false as on those systems). nosd_run CGROUP CMD...
+        # does that; /tmp/nosd/skilld runs each skilld in a fresh cgroup of
+        # its own below $NC (the test scripts call it many times).
+        getent passwd skilld >/dev/null ||
+            useradd --system --no-create-home --home-dir /nonexistent --shell /usr/sbin/nologin skilld
+        NS=/sys/fs/cgroup/ring-nosd NC=/sys/fs/cgroup/ring-nosd-cli
+        mkdir -p /tmp/nosd "$NS" "$NC"
+        # A skilld killed with SIGKILL leaves its leaf, and the controllers
+        # that keep processes out of its cgroup: the next one goes into the
+        # leaf (docs/sandbox.md, as a supervisor's run script does).
+        cat >/tmp/nosd/run <<'SH'
+#!/bin/sh
+cg=$1; shift
+mkdir -p "$cg" || exit 125
+[ -d "$cg/skilld-server" ] && cg=$cg/skilld-server
+echo $$ >"$cg/cgroup.procs" || exit 125
+exec unshare --mount sh -c 'mount -t tmpfs -o size=1m none /run/systemd && exec "$@"' sh "$@"
+SH
+        printf '#!/bin/sh\nexec /tmp/nosd/run %s/c$$ %s "$@"\n' "$NC" "$SRC/build/skilld" >/tmp/nosd/skilld
+        chmod 755 /tmp/nosd /tmp/nosd/run /tmp/nosd/skilld
+        B=/tmp/nosd/skilld
+        if echo "+memory +pids +cpu" >/sys/fs/cgroup/cgroup.subtree_control && echo "+memory +pids +cpu" >"$NC/cgroup.subtree_control"; then
+            pass "hand-made cgroups $NS and $NC with memory, pids, cpu"
+        else
+            fail "hand-made cgroups with memory, pids, cpu" "$(cat /sys/fs/cgroup/cgroup.subtree_control)"
+        fi
+        if [ "$(/tmp/nosd/run "$NC/probe" sh -c '[ -d /run/systemd/system ] || echo none; cat /proc/self/cgroup')" = "none
+0::/ring-nosd-cli/probe" ]; then pass "nosd_run: skilld's view has no systemd, its cgroup its own"; else fail "nosd_run: skilld's view has no systemd" "$(/tmp/nosd/run "$NC/probe2" sh -c 'ls /run/systemd; cat /proc/self/cgroup' 2>&1 | tr '\n' ' ')"; fi
+        export DATA_DIR=/tmp/nosd/var
+        out=$("$B" exec --key ring -- echo hi 2>/tmp/exec.err)
+        if [ "$(jf "$out" .stdout)" = hi ]; then pass "skilld exec alone in a cgroup without systemd"; else fail "skilld exec alone in a cgroup without systemd" "${out:0:300} $(tail -n 3 /tmp/exec.err)"; fi
+        if [ -z "$(find "$NC" -mindepth 2 -name 'skilld*')" ]; then pass "it leaves its cgroup as it found it (no leaf, no skilld/)"; else fail "it leaves its cgroup as it found it" "$(find "$NC" -mindepth 2 -name 'skilld*' | head -3 | tr '\n' ' ')"; fi
+        DOCTOR_MODE=root DOCTOR_EXPECT_WARN= doctor_clean "$B"
+        if [ -z "$(find "$NC" -mindepth 2 -name 'skilld*')" ]; then pass "doctor and its real call leave their cgroups as they found them"; else fail "doctor and its real call leave their cgroups as they found them" "$(find "$NC" -mindepth 2 -name 'skilld*' | head -4 | tr '\n' ' ')"; fi
+        # Someone else's process in the cgroup: refused, naming it, by a
+        # call and by doctor alike.
+        fx=(/tmp/nosd/run "$NC/foreign" sh -c 'sleep 120 & exec "$0" "$@"' "$SRC/build/skilld")
+        out=$("${fx[@]}" exec -- true 2>&1)
+        erc=$?
+        dout=$("${fx[@]}" doctor 2>&1)
+        drc=$?
+        if [ $erc != 0 ] && echo "$out" | grep -q "not skilld's: sleep (pid [0-9]*)"; then pass "a cgroup holding another program's process is refused, naming it"; else fail "a cgroup holding another program's process is refused, naming it" "exit $erc: ${out:0:300}"; fi
+        if [ $drc != 0 ] && echo "$dout" | grep -qE "^FAIL +cgroup_limits .*sleep \(pid"; then pass "doctor fails there too, naming it"; else fail "doctor fails there too, naming it" "exit $drc: $(echo "$dout" | grep -E 'FAIL|first' | head -c 400)"; fi
+        kill $(cat "$NC/foreign/cgroup.procs") 2>/dev/null
+        # The server, as a supervisor's script starts it: exec'd alone into
+        # its cgroup, no flags.
+        serve() {
+            SKILLS_SANDBOX_MEMORY_MB=$RING_MEM_MB SKILLS_SANDBOX_PIDS_LIMIT=$RING_PIDS SKILLS_SANDBOX_CPU_PERCENT=$RING_CPU SKILLS_SANDBOX_MAX_TIMEOUT_MS=300000 \
+                /tmp/nosd/run "$NS" "$SRC/build/skilld" serve >>/tmp/nosd/serve.out 2>>/tmp/nosd/serve.err &
+            SRV=$!
+            within 60 curl -fsS http://127.0.0.1:8080/healthz >/dev/null 2>&1
+        }
+        serve
+        KEY=$(awk '/^  secret: /{print $2}' /tmp/nosd/serve.out)
+        if [ -n "$KEY" ]; then pass "the server starts and prints the admin key"; else fail "the server starts and prints the admin key" "$(tail -n 5 /tmp/nosd/serve.err)"; fi
+        if within 30 eval '[ -z "$(cat "$NS/cgroup.procs")" ] && [ "$(wc -l <"$NS/skilld-server/cgroup.procs")" = 3 ] && grep -qx "$SRV" "$NS/skilld-server/cgroup.procs"'; then
+            pass "the server, its zygote and spawner moved into $NS/skilld-server"
+        else
+            fail "the server, its zygote and spawner moved into the leaf" "$NS: $(cat "$NS/cgroup.procs" | tr '\n' ' '); leaf: $(cat "$NS/skilld-server/cgroup.procs" 2>&1 | tr '\n' ' ')"
+        fi
+        mcp_checks_bg http://127.0.0.1:8080/mcp "$KEY" "$NS"
+        run_tests "$B"
+        mcp_checks_end
+        old=$(own_cgroups)
+        kill -9 $SRV
+        wait $SRV 2>/dev/null
+        if within 5 no_marker "$mark"; then pass "kill -9 of the server leaves no sandbox process"; else fail "kill -9 of the server leaves no sandbox process" "$(marked "$mark" | head -3 | tr '\n' ' ')"; fi
+        serve
+        out=$($MCP http://127.0.0.1:8080/mcp "$KEY" execute_command '{"command":"true"}' 60)
+        if [ "$(jf "$out" .success)" = true ]; then pass "restarted into the leaf the dead one left, sandbox works"; else fail "restarted into the leaf the dead one left, sandbox works" "${out:0:300} $(tail -n 3 /tmp/nosd/serve.err)"; fi
+        if [ -n "$old" ] && within 10 still_there $old; then pass "the next start removes the dead server's cgroups"; else fail "the next start removes the dead server's cgroups" "before: $(echo $old); left: $(still_there_list $old)"; fi
+        kill -TERM $SRV; wait $SRV
+        if within 10 eval '[ -z "$(find "$NS" -mindepth 1 -type d)" ]'; then pass "a stopped server leaves its cgroup as it found it"; else fail "a stopped server leaves its cgroup as it found it" "$(find "$NS" -mindepth 1 -type d | head -3 | tr '\n' ' ')"; fi
+        unset DATA_DIR
+        find "$NC" -mindepth 1 -depth -type d -exec rmdir {} + 2>/dev/null
         ;;
     *)
         fail "unknown case" "$CASE"

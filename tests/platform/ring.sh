@@ -46,7 +46,7 @@ cp -a tests/security/escape.sh "$PL/src/tests/security/"
 cp -a tests/platform "$PL/src/tests/"
 cp -a tests/platform/guest.sh "$PL/guest.sh"
 cat >"$PL/ring.env" <<EOF
-RING_CASES="${RING_CASES:-session service rootless}"
+RING_CASES="${RING_CASES:-session service rootless nosd}"
 RING_TESTS=${RING_TESTS:-1}
 RING_MEM_MB=64
 RING_PIDS=48

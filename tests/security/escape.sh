@@ -244,7 +244,7 @@ if [ "$(field success)" = "false" ] && grep -qi 'network' "$TMP/out.json"; then 
 # -- two keys at once -------------------------------------------------------------------
 WS_A="$DATA_DIR/workspaces/$(printf %s key-a | sha256sum | cut -d' ' -f1)"
 mkdir -p "$WS_A" && echo "$MARK-secret-a" > "$WS_A/secret.txt"
-"$SKILLD" exec --key key-a --timeout 5000 -- sh -c 'sleep 2; cat /workspace/secret.txt' >"$TMP/a.json" 2>/dev/null &
+"$SKILLD" exec --key key-a --timeout 30000 -- sh -c 'sleep 2; cat /workspace/secret.txt' >"$TMP/a.json" 2>/dev/null &
 APID=$!
 sleep 0.5
 x --key key-b -- sh -c "cat /proc/*/root/workspace/secret.txt /workspace/secret.txt /tmp/*/secret.txt 2>/dev/null; ls -a /workspace; ls /proc | grep -c '^[0-9]'"

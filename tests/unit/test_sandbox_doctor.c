@@ -7,10 +7,14 @@
  * valgrind openat2/clone3 look missing), so that is checked by
  * tests/integration/image_cli.sh on the real binary instead.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/native/native.h"
 #include "skilld/doctor.h"
 #include "skilld/json.h"
 #include "tap.h"
@@ -102,10 +106,59 @@ TEST(modes)
     json_decref(r);
 }
 
+/* Which processes of a cgroup are skilld's (the set-up moves those into
+ * its leaf without systemd, and refuses to move anyone else's): a fork of
+ * this program is, a `sleep` is not and is named with its pid. The cgroup
+ * is a new one in the v2 tree, which holds processes without controllers
+ * (this machine's is empty; elsewhere it is the whole tree). Needs root. */
+TEST(foreign_procs)
+{
+    const char *tree = access("/sys/fs/cgroup/unified/cgroup.procs", F_OK) == 0
+                           ? "/sys/fs/cgroup/unified"
+                           : "/sys/fs/cgroup";
+    char dir[256], procs[300], names[200], want[64];
+    snprintf(dir, sizeof(dir), "%s/skd-test-foreign-%d", tree, (int)getpid());
+    snprintf(procs, sizeof(procs), "%s/cgroup.procs", dir);
+    CHECK(geteuid() == 0);
+    CHECK(mkdir(dir, 0755) == 0);
+    CHECK_EQ_INT(skd__cgroup_foreign_procs(dir, names, sizeof(names)), 0);
+    CHECK_STR(names, "");
+    pid_t ours = fork();
+    if (ours == 0) {
+        pause();
+        _exit(0);
+    }
+    pid_t sleeper = fork();
+    if (sleeper == 0) {
+        execlp("sleep", "sleep", "60", (char *)NULL);
+        _exit(127);
+    }
+    usleep(200000); /* the exec has happened */
+    FILE *f = fopen(procs, "we");
+    CHECK(f != NULL);
+    if (f) {
+        setvbuf(f, NULL, _IONBF, 0);
+        CHECK(fprintf(f, "%d\n", (int)ours) > 0);
+        CHECK(fprintf(f, "%d\n", (int)sleeper) > 0);
+        fclose(f);
+    }
+    CHECK_EQ_INT(skd__cgroup_foreign_procs(dir, names, sizeof(names)), 1);
+    snprintf(want, sizeof(want), "sleep (pid %d)", (int)sleeper);
+    CHECK_STR(names, want);
+    kill(ours, SIGKILL);
+    kill(sleeper, SIGKILL);
+    waitpid(ours, NULL, 0);
+    waitpid(sleeper, NULL, 0);
+    CHECK_EQ_INT(skd__cgroup_foreign_procs(dir, names, sizeof(names)), 0);
+    CHECK(rmdir(dir) == 0);
+    CHECK_EQ_INT(skd__cgroup_foreign_procs(dir, names, sizeof(names)), -1);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_sandbox_doctor");
     RUN(shape);
     RUN(modes);
+    RUN(foreign_procs);
     return TAP_END();
 }

@@ -2,11 +2,15 @@
  * overwrites one file in a loop, alternating two contents of the same size,
  * and is killed with SIGKILL at a random moment, many times. After each
  * kill the file must hold exactly one of the two contents, never a mix, a
- * prefix or nothing. */
+ * prefix or nothing. The temporary files the kills left are removed by
+ * the next write (under the workspace lock) and by the sweep at start:
+ * all of them where the lock is free, only old ones where it is held. */
 #include "tap.h"
 #include "ws_fixture.h"
 
+#include <dirent.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -68,6 +72,33 @@ static int whole(const char *path)
     return 1;
 }
 
+/* How many SKD_WORKSPACE_TMP_PREFIX files the directory at path holds. */
+static int tmp_files(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)) != NULL)
+        n += strncmp(de->d_name, SKD_WORKSPACE_TMP_PREFIX, strlen(SKD_WORKSPACE_TMP_PREFIX)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* A temporary file named name in the directory at dir, age_s seconds old. */
+static void plant(const char *dir, const char *name, int age_s)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    FILE *f = fopen(p, "we");
+    if (f) {
+        fputs("partial", f);
+        fclose(f);
+    }
+    struct timespec t[2] = {{time(NULL) - age_s, 0}, {time(NULL) - age_s, 0}};
+    utimensat(AT_FDCWD, p, t, 0);
+}
+
 TEST(sigkill_mid_overwrite_leaves_old_or_new)
 {
     fx f;
@@ -111,6 +142,54 @@ TEST(sigkill_mid_overwrite_leaves_old_or_new)
     const char *c = skd_json_str(r, "content", "");
     CHECK(strcmp(c, "AAAA") == 0 || strcmp(c, "BBBB") == 0);
     json_decref(r);
+    /* What the kills left (and one planted, so the check cannot pass
+     * empty) goes with the next write, and never counted. */
+    char wsdir[PATH_MAX];
+    CHECK(fx_ws(&f, "crash", NULL, wsdir, sizeof(wsdir)) != NULL);
+    plant(wsdir, SKD_WORKSPACE_TMP_PREFIX "0123456789abcdef", 0);
+    printf("# %d temporary file(s) before the next write\n", tmp_files(wsdir));
+    CHECK(tmp_files(wsdir) >= 1);
+    r = fx_callj(&f, "crash", "file_write", "{\"path\":\"d.txt\",\"content\":\"dd\"}");
+    CHECK(skd_result_success(r));
+    json_decref(r);
+    CHECK_EQ_INT(tmp_files(wsdir), 0);
+    skd_ws_usage u;
+    int wfd = open(wsdir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK_EQ_INT(skd_workspace_usage_limit(wfd, 1000, &u, NULL), 0);
+    close(wfd);
+    CHECK(u.bytes == SIZE + 2 && u.entries == 2);
+    fx_close(&f);
+}
+
+/* At start: every temporary file of a workspace whose lock is free; only
+ * the old ones of a workspace being written (its lock held). */
+TEST(sweep_at_start)
+{
+    fx f;
+    CHECK_EQ_INT(fx_open(&f, 0, 0), 0);
+    json_t *r = fx_callj(&f, "a", "file_write", "{\"path\":\"x\",\"content\":\"x\"}");
+    CHECK(skd_result_success(r));
+    json_decref(r);
+    r = fx_callj(&f, "b", "file_write", "{\"path\":\"x\",\"content\":\"x\"}");
+    json_decref(r);
+    char a[PATH_MAX], b[PATH_MAX], sub[PATH_MAX + 8];
+    CHECK(fx_ws(&f, "a", NULL, a, sizeof(a)) != NULL);
+    CHECK(fx_ws(&f, "b", NULL, b, sizeof(b)) != NULL);
+    snprintf(sub, sizeof(sub), "%s/sub", a);
+    CHECK(mkdir(sub, 0700) == 0);
+    plant(a, SKD_WORKSPACE_TMP_PREFIX "01", 0);
+    plant(sub, SKD_WORKSPACE_TMP_PREFIX "02", 0);
+    plant(b, SKD_WORKSPACE_TMP_PREFIX "03", 0);
+    plant(b, SKD_WORKSPACE_TMP_PREFIX "04", SKD_WORKSPACE_TMP_MAX_AGE_S + 5);
+    int held = open(b, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK(flock(held, LOCK_EX) == 0);
+    skd_err e = {0};
+    CHECK_EQ_INT(skd_workspace_sweep_tmp(f.dir, &e), 3);
+    CHECK_EQ_INT(tmp_files(a) + tmp_files(sub), 0);
+    CHECK_EQ_INT(tmp_files(b), 1); /* the young one of a workspace being written */
+    close(held);
+    CHECK_EQ_INT(skd_workspace_sweep_tmp(f.dir, &e), 1);
+    CHECK_EQ_INT(tmp_files(b), 0);
     fx_close(&f);
 }
 
@@ -118,5 +197,6 @@ int main(void)
 {
     TAP_BEGIN("test_workspace_crash");
     RUN(sigkill_mid_overwrite_leaves_old_or_new);
+    RUN(sweep_at_start);
     return TAP_END();
 }

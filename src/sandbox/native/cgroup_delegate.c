@@ -14,7 +14,10 @@
  * (StartTransientUnit), for a transient scope "skilld-<pid>.scope" with
  * Delegate=yes that holds this process, and waits until the kernel shows us
  * in it. Without systemd nothing is asked: the caller uses the cgroup it is
- * in when it can (a container's delegated root, a cgroup made for it).
+ * in when it can (a container's delegated root, a cgroup made for it by
+ * runit, s6, supervisord, OpenRC or by hand), provided every process in it
+ * is skilld's (skd__cgroup_foreign_procs): those are moved into a leaf
+ * beside the sandboxes, anyone else's never are.
  *
  * The bus: root talks to the system manager on its private socket
  * (/run/systemd/private, as systemctl does; no dbus-daemon needed), then the
@@ -32,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <systemd/sd-bus.h>
 #include <systemd/sd-daemon.h>
 #include <systemd/sd-login.h>
@@ -114,6 +118,51 @@ int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap)
             snprintf(out + n, cap - n, "%s%s", n ? " " : "", want[i]);
         }
     return 0;
+}
+
+int skd__cgroup_foreign_procs(const char *dir, char *names, size_t cap)
+{
+    char p[4200], line[32];
+    struct stat self, st;
+    int n = 0;
+    names[0] = '\0';
+    if (snprintf(p, sizeof(p), "%s/cgroup.procs", dir) >= (int)sizeof(p) ||
+        stat("/proc/self/exe", &self) != 0)
+        return -1;
+    FILE *f = fopen(p, "re");
+    if (!f)
+        return -1;
+    while (fgets(line, sizeof(line), f)) {
+        int64_t pid;
+        char exe[64], comm[64] = "?";
+        line[strcspn(line, "\n")] = '\0';
+        if (skd_parse_i64(line, 1, INT32_MAX, &pid) != 0)
+            continue;
+        /* Ours: a process of the same executable file (the server, its
+         * zygote and spawners are forks of one program). One we may not
+         * look at is counted as someone else's. */
+        snprintf(exe, sizeof(exe), "/proc/%lld/exe", (long long)pid);
+        if (stat(exe, &st) == 0 && st.st_dev == self.st_dev && st.st_ino == self.st_ino)
+            continue;
+        if (stat(exe, &st) != 0 && errno == ENOENT)
+            continue; /* gone since the list was read */
+        snprintf(exe, sizeof(exe), "/proc/%lld/comm", (long long)pid);
+        FILE *c = fopen(exe, "re");
+        if (c) {
+            if (!fgets(comm, sizeof(comm), c))
+                snprintf(comm, sizeof(comm), "?");
+            comm[strcspn(comm, "\n")] = '\0';
+            fclose(c);
+        }
+        size_t k = strlen(names);
+        if (n < 4)
+            snprintf(names + k, cap - k, "%s%s (pid %lld)", n ? ", " : "", comm, (long long)pid);
+        else if (n == 4)
+            snprintf(names + k, cap - k, ", ...");
+        n++;
+    }
+    fclose(f);
+    return n;
 }
 
 /* Delegate property of unit: 1, 0, or -1 (why filled). */

@@ -95,6 +95,10 @@ int skd__cgroup_delegate(const char *reason, skd_err *err);
 /* The controllers of memory, pids, cpu missing from path's
  * cgroup.controllers into out ("" when none); -1 when unreadable. */
 int skd__cgroup_missing_controllers(const char *path, char *out, size_t cap);
+/* How many processes in the cgroup at dir are not skilld's (not of this
+ * process's executable file), their names and pids into names ("comm (pid
+ * N), ..."); -1 when dir's cgroup.procs cannot be read. */
+int skd__cgroup_foreign_procs(const char *dir, char *names, size_t cap);
 /* This process's cgroup path for cgroup v1 controller ctl, or v2 when ctl
  * is NULL ("" for the root), from text (the content of /proc/self/cgroup,
  * borrowed) or, with skd__cgroup_self, read now. 0, or -1 when there is no

@@ -246,8 +246,7 @@ static int own_dir(char *parent, size_t cap, int v2)
     return 0;
 }
 
-/* Move every process of from/cgroup.procs into to (all: after a systemd
- * delegation every process there is ours, the server and the spawner). */
+/* Move every process of from/cgroup.procs into to. */
 static int move_procs(const char *from, const char *to)
 {
     char p[PATH_MAX], line[32];
@@ -267,31 +266,75 @@ static int move_procs(const char *from, const char *to)
 }
 
 /* Enable memory, pids and cpu for base's children. A non-root cgroup that
- * holds processes cannot (no internal processes): move them into a leaf
- * "skilld-server" beside the sandboxes first, all of them when systemd
- * delegated base to us, else this process only. */
+ * holds processes cannot (no internal processes): move them into the leaf
+ * "skilld-server" beside the sandboxes first. All of them, the server, its
+ * zygote and spawner too, or the controllers could not be enabled: when
+ * systemd delegated base to us every process in it is ours; without
+ * systemd each must be skilld's (skd__cgroup_foreign_procs), and anyone
+ * else's is named in skd__cg.why and refuses the set-up (-2). skd__cg.leaf is
+ * set when we are in the leaf (an earlier set-up of this process tree). */
 static int enable_controllers(const char *base, int delegated)
 {
-    if (skd__cg_write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") == 0)
+    static const char ctls[] = "+memory +pids +cpu";
+    if (skd__cg_write_file(base, "cgroup.subtree_control", ctls) == 0)
         return 0;
-    char pid[32];
-    snprintf(pid, sizeof(pid), "%d", (int)getpid());
-    if (errno != EBUSY ||
-        snprintf(skd__cg.leaf, sizeof(skd__cg.leaf), "%s/skilld-server", base) >=
-            (int)sizeof(skd__cg.leaf) ||
-        mkdir_ok(skd__cg.leaf))
+    char names[200];
+    int busy = errno == EBUSY, made = 0;
+    int n = busy && delegated != 1 ? skd__cgroup_foreign_procs(base, names, sizeof(names)) : 0;
+    if (n > 0) {
+        snprintf(skd__cg.why, sizeof(skd__cg.why),
+                 "cgroup v2 at %.120s holds processes that are not skilld's: %.120s (skilld "
+                 "moves only its own into a leaf to enable memory, pids, cpu: no internal "
+                 "processes); fix: start skilld alone in its cgroup (exec it from the "
+                 "supervisor's script), or in a delegated cgroup",
+                 base, names);
+        return -2;
+    }
+    if (!busy || n < 0) {
+        if (busy)
+            errno = EBUSY;
         return -1;
-    if ((delegated ? move_procs(base, skd__cg.leaf)
-                   : skd__cg_write_file(skd__cg.leaf, "cgroup.procs", pid)) == 0 &&
-        skd__cg_write_file(base, "cgroup.subtree_control", "+memory +pids +cpu") == 0)
-        return 0;
+    }
+    if (!skd__cg.leaf[0]) {
+        if (snprintf(skd__cg.leaf, sizeof(skd__cg.leaf), "%s/skilld-server", base) >=
+                (int)sizeof(skd__cg.leaf) ||
+            mkdir_ok(skd__cg.leaf))
+            return -1;
+        made = 1;
+    }
+    /* A process forked in base meanwhile makes the enable fail: again. */
+    for (int i = 0; i < 3; i++)
+        if (move_procs(base, skd__cg.leaf) == 0 &&
+            skd__cg_write_file(base, "cgroup.subtree_control", ctls) == 0)
+            return 0;
     /* Leave base as we found it: back in, and no leaf left behind. */
     int saved = errno;
-    move_procs(skd__cg.leaf, base);
-    rmdir(skd__cg.leaf);
-    skd__cg.leaf[0] = '\0';
+    if (made) {
+        move_procs(skd__cg.leaf, base);
+        rmdir(skd__cg.leaf);
+        skd__cg.leaf[0] = '\0';
+    }
     errno = saved;
     return -1;
+}
+
+/* Our cgroup, below the v2 mount root, into self ("" for the root). When
+ * an earlier set-up of this process tree moved us into its leaf
+ * "skilld-server", the leaf's parent is ours and the leaf is skd__cg.leaf. */
+static int own_cgroup(const char *root, char *self, size_t cap)
+{
+    static const char leaf[] = "/skilld-server";
+    skd__cg.leaf[0] = '\0';
+    if (self_path(NULL, self, cap))
+        return -1;
+    size_t n = strlen(self), k = sizeof(leaf) - 1;
+    if (n >= k && strcmp(self + n - k, leaf) == 0) {
+        if (snprintf(skd__cg.leaf, sizeof(skd__cg.leaf), "%s%s", root, self) >=
+            (int)sizeof(skd__cg.leaf))
+            return -1;
+        self[n - k] = '\0';
+    }
+    return 0;
 }
 
 static int setup_v2(void)
@@ -302,9 +345,8 @@ static int setup_v2(void)
         return -1;
     if (!strstr(ctls, "memory") || !strstr(ctls, "pids") || !strstr(ctls, "cpu"))
         return -1;
-    if (self_path(NULL, self, sizeof(self)))
-        return -1;
-    if (snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base))
+    if (own_cgroup(root, self, sizeof(self)) ||
+        snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base))
         return -1;
     /* Under systemd the cgroup is ours only when systemd delegated it;
      * otherwise ask it for a scope that is (cgroup_delegate.c). */
@@ -321,7 +363,7 @@ static int setup_v2(void)
             return -2;
         }
         cache_drop(); /* we are in the new scope now */
-        if (self_path(NULL, self, sizeof(self)) ||
+        if (own_cgroup(root, self, sizeof(self)) ||
             snprintf(base, sizeof(base), "%s%s", root, self) >= (int)sizeof(base)) {
             snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroups: cannot read our new cgroup");
             return -2;
@@ -330,7 +372,10 @@ static int setup_v2(void)
     }
     skd_strlcpy(skd__cg.base, base, sizeof(skd__cg.base));
     skd__cg.base_is_root = self[0] == '\0';
-    if (enable_controllers(base, delegated == 1) != 0) {
+    int en = enable_controllers(base, delegated);
+    if (en == -2)
+        return -2;
+    if (en != 0) {
         snprintf(skd__cg.why, sizeof(skd__cg.why),
                  "cgroup v2 at %.300s: cannot enable memory, pids, cpu: %s; fix: %s", base,
                  strerror(errno), skd__cgroup_delegate_fix());

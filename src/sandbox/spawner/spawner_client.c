@@ -350,22 +350,33 @@ void skd__spawner_client_close(skd__spawner_client *c)
     pthread_mutex_unlock(&c->mu);
 }
 
+void skd__spawner_client_reap(skd__spawner_client *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&c->mu);
+    pid_t z = c->zygote;
+    c->zygote = 0;
+    pthread_mutex_unlock(&c->mu);
+    if (z <= 0)
+        return;
+    /* Bounded: the zygote waits for its spawner, which kills and cleans
+     * up its runs; past 5 s it is killed (and the spawner with it). */
+    int pfd = (int)syscall(SYS_pidfd_open, z, 0);
+    struct pollfd p = {.fd = pfd, .events = POLLIN};
+    if (pfd < 0 || poll(&p, 1, 5000) != 1)
+        kill(z, SIGKILL);
+    if (pfd >= 0)
+        close(pfd);
+    waitpid(z, NULL, 0);
+}
+
 void skd__spawner_client_free(skd__spawner_client *c)
 {
     if (!c)
         return;
     skd__spawner_client_close(c); /* then reap the zygote */
-    if (c->zygote > 0) {
-        /* Bounded: the zygote waits for its spawner, which kills and cleans
-         * up its runs; past 5 s it is killed (and the spawner with it). */
-        int pfd = (int)syscall(SYS_pidfd_open, c->zygote, 0);
-        struct pollfd p = {.fd = pfd, .events = POLLIN};
-        if (pfd < 0 || poll(&p, 1, 5000) != 1)
-            kill(c->zygote, SIGKILL);
-        if (pfd >= 0)
-            close(pfd);
-        waitpid(c->zygote, NULL, 0);
-    }
+    skd__spawner_client_reap(c);
     pthread_mutex_destroy(&c->mu);
     free(c);
 }

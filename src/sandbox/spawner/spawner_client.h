@@ -18,5 +18,11 @@ void skd__spawner_client_free(skd__spawner_client *c);
 /* Close both sockets, which starts the spawner's and the zygote's exit
  * without waiting for it (skd__spawner_client_free waits). */
 void skd__spawner_client_close(skd__spawner_client *c);
+/* After skd__spawner_client_close: wait (at most 5 s, then kill) for the
+ * zygote, which waits for its spawner's cleanup, and reap it. Call it from
+ * the forking thread before that thread ends: the zygote's parent-death
+ * signal follows the thread, and would cut the spawner's cleanup short
+ * (its runs' cgroups and its own left behind). NULL ok; once. */
+void skd__spawner_client_reap(skd__spawner_client *c);
 
 #endif
