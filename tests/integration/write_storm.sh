@@ -18,7 +18,7 @@ write() {
 }
 tmps() { find "$DATA/workspaces" -name '.skd-tmp-*' 2>/dev/null | wc -l; }
 restart() {
-    env SKILLD_TEST_SKILLS=true "$SKILLD" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" >>"$TMP/serve.out" 2>>"$TMP/serve.err" &
+    env SKILLD_TEST_SKILLS=true "$SKILLD_TEST_BIN" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" >>"$TMP/serve.out" 2>>"$TMP/serve.err" &
     SRV_PID=$!
     for _ in $(seq 1 200); do curl -fsS "$URL/healthz" >/dev/null 2>&1 && break; sleep 0.05; done
 }
