@@ -309,32 +309,31 @@ int skd_bundle_register(skd_skills *sk, const char *owner, const char *dir, int 
     return rc;
 }
 
-/* Same files with the same stat signatures? */
-static int same_stat(const json_t *a, const json_t *b)
+/* Same entries, equal in every one of the nkeys fields keys names? */
+static int same_fields(const json_t *a, const json_t *b, const char *const *keys, size_t nkeys)
 {
-    static const char *const keys[] = {"path", "size", "mtimeNs", "ctimeNs", "ino"};
     if (json_array_size(a) != json_array_size(b))
         return 0;
     for (size_t i = 0; i < json_array_size(a); i++)
-        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        for (size_t k = 0; k < nkeys; k++)
             if (!json_equal(json_object_get(json_array_get(a, i), keys[k]),
                             json_object_get(json_array_get(b, i), keys[k])))
                 return 0;
     return 1;
 }
 
+/* Same files with the same stat signatures? */
+static int same_stat(const json_t *a, const json_t *b)
+{
+    static const char *const keys[] = {"path", "size", "mtimeNs", "ctimeNs", "ino"};
+    return same_fields(a, b, keys, sizeof(keys) / sizeof(keys[0]));
+}
+
 /* Same paths, sizes and digests: the content a host was told about. */
 static int same_content(const json_t *a, const json_t *b)
 {
     static const char *const keys[] = {"path", "size", "sha256"};
-    if (json_array_size(a) != json_array_size(b))
-        return 0;
-    for (size_t i = 0; i < json_array_size(a); i++)
-        for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
-            if (!json_equal(json_object_get(json_array_get(a, i), keys[k]),
-                            json_object_get(json_array_get(b, i), keys[k])))
-                return 0;
-    return 1;
+    return same_fields(a, b, keys, sizeof(keys) / sizeof(keys[0]));
 }
 
 /* The stat signatures changed: hash the folder again. The same content
