@@ -25,25 +25,32 @@ while IFS= read -r hit; do
     bad=1
 done < <(grep -rnE '#include "[a-z_]+/.*_int(ernal)?\.h"' src || true)
 
-# One line per symbol: "D folder symbol" (defined) or "U folder symbol" (used).
-# Only the objects of sources that exist: a build directory may keep those
-# of files since moved or removed.
-find "$obj" -name '*.o' | sort | while read -r o; do
+# One nm over every object (-A names the object on each line): its global
+# symbols, defined ("T", "D", ...) and undefined ("U"). Only the objects of
+# sources that exist: a build directory may keep those of files since moved
+# or removed.
+objs=()
+while IFS= read -r o; do
     rel=${o#"$obj"/}
-    [ -f "src/${rel%.o}.c" ] || continue
-    folder=${rel%%/*}
-    nm --defined-only -g "$o" | awk -v f="$folder" 'NF == 3 { print "D", f, $3 }'
-    nm -u "$o" | awk -v f="$folder" '{ print "U", f, $NF }'
-done | python3 -c '
+    [ -f "src/${rel%.o}.c" ] && objs+=("$o")
+done < <(find "$obj" -name '*.o' | sort)
+nm -A -g "${objs[@]}" | OBJ="$obj/" python3 -c '
+import os
 import sys
 from collections import defaultdict
 owner, uses = {}, defaultdict(set)
+prefix = os.environ["OBJ"]
 for line in sys.stdin:
-    kind, folder, sym = line.split()
-    if kind == "D":
-        owner[sym] = folder
-    else:
+    path, _, rest = line.partition(":")
+    fields = rest.split()
+    if len(fields) < 2:
+        continue
+    folder = path[len(prefix):].split("/")[0]
+    kind, sym = fields[-2], fields[-1]
+    if kind == "U":
         uses[folder].add(sym)
+    else:
+        owner[sym] = folder
 edges = defaultdict(lambda: defaultdict(list))  # from -> to -> symbols
 for f, syms in uses.items():
     if f == "cli":

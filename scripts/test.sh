@@ -10,13 +10,15 @@
 #   3. fuzz corpora replayed through the libFuzzer drivers
 #   4. integration: tests/integration/*.sh, tests/security/*.sh,
 #      tests/providers/*.sh, tests/node/*.test.mjs — driving the real binary;
-#      tests/integration/*.sh once more against the ASan+UBSan binary
+#      the integration scripts the store ring leaves out once more against
+#      the ASan+UBSan binary
 #   5. platform: tests/platform/ring.sh boots Debian 12 (kernel 6.1, cgroup
 #      v2, systemd 252) under qemu and runs the sandbox there from a login
 #      session, as skilld.service, as a user service and alone in a cgroup
 #      without systemd (tests/platform/README.md)
-#   6. store: the integration and node tests once more with the store in
-#      PostgreSQL 15, and tests/store/, tests/scale/ (block at the end)
+#   6. store: the integration and node tests once more, with the store in
+#      PostgreSQL 15 and the ASan+UBSan binary, and tests/store/,
+#      tests/scale/ (block at the end)
 # A test file a ring skips (not executable, and not a helper another test
 # sources) is counted and named at the end ("N skipped", before the last line).
 # SKILLD_TEST_FILTER=regex runs only matching programs (for development).
@@ -173,9 +175,14 @@ for t in tests/integration/*.sh tests/security/*.sh tests/providers/*.sh; do
     runnable "$t" || continue
     run_prog "${t#tests/}" "$t"
 done
-echo "== integration (ASan+UBSan binary)"
+# The integration scripts the PostgreSQL ring leaves out (SQLite's own
+# cases, or nothing of the store) run here against the ASan+UBSan binary;
+# every other one runs against it in the PostgreSQL ring.
+pg_skip='^(store_errors|exec_wal|echo_example|server_spawner_stress|lazy_libs|sandbox_stale_frozen)\.sh$'
+echo "== integration (ASan+UBSan binary; the rest in the PostgreSQL ring)"
 for t in tests/integration/*.sh; do
     [ -x "$t" ] || continue # counted as skipped above
+    basename "$t" | grep -Eq "$pg_skip" || continue
     SKILLD="$ROOT/build-asan/skilld" ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 run_prog "asan-${t#tests/}" "$t"
 done
@@ -197,16 +204,15 @@ done
 # a database of its own in that cluster. tests/store/*.sh start their own
 # clusters (outages, several replicas). store_errors.sh is SQLite's own.
 echo "== store: PostgreSQL"
+# Left out ($pg_skip, run against the ASan binary above): store_errors.sh
+# and exec_wal.sh (SQLite's own failure cases and WAL), echo_example.sh (the
+# C API example finds itself beside the binary), lazy_libs.sh (inspects the
+# binary, and the PostgreSQL SKILLD is a wrapper script),
+# server_spawner_stress.sh and sandbox_stale_frozen.sh (the spawner's own
+# stress and cgroup clean-up, nothing of the store).
 pg_labels=(pg/unit/test_store_concurrency pg/unit/test_store_audit)
 for t in tests/integration/*.sh; do
-    case $(basename "$t") in
-    store_errors.sh) continue ;; # SQLite's own failure cases
-    exec_wal.sh) continue ;; # SQLite's WAL across skilld exec processes
-    echo_example.sh) continue ;; # the C API example finds itself beside build/skilld
-    server_spawner_stress.sh) continue ;; # the spawner's own stress, nothing of the store (95 s)
-    lazy_libs.sh) continue ;; # inspects the binary itself (the PostgreSQL SKILLD is a wrapper script)
-    sandbox_stale_frozen.sh) continue ;; # cgroup clean-up of the spawner, nothing of the store
-    esac
+    basename "$t" | grep -Eq "$pg_skip" && continue
     [ -x "$t" ] && pg_labels+=("pg/${t#tests/}")
 done
 for t in tests/node/*.test.mjs; do [ -f "$t" ] && pg_labels+=("pg/${t#tests/}"); done
@@ -215,11 +221,14 @@ if printf '%s\n' "${pg_labels[@]}" | grep -Eq "$filter"; then
     . tests/store/pg_lib.sh
     if pg_start; then
         PG_STATE=$(mktemp -d /tmp/skilld-pgstate.XXXXXX)
-        export SKILLD_REAL="$ROOT/build/skilld" SKILLD_TEST_PG_STATE="$PG_STATE" \
+        # The ASan+UBSan binary: the PostgreSQL ring is also the sanitizer
+        # ring of the integration scripts (one build, one pass).
+        export SKILLD_REAL="$ROOT/build-asan/skilld" SKILLD_TEST_PG_STATE="$PG_STATE" \
             SKILLD_TEST_PG_HOST="$PG_DIR" SKILLD_TEST_PG_PORT="$PG_PORT"
         SKILLD_TEST_STORE="$PG_URL" run_prog pg/unit/test_store_concurrency \
             build/tests/test_store_concurrency
         SKILLD_TEST_STORE="$PG_URL" run_prog pg/unit/test_store_audit build/tests/test_store_audit
+        export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
         for label in "${pg_labels[@]}"; do
             case $label in
             pg/integration/*) SKILLD="$ROOT/tests/store/skilld-pg" run_prog "$label" "tests/${label#pg/}" ;;
@@ -228,7 +237,7 @@ if printf '%s\n' "${pg_labels[@]}" | grep -Eq "$filter"; then
         done
         pg_stop
         rm -rf "$PG_STATE"
-        unset SKILLD_REAL SKILLD_TEST_PG_STATE SKILLD_TEST_PG_HOST SKILLD_TEST_PG_PORT
+        unset SKILLD_REAL SKILLD_TEST_PG_STATE SKILLD_TEST_PG_HOST SKILLD_TEST_PG_PORT ASAN_OPTIONS UBSAN_OPTIONS
     else
         echo "FAIL [store] PostgreSQL did not start"; count 0 1
     fi

@@ -17,12 +17,15 @@ start_server() {
     env SKILLD_TEST_SKILLS=true "$@" "$SKILLD_TEST_BIN" --data-dir "$DATA" serve --listen "127.0.0.1:$PORT" \
         >"$TMP/serve.out" 2>"$TMP/serve.err" &
     SRV_PID=$!
-    # Ready when /healthz answers and the first-start admin secret (printed
-    # once the port is known, so after listening begins) is on stdout.
+    # Ready when /healthz answers and the server has logged "listening on"
+    # (after the first start's admin key is made and its secret printed on
+    # stdout; a later start prints none).
     ADMIN=""
     for _ in $(seq 1 200); do
-        if [ -z "$ADMIN" ]; then ADMIN=$(awk '/^  secret: /{print $2}' "$TMP/serve.out"); fi
-        [ -n "$ADMIN" ] && curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
+        if grep -q 'listening on http' "$TMP/serve.err" && curl -fsS "$URL/healthz" >/dev/null 2>&1; then
+            ADMIN=$(awk '/^  secret: /{print $2}' "$TMP/serve.out")
+            break
+        fi
         kill -0 "$SRV_PID" 2>/dev/null || break
         sleep 0.05
     done
