@@ -98,7 +98,19 @@ void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
     if (c) {
         r->bytes_up += c->bytes_up;
         r->bytes_down += c->bytes_down;
+        r->used |= c->used;
+        r->elsewhere |= c->elsewhere;
     }
+}
+
+/* The names of the run's secrets whose bits are set in m, or NULL. */
+static json_t *secret_names(const struct skd_egress_run *run, uint64_t m)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < run->nsecrets && i < SKD_EGRESS_MAX_SECRETS; i++)
+        if (m >> i & 1)
+            json_array_append_new(a, json_string(run->secrets[i].name));
+    return a;
 }
 
 static json_t *records_json(const struct skd_egress_run *run)
@@ -112,6 +124,10 @@ static json_t *records_json(const struct skd_egress_run *run)
                               "bytesDown", (json_int_t)r->bytes_down, "verdict", r->verdict);
         if (o && r->reason[0])
             json_object_set_new(o, "reason", json_string(r->reason));
+        if (o && r->used)
+            json_object_set_new(o, "substituted", secret_names(run, r->used));
+        if (o && r->elsewhere)
+            json_object_set_new(o, "placeholderElsewhere", secret_names(run, r->elsewhere));
         if (!o || json_array_append_new(a, o)) {
             json_decref(a);
             return NULL;
@@ -232,6 +248,7 @@ static void run_free(struct skd_egress_run *run)
         return;
     for (size_t i = 0; i < run->nstrs; i++)
         free(run->strs[i]);
+    skd_secrets_free(run->secrets, run->nsecrets);
     free(run);
 }
 
@@ -285,6 +302,10 @@ int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
     for (size_t i = 0; i < p->ndeny; i++)
         if (p->deny[i] && !(run->policy.deny[run->policy.ndeny++] = run_keep(run, p->deny[i])))
             goto nomem;
+    size_t nsec = p->nsecrets < SKD_EGRESS_MAX_SECRETS ? p->nsecrets : SKD_EGRESS_MAX_SECRETS;
+    if (skd_secrets_copy(p->secrets, nsec, &run->secrets))
+        goto nomem;
+    run->nsecrets = nsec;
     run->ep.kind = EP_LISTEN;
     run->ep.run = run;
     pthread_mutex_lock(&e->mu);

@@ -79,6 +79,29 @@ int skd__egress_parse_head(const char *buf, size_t len, skd_egress_req *req, cha
  * that host. Case and one trailing dot of a pattern are ignored. */
 int skd__egress_host_match(const char *patterns, const char *host);
 
+/* ---- secrets (egress_secret.c) ------------------------------------------ */
+
+/* Secrets a run may carry at most (bits of a uint64_t). */
+#define SKD_EGRESS_MAX_SECRETS 64
+/* The longest request head once placeholders are replaced; a longer one is
+ * refused (431). */
+#define SKD_EGRESS_SUBST_MAX (48 * 1024)
+
+/* Bit i set when secret i is bound to host. */
+uint64_t skd__egress_secrets_bound(const skd_secret *s, size_t n, const char *host);
+
+/*
+ * Copy the request head in[0..inlen) to out (cap bytes), replacing in the
+ * header lines (never the request line) each placeholder of a secret bound
+ * to host, in a header the secret allows, by its value. Bit i of *used is
+ * set for a secret put in, of *elsewhere for a placeholder of secret i left
+ * as it was (another host, or a header it may not go in). 0 with *outlen,
+ * or SKD_ETOOBIG when out is too small. Everything borrowed.
+ */
+int skd__egress_subst_head(const skd_secret *s, size_t n, const char *host, const char *in,
+                           size_t inlen, char *out, size_t cap, size_t *outlen, uint64_t *used,
+                           uint64_t *elsewhere);
+
 /* ---- one run's policy -------------------------------------------------- */
 
 typedef struct skd_egress_limits {
@@ -101,6 +124,10 @@ typedef struct skd_egress_policy {
     size_t nallow;
     const char *deny[SKD_EGRESS_MAX_LISTS];
     size_t ndeny;
+    /* The key's secrets (borrowed; attach copies them), at most
+     * SKD_EGRESS_MAX_SECRETS. */
+    const skd_secret *secrets;
+    size_t nsecrets;
 } skd_egress_policy;
 
 /* The operator's policy from cfg (borrowed; the strings point into it):

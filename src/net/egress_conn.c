@@ -283,8 +283,21 @@ static void head_done(skd_egress *e, struct egress_conn *c, const char *fwd, siz
         skd__egress_conn_end(e, c, "failed", "out of pipes");
         return;
     }
+    /* Plain HTTP with secrets: placeholders in the headers become values
+     * when the host (the URI's, as resolved here) is bound to them. */
+    if (!c->req.connect && c->run->nsecrets) {
+        size_t sublen = 0;
+        if (skd__egress_subst_head(c->run->secrets, c->run->nsecrets, c->req.host, fwd, fwdlen,
+                                   e->sub, sizeof(e->sub), &sublen, &c->used, &c->elsewhere)) {
+            reply(e, c, 431, "refused",
+                  "the request head is too large once its secrets are put in");
+            return;
+        }
+        fwd = e->sub;
+        fwdlen = sublen;
+    }
     /* What goes upstream first: the rewritten head, then whatever the client
-     * sent after its head (both bounded by SKD_EGRESS_HEAD_MAX, so they fit). */
+     * sent after its head (both bounded, so they fit a fresh pipe). */
     size_t extra = c->head_len - c->req.head_len;
     xput(&c->up, fwd, fwdlen);
     xput(&c->up, c->head + c->req.head_len, extra);

@@ -45,6 +45,7 @@ struct egress_record {
     const char *verdict; /* static: allowed, refused, cut, failed */
     char reason[200];
     int64_t connections, bytes_up, bytes_down;
+    uint64_t used, elsewhere; /* secrets put in; placeholders left as they were */
 };
 
 enum { CMD_NONE, CMD_ATTACH, CMD_DETACH };
@@ -55,6 +56,8 @@ struct skd_egress_run {
     skd_egress_policy policy; /* strings owned (strs) */
     char *strs[2 * SKD_EGRESS_MAX_LISTS];
     size_t nstrs;
+    skd_secret *secrets; /* owned: the key's secrets (values wiped at free) */
+    size_t nsecrets;
     int listed;   /* lfd is in the epoll set */
     int nconns;   /* live connections */
     int64_t up;   /* bytes from the sandbox so far */
@@ -103,6 +106,7 @@ struct egress_conn {
     char reason[200];
     int64_t started, last_io;
     int64_t bytes_up, bytes_down;
+    uint64_t used, elsewhere; /* secrets put in; placeholders left as they were */
 };
 
 struct egress_job {
@@ -131,6 +135,7 @@ struct skd_egress {
     uint64_t next_id;
     int again;                           /* some connection has c->again */
     char fwd[SKD_EGRESS_HEAD_MAX + 512]; /* the head to send upstream */
+    char sub[SKD_EGRESS_SUBST_MAX];      /* the same with placeholders replaced */
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv, done_cv;

@@ -4,6 +4,7 @@
  */
 #include "sandbox/env.h"
 #include "net/egress.h"
+#include "skilld/sandbox.h"
 
 #include <string.h>
 
@@ -28,4 +29,30 @@ int skd__sandbox_env_is_proxy(const char *entry)
         if (strncmp(*p, entry, len) == 0 && (*p)[len] == '=')
             return 1;
     return 0;
+}
+
+/* The trust variables an HTTPS-intercepting proxy sets (docs/egress.md). */
+static const char *const ca_names[] = {"SSL_CERT_FILE",
+                                       "SSL_CERT_DIR",
+                                       "REQUESTS_CA_BUNDLE",
+                                       "NODE_EXTRA_CA_CERTS",
+                                       "CURL_CA_BUNDLE",
+                                       "GIT_SSL_CAINFO",
+                                       NULL};
+
+static int in_rows(const char *const *rows, const char *name, size_t len)
+{
+    for (const char *const *p = rows; *p; p++)
+        if (strncmp(*p, name, len) == 0 && ((*p)[len] == '=' || (*p)[len] == '\0'))
+            return 1;
+    return 0;
+}
+
+int skd_sandbox_env_reserved(const char *name)
+{
+    size_t len = strcspn(name, "=");
+    if (strncmp(name, "SKILLD_", 7) == 0 || strncmp(name, "SKILLS_", 7) == 0)
+        return 1;
+    return in_rows(skd__sandbox_env_base, name, len) ||
+           in_rows(skd__sandbox_env_proxy, name, len) || in_rows(ca_names, name, len);
 }

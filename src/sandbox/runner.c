@@ -71,6 +71,7 @@ void skd__run_free(struct run *run)
     free(run->skill_dir);
     free(run->egress_allow);
     free(run->egress_deny);
+    skd_secrets_free(run->secrets, run->nsecrets);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -115,6 +116,57 @@ static int add_proxy_env(struct run *run, skd_err *err)
     for (size_t i = 0; i < extra; i++)
         if (!(v[k++] = strdup(skd__sandbox_env_proxy[i])))
             return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    return 0;
+}
+
+void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->secrets_fn = fn;
+    r->secrets_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* networkEnabled with a key: the key's secrets for the egress proxy, and
+ * NAME=placeholder for each in place of any entry of that name. */
+static int add_secrets(skd_runner *r, struct run *run, skd_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    skd_sandbox_secrets_fn fn = r->secrets_fn;
+    void *arg = r->secrets_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (!fn || !run->key[0])
+        return 0;
+    int rc = fn(arg, run->key, &run->secrets, &run->nsecrets, err);
+    if (rc)
+        return rc;
+    if (!run->nsecrets)
+        return 0;
+    size_t n = 0, k = 0;
+    while (run->envp[n])
+        n++;
+    char **v = calloc(n + run->nsecrets + 1, sizeof(*v));
+    if (!v)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strcspn(run->envp[i], "=");
+        int same = 0;
+        for (size_t j = 0; j < run->nsecrets && !same; j++)
+            same = strlen(run->secrets[j].name) == len &&
+                   strncmp(run->secrets[j].name, run->envp[i], len) == 0;
+        if (same)
+            free(run->envp[i]);
+        else
+            v[k++] = run->envp[i];
+    }
+    free(run->envp);
+    run->envp = v;
+    for (size_t j = 0; j < run->nsecrets; j++) {
+        size_t len = strlen(run->secrets[j].name) + strlen(run->secrets[j].placeholder) + 2;
+        if (!(v[k] = malloc(len)))
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+        snprintf(v[k++], len, "%s=%s", run->secrets[j].name, run->secrets[j].placeholder);
+    }
     return 0;
 }
 
@@ -170,6 +222,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
+    if (run->cfg.network_enabled && (rc = add_secrets(r, run, err)))
+        goto fail;
     if (run->cwd[0] != '/') {
         rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");
         goto fail;
