@@ -102,6 +102,31 @@ int skd__egress_subst_head(const skd_secret *s, size_t n, const char *host, cons
                            size_t inlen, char *out, size_t cap, size_t *outlen, uint64_t *used,
                            uint64_t *elsewhere);
 
+/* The head again for a connection that carries a secret: the headers that
+ * would keep it open or upgrade it, and Accept-Encoding, dropped (so a
+ * response comes as plain bytes the scrub can read), then
+ * "Accept-Encoding: identity" and "Connection: close". 0 with *outlen,
+ * SKD_ETOOBIG, or SKD_EINVAL when in holds no complete head. */
+int skd__egress_close_head(const char *in, size_t inlen, char *out, size_t cap, size_t *outlen);
+
+/* The status of the response at buf (HTTP/1.x NNN), or -1. */
+int skd__egress_resp_status(const char *buf, size_t len);
+
+/* The length of the complete response at buf[0..len) (the head and the
+ * body its framing gives; no_body for the answer to HEAD), 0 when more is
+ * needed, -1 when it lasts until the connection ends. */
+long skd__egress_resp_complete(const char *buf, size_t len, int no_body);
+
+/*
+ * The response in[0..len) with every value of s replaced by its
+ * placeholder, in its head and its body (a chunked body is decoded first,
+ * so a value split across chunks is found; the answer then carries a
+ * Content-Length). Returns 0 when nothing changes (forward in as it is), 1
+ * with *out (a new buffer, caller frees) and *outlen, or SKD_ENOMEM.
+ */
+int skd__egress_scrub(const skd_secret *s, size_t n, const char *in, size_t len, int no_body,
+                      char **out, size_t *outlen);
+
 /* ---- one run's policy -------------------------------------------------- */
 
 typedef struct skd_egress_limits {
@@ -182,6 +207,11 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run);
  * at a limit, since the process started (for /metrics). Thread-safe. */
 uint64_t skd_egress_refused_total(void);
 uint64_t skd_egress_cut_total(void);
+
+/* The egress CA's certificate (PEM) as a new string in *pem (NULL: only
+ * make sure it exists), made in DATA_DIR on first use (egress_tls.c). 0,
+ * or SKD_E* with err: a run with secrets then does not start. */
+int skd__egress_ca_pem(skd_egress *e, char **pem, skd_err *err);
 
 /* Runs being served at this moment (for doctor and tests). */
 int skd__egress_active_runs(skd_egress *e);

@@ -49,6 +49,7 @@ struct run {
     skd_secret *secrets;              /* networkEnabled: the key's secrets (values
                                          only ever here and in the proxy) */
     size_t nsecrets;
+    char *ca_pem; /* with secrets: the egress CA for the trust bundle */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
     unsigned char *in;    /* stdin bytes */

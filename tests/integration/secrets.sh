@@ -17,11 +17,26 @@ python3 "$NETFIX_DIR/recorder.py" --bind "$APP" --port $HP --log "$REC" --ready 
     >"$TMP/rec-http.out" 2>&1 &
 REC_PIDS=$!
 trap 'kill "$FIX_PID" $REC_PIDS 2>/dev/null; rm -rf "$TMP"' EXIT
-for _ in $(seq 1 100); do [ -e "$TMP/rec-http" ] && break; sleep 0.1; done
+# The HTTPS upstream: a certificate for bound.test and other.test from the
+# test's own CA, which skilld trusts through SKILLS_EGRESS_UPSTREAM_CA_FILE.
+SP=8445
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=testca \
+    -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign \
+    -keyout "$TMP/testca.key" -out "$TMP/testca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj /CN=bound.test \
+    -keyout "$TMP/up.key" -out "$TMP/up.csr" 2>/dev/null
+printf 'subjectAltName=DNS:bound.test,DNS:other.test\n' >"$TMP/up.ext"
+openssl x509 -req -in "$TMP/up.csr" -CA "$TMP/testca.pem" -CAkey "$TMP/testca.key" -CAcreateserial \
+    -days 2 -extfile "$TMP/up.ext" -out "$TMP/up.pem" 2>/dev/null
+python3 "$NETFIX_DIR/recorder.py" --bind "$APP" --port $SP --log "$REC" --cert "$TMP/up.pem" \
+    --key "$TMP/up.key" --big 2000000 --ready "$TMP/rec-https" >"$TMP/rec-https.out" 2>&1 &
+REC_PIDS="$REC_PIDS $!"
+for _ in $(seq 1 100); do [ -e "$TMP/rec-http" ] && [ -e "$TMP/rec-https" ] && break; sleep 0.1; done
 
 VALUE="ghp_Secret$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 start_server SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=native \
-    SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP"
+    SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP,bound.test:$SP:$APP,other.test:$SP:$APP,meta.bound.test:$SP:169.254.169.254" \
+    SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem" SKILLS_EGRESS_SCRUB_MAX_BYTES=1048576
 A=(-H "Authorization: Bearer $ADMIN")
 read -r AID ASEC <<<"$(new_key alice skills:read,skills:execute)"
 read -r BID BSEC <<<"$(new_key bob skills:read,skills:execute)"
@@ -101,6 +116,50 @@ sbx "$ASEC" 'curl -sS -H "Cookie: t=$GH_TOKEN" -H "Authorization: Bearer $GH_TOK
 if grep -F '"/http-path-' "$REC" | grep -q "http-path-$PH" && ! grep -F '"/http-path-' "$REC" | grep -qF "path-$VALUE"; then
     pass "the request line keeps the placeholder (headers only)"; else
     fail "the request line keeps the placeholder (headers only)" "$(cat "$REC")"; fi
+
+# --- HTTPS: TLS terminated for the bound host only ------------------------------
+CA_PEM=$(cat "$TMP/data/egress-ca.pem")
+[ -n "$CA_PEM" ] && pass "the egress CA is made in DATA_DIR" || fail "the egress CA is made in DATA_DIR" "$(ls "$TMP/data")"
+[ "$(stat -c %a "$TMP/data/egress-ca.key")" = 600 ] &&
+    [ "$(stat -c %U "$TMP/data/egress-ca.key")" = "$(stat -c %U "$TMP/data/skilld.db")" ] &&
+    pass "the CA key is mode 0600 and the service user's" || fail "the CA key is mode 0600 and the service user's" "$(ls -l "$TMP/data")"
+sbx "$ASEC" 'curl -sS -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/https-curl'
+if rec_has '"/https-curl"' "\"Bearer $VALUE\""; then pass "curl over HTTPS: the bound host gets the value"; else
+    fail "curl over HTTPS: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+expect_json "the HTTPS record names the substitution" \
+    "any(r.get('host')=='bound.test' and r.get('port')==8445 and r.get('substituted')==['GH_TOKEN'] for r in j['egress'])"
+sbx "$ASEC" 'python3 -c "
+import os, urllib.request
+r = urllib.request.Request(\"https://bound.test:8445/https-python\", headers={\"Authorization\": \"Bearer \" + os.environ[\"GH_TOKEN\"]})
+print(urllib.request.urlopen(r).read().decode())"'
+if rec_has '"/https-python"' "\"Bearer $VALUE\""; then pass "python urllib over HTTPS: the bound host gets the value"; else
+    fail "python urllib over HTTPS: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+sbx "$ASEC" 'git -c http.extraHeader="X-Api-Key: $GH_TOKEN" ls-remote https://bound.test:8445/repo.git; echo "git=$?"'
+if rec_has '"/repo.git/info/refs' "\"xapikey\": \"$VALUE\"" && out | grep -x 'git=0' >/dev/null; then
+    pass "git ls-remote over HTTPS: the value in an extra header"; else
+    fail "git ls-remote over HTTPS: the value in an extra header" "$BODY $(cat "$REC")"; fi
+sbx "$ASEC" 'curl -sS -D - -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/echo; curl -sS -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/echo-chunked; curl -sS -H "Authorization: Bearer $GH_TOKEN" http://bound.test:8444/echo'
+if [ "$(out | grep -c "you sent: Bearer $PH")" = 3 ] && out | grep -i "^x-echo: Bearer $PH" >/dev/null && ! out | grep -F "$VALUE" >/dev/null; then
+    pass "an upstream that echoes the value: the sandbox reads the placeholder (headers, bodies, chunked, HTTP)"; else
+    fail "an upstream that echoes the value: the sandbox reads the placeholder (headers, bodies, chunked, HTTP)" "$BODY"; fi
+sbx "$ASEC" 'curl -sS -o /dev/null -w "%{http_code}" -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/big; echo'
+if out | grep -x 502 >/dev/null; then pass "a response past SKILLS_EGRESS_SCRUB_MAX_BYTES is cut"; else
+    fail "a response past SKILLS_EGRESS_SCRUB_MAX_BYTES is cut" "$BODY"; fi
+expect_json "the run says why it was cut" \
+    "any(r.get('verdict')=='cut' and 'SKILLS_EGRESS_SCRUB_MAX_BYTES' in r.get('reason','') for r in j['egress'])"
+sbx "$ASEC" 'curl -sS -H "Authorization: Bearer $GH_TOKEN" https://other.test:8445/https-unbound; echo "rc=$?"'
+if out | grep -x 'rc=60' >/dev/null && ! grep -F '"/https-unbound"' "$REC" | grep -F "$VALUE" >/dev/null; then
+    pass "an unbound HTTPS host stays an opaque tunnel (its own certificate, the test CA the sandbox does not trust)"; else
+    fail "an unbound HTTPS host stays an opaque tunnel (its own certificate, the test CA the sandbox does not trust)" "$BODY"; fi
+sbx "$ASEC" "curl -sS --cacert /dev/stdin -H \"Authorization: Bearer \$GH_TOKEN\" https://other.test:8445/https-unbound2 <<'EOF'
+$(cat "$TMP/testca.pem")
+EOF"
+if rec_has '"/https-unbound2"' "\"Bearer $PH\""; then pass "an unbound HTTPS host sees only the placeholder"; else
+    fail "an unbound HTTPS host sees only the placeholder" "$BODY $(cat "$REC")"; fi
+sbx "$ASEC" 'curl -sS -o /dev/null -w "%{http_code}" https://meta.bound.test:8445/; echo'
+if out | grep -x 000 >/dev/null && json_get "$BODY" 'j["egress"]' | grep -F 'outbound guard' >/dev/null; then
+    pass "a bound host at a forbidden address is refused before any TLS"; else
+    fail "a bound host at a forbidden address is refused before any TLS" "$BODY"; fi
 
 # --- elsewhere: an unbound host, a forged Host, another key ---------------------
 sbx "$ASEC" 'curl -sS -H "Authorization: Bearer $GH_TOKEN" http://other.test:8444/unbound'

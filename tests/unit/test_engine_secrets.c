@@ -268,6 +268,44 @@ TEST(substitution_in_headers)
     free(bigv);
 }
 
+TEST(scrub_responses)
+{
+    skd_secret s[1] = {sec("A", "skd_secret_aaaa", "VALUE-A", "api.test", "")};
+    char *o = NULL;
+    size_t ol = 0;
+    const char *plain = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok";
+    CHECK_EQ_INT(skd__egress_scrub(s, 1, plain, strlen(plain), 0, &o, &ol), 0);
+    const char *echo =
+        "HTTP/1.1 200 OK\r\nX-Echo: VALUE-A\r\nContent-Length: 13\r\n\r\nsent: VALUE-A";
+    CHECK_EQ_INT(skd__egress_scrub(s, 1, echo, strlen(echo), 0, &o, &ol), 1);
+    if (o) {
+        char *t = strndup(o, ol);
+        CHECK_STR(t, "HTTP/1.1 200 OK\r\nX-Echo: skd_secret_aaaa\r\nContent-Length: 21\r\n\r\n"
+                     "sent: skd_secret_aaaa");
+        free(t);
+    }
+    free(o);
+    o = NULL;
+    /* A value split across two chunks is found; the answer is reframed. */
+    const char *ch =
+        "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\nVALU\r\n3\r\nE-A\r\n0\r\n\r\n";
+    CHECK_EQ_INT(skd__egress_resp_complete(ch, strlen(ch), 0), (long)strlen(ch));
+    CHECK_EQ_INT(skd__egress_resp_complete(ch, strlen(ch) - 2, 0), 0);
+    CHECK_EQ_INT(skd__egress_scrub(s, 1, ch, strlen(ch), 0, &o, &ol), 1);
+    if (o) {
+        char *t = strndup(o, ol);
+        CHECK_STR(t, "HTTP/1.1 200 OK\r\nContent-Length: 15\r\n\r\nskd_secret_aaaa");
+        free(t);
+    }
+    free(o);
+    /* Framing: a length, none (to the end), an interim answer. */
+    CHECK_EQ_INT(skd__egress_resp_complete(echo, strlen(echo), 0), (long)strlen(echo));
+    CHECK_EQ_INT(skd__egress_resp_complete(echo, strlen(echo) - 1, 0), 0);
+    CHECK_EQ_INT(skd__egress_resp_complete("HTTP/1.1 200 OK\r\n\r\nab", 21, 0), -1);
+    CHECK_EQ_INT(skd__egress_resp_complete("HTTP/1.1 100 Continue\r\n\r\n", 25, 0), 25);
+    CHECK_EQ_INT(skd__egress_resp_complete(echo, strlen(echo) - 13, 1), (long)strlen(echo) - 13);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_engine_secrets");
@@ -280,6 +318,7 @@ int main(void)
     RUN(cap_per_key);
     RUN(another_key_file_does_not_open);
     RUN(substitution_in_headers);
+    RUN(scrub_responses);
     pid_t pid = fork();
     if (pid == 0) {
         execlp("rm", "rm", "-rf", tmpdir, (char *)NULL);
