@@ -20,7 +20,6 @@
 
 #include <errno.h>
 #include <limits.h>
-#include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,7 +149,7 @@ void skd_engine_close(skd_engine *e)
     skd_runner_free(e->runner);
     pthread_mutex_destroy(&e->runner_mu);
     pthread_mutex_destroy(&e->secrets_mu);
-    OPENSSL_cleanse(e->secrets_key, sizeof(e->secrets_key));
+    explicit_bzero(e->secrets_key, sizeof(e->secrets_key));
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
     skd__skills_free(e->skills);

@@ -99,7 +99,7 @@ static int read_key(int fd, const char *path, unsigned char key[32], skd_err *er
         rc = skd_err_set(err, SKD_ECONFIG, "secrets key %s must hold 32 bytes (or 64 hex digits)",
                          path);
     }
-    OPENSSL_cleanse(buf, sizeof(buf));
+    explicit_bzero(buf, sizeof(buf));
     return rc;
 }
 
@@ -123,8 +123,8 @@ static int make_key(const char *path, skd_err *err)
     } else {
         skd_err_set(err, rc, "no randomness for the secrets key");
     }
-    OPENSSL_cleanse(k, sizeof(k));
-    OPENSSL_cleanse(text, sizeof(text));
+    explicit_bzero(k, sizeof(k));
+    explicit_bzero(text, sizeof(text));
     close(fd);
     if (rc)
         unlink(path);
@@ -244,7 +244,7 @@ static int unseal(const unsigned char *key, const char *key_id, const skd_secret
                          "replaced?)",
                          row->name);
         if (pt)
-            OPENSSL_cleanse(pt, sl + 1);
+            explicit_bzero(pt, sl + 1);
         free(pt);
         pt = NULL;
     } else {

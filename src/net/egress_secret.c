@@ -13,7 +13,6 @@
 #include "net/egress.h"
 #include "skilld/util.h"
 
-#include <openssl/crypto.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -24,7 +23,7 @@ void skd_secrets_free(skd_secret *s, size_t n)
         return;
     for (size_t i = 0; i < n; i++) {
         if (s[i].value) {
-            OPENSSL_cleanse(s[i].value, strlen(s[i].value));
+            explicit_bzero(s[i].value, strlen(s[i].value));
             free(s[i].value);
         }
         free(s[i].name);

@@ -174,9 +174,9 @@ static int forward_head(struct egress_worker *w, struct io *cl, struct io *up)
     rc = 0;
 out:
     if (sub)
-        OPENSSL_cleanse(sub, SKD_EGRESS_SUBST_MAX);
+        explicit_bzero(sub, SKD_EGRESS_SUBST_MAX);
     if (fin)
-        OPENSSL_cleanse(fin, SKD_EGRESS_SUBST_MAX + 128);
+        explicit_bzero(fin, SKD_EGRESS_SUBST_MAX + 128);
     free(head);
     free(sub);
     free(fin);
@@ -276,10 +276,10 @@ static void relay(struct egress_worker *w, struct io *cl, struct io *up)
             io_write(cl, p, pl);
         }
         if (o)
-            OPENSSL_cleanse(o, ol);
+            explicit_bzero(o, ol);
         free(o);
     }
-    OPENSSL_cleanse(resp, len);
+    explicit_bzero(resp, len);
     free(resp);
 }
 
@@ -328,7 +328,7 @@ out:
         SSL_free(up.ssl);
     ERR_clear_error();
     if (w->pre) {
-        OPENSSL_cleanse(w->pre, w->prelen);
+        explicit_bzero(w->pre, w->prelen);
         free(w->pre);
         w->pre = NULL;
     }

@@ -8,7 +8,6 @@
 #include "skilld/skilld.h"
 #include "skilld/tenancy.h"
 
-#include <openssl/crypto.h>
 #include <string.h>
 
 static skd_actor actor_of(const skd_http_req *req)
@@ -28,7 +27,7 @@ void skd__rest_secret_set(skd_http_req *req, skd_http_reply *out)
     /* The value leaves this process's memory with the body. */
     json_t *v = json_object_get(body, "value");
     if (json_is_string(v))
-        OPENSSL_cleanse((char *)json_string_value(v), json_string_length(v));
+        explicit_bzero((char *)json_string_value(v), json_string_length(v));
     json_decref(body);
     if (!r) {
         skd__http_from_err(out, &err);

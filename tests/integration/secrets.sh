@@ -121,7 +121,7 @@ if grep -F '"/http-path-' "$REC" | grep -q "http-path-$PH" && ! grep -F '"/http-
 CA_PEM=$(cat "$TMP/data/egress-ca.pem")
 [ -n "$CA_PEM" ] && pass "the egress CA is made in DATA_DIR" || fail "the egress CA is made in DATA_DIR" "$(ls "$TMP/data")"
 [ "$(stat -c %a "$TMP/data/egress-ca.key")" = 600 ] &&
-    [ "$(stat -c %U "$TMP/data/egress-ca.key")" = "$(stat -c %U "$TMP/data/skilld.db")" ] &&
+    [ "$(stat -c %U "$TMP/data/egress-ca.key")" = "$(stat -c %U "$TMP/data")" ] &&
     pass "the CA key is mode 0600 and the service user's" || fail "the CA key is mode 0600 and the service user's" "$(ls -l "$TMP/data")"
 sbx "$ASEC" 'curl -sS -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/https-curl'
 if rec_has '"/https-curl"' "\"Bearer $VALUE\""; then pass "curl over HTTPS: the bound host gets the value"; else
@@ -187,7 +187,7 @@ if grep -rqF -- "$VALUE" "$TMP/data" 2>/dev/null; then
     fail "the value is in no file under DATA_DIR" "$(grep -rlF -- "$VALUE" "$TMP/data")"; else
     pass "the value is in no file under DATA_DIR"; fi
 [ -s "$TMP/data/secrets.key" ] && [ "$(stat -c %a "$TMP/data/secrets.key")" = 600 ] &&
-    [ "$(stat -c %U "$TMP/data/secrets.key")" = "$(stat -c %U "$TMP/data/skilld.db")" ] &&
+    [ "$(stat -c %U "$TMP/data/secrets.key")" = "$(stat -c %U "$TMP/data")" ] &&
     pass "the sealing key is made in DATA_DIR, mode 0600, owned by the service user" ||
     fail "the sealing key is made in DATA_DIR, mode 0600, owned by the service user" "$(ls -l "$TMP/data")"
 req GET /metrics "${A[@]}"
