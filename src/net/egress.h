@@ -24,8 +24,11 @@
  * anything it does not fully understand. The configuration is trusted.
  *
  * Threads: one event-loop thread (epoll) serves every run's sockets, with
- * two helper threads for blocking name resolution. There is no thread per
- * connection. The functions below are thread-safe.
+ * two helper threads for blocking name resolution. A connection that
+ * carries a secret (a CONNECT to a host one is bound to, intercepted; a
+ * plain-HTTP request a value went into) is handed, once connected, to a
+ * thread of its own (egress_worker.c); every other one stays on the loop.
+ * The functions below are thread-safe.
  */
 #ifndef SKILLD_NET_EGRESS_H
 #define SKILLD_NET_EGRESS_H
