@@ -5,6 +5,7 @@
 #ifndef SKILLD_ENGINE_INT_H
 #define SKILLD_ENGINE_INT_H
 
+#include "skilld/oauth.h"
 #include "skilld/sandbox.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
@@ -23,6 +24,7 @@ struct skd_engine {
     skd_runner *runner;        /* NULL until the first sandbox run */
     skd__exec_stats *stats;    /* exec_stats.c: executions by skill */
     int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
+    skd_oauth *oauth;          /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
 };
 
 /* Execution counters by skill (exec_stats.c). new: NULL when out of

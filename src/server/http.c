@@ -344,10 +344,13 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     if (skd__auth_bearer(req, out) != 0)
         return r;
     if ((req->key.scopes & r->scope) != r->scope) {
+        const char *need = r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
+                           : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
+                                                          : "skills:read";
         skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden", "this API key lacks the %s scope",
-                        r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
-                        : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
-                                                       : "skills:read");
+                        need);
+        if (skd_key_is_oauth(&req->key))
+            skd__auth_scope_challenge(req, out, need);
         return r;
     }
     unsigned retry = 0;
