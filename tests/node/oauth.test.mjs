@@ -62,6 +62,7 @@ function makeProvider(keys) {
     },
     scopes: ['openid', 'skills:read', 'skills:execute'],
     pkce: { required: () => true },
+    ttl: { AccessToken: 600, AuthorizationCode: 60, ClientCredentials: 600, Grant: 600, IdToken: 600, Interaction: 600, Session: 600 },
     interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
     findAccount: (ctx, sub) => ({ accountId: sub, claims: () => ({ sub }) }),
   });
@@ -296,6 +297,33 @@ try {
     const { status, www } = await probe(ro, 'tools/call', { name: 'file_write', arguments: { path: 'x', content: 'x' } });
     assert(status === 403, `HTTP ${status}`);
     assert(/error="insufficient_scope"/.test(www) && /scope="skills:execute"/.test(www) && /resource_metadata=/.test(www), www);
+  });
+
+  await check('REST and A2A accept the tokens and give the same challenges', async () => {
+    const full = await mint(k1, { sub: 'rest-user' });
+    const ro = await mint(k1, { sub: 'reader', scope: 'skills:read' });
+    const post = (path, token, body) => fetch(`${PUBLIC}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    const exec = { skill: 'file_write', input: { path: 'r.txt', content: 'rest' } };
+    const ok = await post('/v1/execute', full, exec);
+    assert(ok.status === 200 && (await ok.json()).success === true, `execute: ${ok.status}`);
+    for (const [path, body] of [
+      ['/v1/execute', exec],
+      ['/a2a', { jsonrpc: '2.0', id: 1, method: 'message/send', params: { message: { role: 'user', messageId: 'm1', kind: 'message', parts: [{ kind: 'text', text: 'hi' }] } } }],
+    ]) {
+      const none = await post(path, null, body);
+      assert(none.status === 401 && /resource_metadata=/.test(none.headers.get('www-authenticate')), `${path} no credential: ${none.status}`);
+      const bad = await post(path, `${full}x`, body);
+      assert(bad.status === 401 && /error="invalid_token"/.test(bad.headers.get('www-authenticate')), `${path} bad token: ${bad.status}`);
+      const r = await post(path, ro, body);
+      const www = r.headers.get('www-authenticate') || '';
+      assert(r.status === 403 && /error="insufficient_scope"/.test(www) && /scope="skills:execute"/.test(www), `${path} read-only: ${r.status} ${www}`);
+    }
+    const listed = await fetch(`${PUBLIC}/v1/skills`, { headers: { authorization: `Bearer ${ro}` } });
+    assert(listed.status === 200, `GET /v1/skills read-only: ${listed.status}`);
   });
 
   await check('a signing-key rotation at the provider is picked up without a restart', async () => {
