@@ -356,6 +356,10 @@ try {
       assert(batch.every((b) => b.status === 401 && /invalid_token/.test(b.www)), JSON.stringify(batch[0]));
     }
     assert(jwksFetches - before <= 2, `JWKS fetched ${jwksFetches - before} times`);
+    // skilld counts the same fetches as the provider saw.
+    const m = await (await fetch(`${PUBLIC}/metrics`, { headers: { authorization: `Bearer ${admin.secret}` } })).text();
+    const n = Number((m.match(/^skilld_oauth_jwks_fetches_total (\d+)$/m) || [])[1]);
+    assert(n === jwksFetches, `metrics say ${n} fetches, the provider saw ${jwksFetches}`);
   });
 
   await check('an admin disabling a tenant ends its access', async () => {
