@@ -375,6 +375,11 @@ try {
     const { status } = await probe(admin.secret);
     assert(status === 200, `HTTP ${status}`);
   });
+
+  await check('the server stops cleanly (under ASan: no leak)', async () => {
+    const code = await srv.stop();
+    assert(code === 0, `exit ${code}: ${srv.log().slice(-500)}`);
+  });
 } finally {
   await srv.stop();
   idp.closeAllConnections();
