@@ -376,6 +376,38 @@ try {
     assert(status === 200, `HTTP ${status}`);
   });
 
+  await check('per-tenant rate limit and workspace quota hold for OAuth tenants', async () => {
+    // A second server with a tight rate limit and quota, the same provider.
+    const port2 = await freePort();
+    const pub2 = `http://127.0.0.1:${port2}`;
+    const data2 = tempDir();
+    const s2 = await startServer(data2, {
+      SKILLD_PUBLIC_URL: pub2, SKILLD_OAUTH_ISSUER: ISSUER, SKILLD_RATE_LIMIT_PER_KEY: '1',
+      SKILLD_RATE_LIMIT_BURST: '3', SKILLS_WORKSPACE_QUOTA_BYTES: '100',
+    }, { port: port2 });
+    try {
+      const exec = (token, input) => fetch(`${pub2}/v1/execute`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+        body: JSON.stringify({ skill: 'file_write', input }),
+      });
+      const ta = await mint(k2, { sub: 'tenant-a', aud: `${pub2}/mcp` });
+      const tb = await mint(k2, { sub: 'tenant-b', aud: `${pub2}/mcp` });
+      const big = await exec(ta, { path: 'big.txt', content: 'x'.repeat(101) });
+      const bj = await big.json();
+      assert(bj.error && bj.error.code === 'quota_exceeded', `over quota: ${JSON.stringify(bj)}`);
+      // 20 at once against a burst of 3 and 1 a second: some must wait.
+      const statuses = (await Promise.all(Array.from({ length: 20 }, () => exec(ta, { path: 'a.txt', content: 'a' }))))
+        .map((r) => r.status);
+      assert(statuses.includes(429) && statuses.includes(200), `tenant a: ${statuses}`);
+      const b = await exec(tb, { path: 'b.txt', content: 'x'.repeat(90) });
+      assert(b.status === 200, `tenant b is limited on its own: ${b.status}`);
+    } finally {
+      await s2.stop();
+      removeDir(data2);
+    }
+  });
+
   await check('the server stops cleanly (under ASan: no leak)', async () => {
     const code = await srv.stop();
     assert(code === 0, `exit ${code}: ${srv.log().slice(-500)}`);
