@@ -322,6 +322,11 @@ try {
       const www = r.headers.get('www-authenticate') || '';
       assert(r.status === 403 && /error="insufficient_scope"/.test(www) && /scope="skills:execute"/.test(www), `${path} read-only: ${r.status} ${www}`);
     }
+    for (const card of ['agent-card.json', 'agent.json']) {
+      const c = await (await fetch(`${PUBLIC}/.well-known/${card}`)).json();
+      const d = JSON.stringify(c.securitySchemes);
+      assert(d.includes(`${PUBLIC}/.well-known/oauth-protected-resource/mcp`), `${card}: ${d}`);
+    }
     const listed = await fetch(`${PUBLIC}/v1/skills`, { headers: { authorization: `Bearer ${ro}` } });
     assert(listed.status === 200, `GET /v1/skills read-only: ${listed.status}`);
   });
