@@ -114,6 +114,11 @@ typedef struct skd_oauth_identity {
  * Thread-safe; may block on a fetch of the issuer's JWKS. */
 int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, skd_err *err);
 
+/* For `skilld doctor`: read each issuer's metadata and key set now, as its
+ * first token would, and say how it went: a new array of {"issuer", "ok":
+ * bool, "detail"}, NULL when out of memory. */
+json_t *skd_oauth_probe(skd_oauth *o);
+
 /* JWKS fetches made so far, all issuers together (for tests and metrics). */
 uint64_t skd_oauth_jwks_fetches(const skd_oauth *o);
 

@@ -388,6 +388,27 @@ static json_t *keys_for(skd_oauth *o, struct issuer *is, const char *kid, skd_er
     return set;
 }
 
+json_t *skd_oauth_probe(skd_oauth *o)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; out && i < o->n; i++) {
+        struct issuer *is = &o->iss[i];
+        skd_err err = {0};
+        char detail[1024];
+        pthread_mutex_lock(&is->mu);
+        int rc = is->jwks ? 0 : load_jwks(o, is, &err);
+        if (rc)
+            snprintf(detail, sizeof(detail), "%s", skd_err_msg(&err));
+        else
+            snprintf(detail, sizeof(detail), "%zu signing key(s) at %s",
+                     json_array_size(json_object_get(is->jwks, "keys")), is->jwks_uri);
+        pthread_mutex_unlock(&is->mu);
+        json_array_append_new(
+            out, json_pack("{s:s, s:b, s:s}", "issuer", is->url, "ok", rc == 0, "detail", detail));
+    }
+    return out;
+}
+
 int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, skd_err *err)
 {
     skd_jwt_head head;

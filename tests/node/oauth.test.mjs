@@ -10,6 +10,7 @@
 // restart, 1,000 unknown kids costing at most a few JWKS fetches, an admin
 // disabling a tenant, and API keys working beside tokens.
 import { createServer } from 'node:http';
+import { execFile } from 'node:child_process';
 import { createHmac, createPublicKey } from 'node:crypto';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -17,7 +18,7 @@ import { UnauthorizedError } from '@modelcontextprotocol/sdk/client/auth.js';
 import Provider from 'oidc-provider';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import {
-  assert, check, createKey, finish, freePort, removeDir, startServer, tempDir,
+  SKILLD, assert, check, createKey, finish, freePort, removeDir, startServer, tempDir,
 } from './lib.mjs';
 
 const idpPort = await freePort();
@@ -365,6 +366,22 @@ try {
     const m = await (await fetch(`${PUBLIC}/metrics`, { headers: { authorization: `Bearer ${admin.secret}` } })).text();
     const n = Number((m.match(/^skilld_oauth_jwks_fetches_total (\d+)$/m) || [])[1]);
     assert(n === jwksFetches, `metrics say ${n} fetches, the provider saw ${jwksFetches}`);
+  });
+
+  await check('skilld doctor reads the issuers\' metadata and keys, and says when it cannot', async () => {
+    // Asynchronous: the provider answering it runs in this process.
+    const doctor = (issuer) => new Promise((resolve) => {
+      execFile(SKILLD, ['--data-dir', data, 'doctor', '--json'], {
+        env: { ...process.env, SKILLD_PUBLIC_URL: PUBLIC, SKILLD_OAUTH_ISSUER: issuer }, timeout: 120000,
+      }, (e, stdout) => {
+        const rep = JSON.parse(stdout);
+        resolve({ rep, oa: rep.checks.find((c) => c.name === 'oauth') });
+      });
+    });
+    const good = await doctor(ISSUER);
+    assert(good.oa && good.oa.status === 'ok' && /2 signing key\(s\) at .*\/jwks/.test(good.oa.detail), JSON.stringify(good.oa));
+    const bad = await doctor(`http://127.0.0.1:${skPort}/nothing`);
+    assert(bad.oa && bad.oa.status === 'fail' && bad.oa.fix && bad.rep.status === 'fail', JSON.stringify(bad.oa));
   });
 
   await check('an admin disabling a tenant ends its access', async () => {
