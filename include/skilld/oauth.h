@@ -90,7 +90,8 @@ typedef struct skd_oauth skd_oauth;
  * off (no issuer set). SKD_ECONFIG when an issuer is set but the public URL
  * is not, or a URL or scope is not valid. No network access here. */
 int skd_oauth_new(const skd_config *cfg, skd_oauth **out, skd_err *err);
-void skd_oauth_free(skd_oauth *o); /* NULL ok */
+/* NULL ok. Fetches in flight are cancelled. */
+void skd_oauth_free(skd_oauth *o);
 
 /* The MCP resource (${SKILLD_PUBLIC_URL}/mcp) and the URL of its
  * protected-resource metadata; borrowed from o. */
@@ -118,6 +119,11 @@ int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, sk
  * first token would, and say how it went: a new array of {"issuer", "ok":
  * bool, "detail"}, NULL when out of memory. */
 json_t *skd_oauth_probe(skd_oauth *o);
+
+/* Read every issuer's metadata and key set now on a thread of its own (a
+ * server's start), so that the first token of each does not wait for them.
+ * skd_oauth_free ends its fetches and joins it. NULL ok. */
+void skd_oauth_warm(skd_oauth *o);
 
 /* JWKS fetches made so far, all issuers together (for tests and metrics). */
 uint64_t skd_oauth_jwks_fetches(const skd_oauth *o);

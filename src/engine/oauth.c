@@ -17,8 +17,11 @@
  * new key, and a flood of tokens with made-up kids costs one fetch per
  * interval. A fetch that fails is not tried again for FAIL_BACKOFF_MS.
  * Fetches hold the issuer's lock, so concurrent tokens of one issuer wait
- * for one fetch instead of making their own.
+ * for one fetch instead of making their own. A server reads every issuer's
+ * keys at start on a thread of its own (skd_oauth_warm), so that its first
+ * token does not wait for them on an HTTP event thread.
  */
+#include "skilld/json.h"
 #include "skilld/log.h"
 #include "skilld/net.h"
 #include "skilld/oauth.h"
@@ -56,6 +59,9 @@ struct skd_oauth {
     struct issuer iss[MAX_ISSUERS];
     size_t n;
     atomic_uint_fast64_t fetches;
+    skd_cancel *stop; /* fired by skd_oauth_free: ends the fetches in flight */
+    pthread_t warm;   /* skd_oauth_warm's thread */
+    int warming;      /* warm was started (and is joined by skd_oauth_free) */
 };
 
 static char *dup_n(const char *s, size_t n)
@@ -162,6 +168,11 @@ int skd_oauth_new(const skd_config *cfg, skd_oauth **out, skd_err *err)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
     o->cfg = cfg;
+    if (!(o->stop = skd_cancel_new())) {
+        free(base);
+        free(o);
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
     size_t rl = plen + sizeof("/mcp"),
            ml = plen + sizeof("/.well-known/oauth-protected-resource/mcp");
     o->resource = malloc(rl);
@@ -201,6 +212,10 @@ void skd_oauth_free(skd_oauth *o)
 {
     if (!o)
         return;
+    skd_cancel_fire(o->stop);
+    if (o->warming)
+        pthread_join(o->warm, NULL);
+    skd_cancel_free(o->stop);
     for (size_t i = 0; i < o->n; i++) {
         free(o->iss[i].url);
         free(o->iss[i].jwks_uri);
@@ -269,6 +284,7 @@ static json_t *get_json(skd_oauth *o, const char *url, int operator_url, skd_err
         .timeout_ms = FETCH_TIMEOUT_MS,
         .max_bytes = FETCH_MAX_BYTES,
         .operator_url = operator_url,
+        .cancel = o->stop,
     };
     skd_fetch_resp resp;
     json_t *v = NULL;
@@ -407,6 +423,31 @@ json_t *skd_oauth_probe(skd_oauth *o)
             out, json_pack("{s:s, s:b, s:s}", "issuer", is->url, "ok", rc == 0, "detail", detail));
     }
     return out;
+}
+
+static void *warm_main(void *arg)
+{
+    skd_oauth *o = arg;
+    json_t *issuers = skd_oauth_probe(o);
+    size_t i;
+    json_t *v;
+    json_array_foreach (issuers, i, v)
+        if (json_is_true(json_object_get(v, "ok")))
+            skd_info("oauth: issuer %s: %s", skd_json_str(v, "issuer", "?"),
+                     skd_json_str(v, "detail", ""));
+    json_decref(issuers);
+    return NULL;
+}
+
+void skd_oauth_warm(skd_oauth *o)
+{
+    if (!o || o->warming)
+        return;
+    if (pthread_create(&o->warm, NULL, warm_main, o) == 0)
+        o->warming = 1;
+    else
+        skd_warn("oauth: cannot start the thread that reads the issuers' keys; the first "
+                 "token of each issuer reads them");
 }
 
 int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, skd_err *err)

@@ -36,6 +36,7 @@
 #include "server/sse.h"
 #include "server/test_hooks.h"
 #include "skilld/net.h"
+#include "skilld/oauth.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -702,6 +703,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
+    skd_oauth_warm(skd_engine_oauth(e)); /* the issuers' keys, off the event threads */
     *out = s;
     return 0;
 out:

@@ -233,6 +233,18 @@ try {
     assert(/^Bearer /.test(www) && www.includes(`resource_metadata="${PUBLIC}/.well-known/oauth-protected-resource/mcp"`), www);
   });
 
+  await check('the issuer\'s keys are read at start, before any token', async () => {
+    const deadline = Date.now() + 15000;
+    let n = 0;
+    while (Date.now() < deadline) {
+      const m = await (await fetch(`${PUBLIC}/metrics`, { headers: { authorization: `Bearer ${admin.secret}` } })).text();
+      n = Number((m.match(/^skilld_oauth_jwks_fetches_total (\d+)$/m) || [])[1]);
+      if (n >= 1) break;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    assert(n === 1 && jwksFetches === 1, `skilld: ${n} fetches, the provider saw ${jwksFetches}`);
+  });
+
   let alice;
   await check('MCP SDK client signs in: discovery, registration, code + PKCE, token', async () => {
     alice = await signIn('alice');
