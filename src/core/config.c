@@ -178,7 +178,14 @@ static const struct key keys[] = {
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
     {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,
-     "base URL clients use to reach this server (agent card); default from Host"},
+     "base URL clients use to reach this server (agent card; the OAuth resource is its /mcp); "
+     "default from Host"},
+    /* OAuth resource server (src/engine/oauth.c, docs/server.md) */
+    {"SKILLD_OAUTH_ISSUER", K_STR, "", 0, 0, 0,
+     "OAuth issuers whose JWT access tokens are accepted, comma-separated (empty: API keys "
+     "only; needs SKILLD_PUBLIC_URL)"},
+    {"SKILLD_OAUTH_SCOPES", K_STR, "skills:read skills:execute", 0, 0, 0,
+     "the most an OAuth token may grant: its scope claim is intersected with these"},
     {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
      "seconds a finished A2A task is kept"},
 /* The sandbox limits (include/skilld/limits.h): the setting of each

@@ -7,6 +7,9 @@
  */
 #include "engine/engine_int.h"
 #include "skilld/tenancy.h"
+#include "skilld/util.h"
+
+#include <stdio.h>
 
 #include <string.h>
 
@@ -150,11 +153,52 @@ int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
     return skd_store_ping(e->store, err);
 }
 
+struct skd_oauth *skd_engine_oauth(skd_engine *e)
+{
+    return e->oauth;
+}
+
+int skd_key_is_oauth(const skd_key_info *info)
+{
+    return strncmp(info->id, "oa_", 3) == 0;
+}
+
+/* The tenant of a verified token: its key row, made on first use. The id
+ * is a digest of (issuer, sub), so every replica names it alike. */
+static int oauth_tenant(skd_engine *e, const skd_oauth_identity *id, skd_key_info *info,
+                        skd_err *err)
+{
+    char digest[SKD_SHA256_HEX_LEN + 1], kid[40], name[128], both[800];
+    int n = snprintf(both, sizeof(both), "%s\n%s", id->issuer, id->sub);
+    if (n < 0 || (size_t)n >= sizeof(both))
+        return skd_err_set(err, SKD_EUNAUTH, "invalid token: issuer and sub are too long");
+    skd_sha256_hex(both, (size_t)n, digest);
+    snprintf(kid, sizeof(kid), "oa_%.32s", digest);
+    /* The name is for people reading GET /v1/keys: cut where it must be. */
+    if (snprintf(name, sizeof(name), "oauth %.100s @ %.200s", id->sub, id->issuer) < 0)
+        name[0] = '\0';
+    name[skd_utf8_cut(name, strlen(name))] = '\0';
+    int rc =
+        skd_store_key_ensure(e->store, kid, name, skd_oauth_allowed_scopes(e->oauth), info, err);
+    if (rc)
+        return rc;
+    if (info->revoked)
+        return skd_err_set(err, SKD_EUNAUTH, "this OAuth tenant has been disabled by an admin");
+    info->scopes &= id->scopes;
+    return 0;
+}
+
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err)
 {
     int rc = need_store(e, err);
     if (rc)
         return rc;
+    if (e->oauth && strncmp(secret, "skd_", 4) != 0) {
+        skd_oauth_identity id;
+        if ((rc = skd_oauth_verify(e->oauth, secret, &id, err)) != 0)
+            return rc;
+        return oauth_tenant(e, &id, info, err);
+    }
     if (strlen(secret) > 256)
         return skd_err_set(err, SKD_EUNAUTH, "the API key is not valid");
     return skd_store_key_auth(e->store, secret, info, err);

@@ -24,6 +24,7 @@
 #include "server/mcp.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 typedef struct skd_http_req {
     skd_server *srv;
@@ -130,6 +131,12 @@ void skd__http_on_hangup(skd_http_req *req, void (*fn)(void *), void *arg, void 
 /* auth.c: check "Authorization: Bearer <secret>"; 0 with req->key set, or
  * an answer already in out (401). */
 int skd__auth_bearer(skd_http_req *req, skd_http_reply *out);
+/* auth.c: add the RFC 6750 insufficient_scope challenge naming scope to
+ * the 403 answer already in out, so that an OAuth client can step up. */
+void skd__auth_scope_challenge(skd_http_req *req, skd_http_reply *out, const char *scope);
+/* auth.c: GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728); 404
+ * when OAuth is off. */
+void skd__auth_resource_metadata(skd_http_req *req, skd_http_reply *out);
 /* auth.c: Host and Origin against the allow lists; 0, or 403 in out. */
 int skd__auth_host_origin(skd_http_req *req, skd_http_reply *out);
 /* auth.c: 1 when value (host[:port]) names an allowed host in the CSV list. */

@@ -39,6 +39,11 @@ const skd_route skd__routes[] = {
     {"POST", "/v1/skills", 1, 0, skd__rest_skill_register, 0},
     {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete, 0},
     {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch, 0},
+    /* OAuth protected-resource metadata (RFC 9728; auth.c) */
+    {"GET", "/.well-known/oauth-protected-resource", 0, 0, skd__auth_resource_metadata,
+     SKD_ROUTE_INLINE},
+    {"GET", "/.well-known/oauth-protected-resource/mcp", 0, 0, skd__auth_resource_metadata,
+     SKD_ROUTE_INLINE},
     {"GET", "/.well-known/agent-card.json", 0, 0, skd__a2a_http_card, 0},
     {"GET", "/.well-known/agent.json", 0, 0, skd__a2a_http_card_legacy, 0},
     {"POST", "/a2a", 1, 0, skd__a2a_http_post, SKD_ROUTE_JSONRPC},
