@@ -95,6 +95,8 @@ typedef struct skd_audit {
     int64_t created_ms;
     const char *input_digest; /* hex SHA-256 of the compact input JSON */
     const char *egress;       /* networkEnabled runs: the egress record (JSON text), else NULL */
+    /* What the call used (skd_usage, include/skilld/registry.h). */
+    int64_t sandbox_runs, cpu_us, mem_peak_bytes, egress_bytes, workspace_bytes;
 } skd_audit;
 
 /* Queue a (copied) for the audit writer; with opts.audit_sync, or when the
@@ -110,6 +112,23 @@ json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_e
 /* One execution of the key; NULL with SKD_ENOENT when absent or another
  * key's. New ref. */
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
+
+/* Usage summed per key over the audit rows created in [since_ms, until_ms)
+ * (src/store/usage.c): [{keyId, keyName, executions, sandboxRuns,
+ * sandboxCpuMs, sandboxCpuUs, sandboxMemoryPeakBytes (the largest of one
+ * call), egressBytes, workspaceBytes}] ordered by key id; key_id NULL: every
+ * key, else that key's row only (none when it made no call). New ref. */
+json_t *skd_store_usage(skd_store *st, const char *key_id, int64_t since_ms, int64_t until_ms,
+                        skd_err *err);
+/* The same per key and per time bucket of bucket_ms (>= 1):
+ * [{keyId, t (the bucket's start, ms), executions, sandboxCpuMs}] ordered by
+ * t then key id. New ref. */
+json_t *skd_store_usage_series(skd_store *st, const char *key_id, int64_t since_ms,
+                               int64_t until_ms, int64_t bucket_ms, skd_err *err);
+/* The sandbox CPU time (us) of key_id's calls created at or after since_ms
+ * into *cpu_us (the CPU budget, src/engine/usage.c). */
+int skd_store_usage_cpu(skd_store *st, const char *key_id, int64_t since_ms, int64_t *cpu_us,
+                        skd_err *err);
 
 /*
  * A small key/value cache with expiry (src/store/cache.c), used for

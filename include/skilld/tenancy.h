@@ -61,6 +61,31 @@ typedef struct skd_exec_stat {
  * with skd_engine_metric_label_visible. */
 skd_exec_stat *skd_engine_exec_stats(skd_engine *e, size_t *n);
 
+/* Usage by key and skill, counted by skd_engine_execute (metering): the
+ * key is a key id or "_other" (past SKILLD_METRICS_MAX_KEYS keys, or a
+ * full table), the skill a name or "other". */
+typedef struct skd_key_stat {
+    char key[72];
+    char skill[72];
+    unsigned long ok, failed;
+    uint64_t sandbox_runs, cpu_us, egress_bytes, workspace_bytes;
+} skd_key_stat;
+/* A copy of e's rows (caller frees with free()); *n rows, NULL with *n 0
+ * when there are none. Every key's: the caller shows a key without
+ * skills:admin its own rows only (skd_engine_key_label_visible). */
+skd_key_stat *skd_engine_key_stats(skd_engine *e, size_t *n);
+/* 1 when who may see the per-key metric rows of key ("_other" included):
+ * skills:admin sees all, a key its own. */
+int skd_engine_key_label_visible(const skd_actor *who, const char *key);
+
+/* Usage per key over [since_ms, until_ms) from the audit (every replica's
+ * calls): {since, until, usage: [...]} as skd_store_usage, plus series:
+ * [...] as skd_store_usage_series when bucket_ms > 0. A key sees its own
+ * row only; of_key names one key (another's: skills:admin only), NULL for
+ * every key the actor may see. Needs skills:read. New ref or NULL. */
+json_t *skd_engine_usage(skd_engine *e, const skd_actor *who, const char *of_key, int64_t since_ms,
+                         int64_t until_ms, int64_t bucket_ms, skd_err *err);
+
 /* The key a bearer secret belongs to (live keys only): 0 with *info set, or
  * SKD_EUNAUTH. */
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err);

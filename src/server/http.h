@@ -77,6 +77,7 @@ extern const skd_route skd__routes[];
 /* Route handlers (rest.c, mcp_http.c, ...). */
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
 void skd__rest_runs(skd_http_req *req, skd_http_reply *out);
+void skd__rest_usage(skd_http_req *req, skd_http_reply *out);
 void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out);
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);

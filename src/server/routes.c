@@ -25,6 +25,7 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"GET", "/v1/usage", 1, R, skd__rest_usage, 0},
     {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},

@@ -26,12 +26,13 @@
 #include <time.h>
 
 #define AUDIT_COLS                                                                                 \
-    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress"
+    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress,"        \
+    "sandbox_runs,cpu_us,mem_peak_bytes,egress_bytes,workspace_bytes"
 /* Rows queued at most before a caller flushes the queue itself. */
 #define QUEUE_CAP 1024
 
-static skd__sql q_add =
-    SKD__SQL("INSERT INTO executions(" AUDIT_COLS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+static skd__sql q_add = SKD__SQL("INSERT INTO executions(" AUDIT_COLS
+                                 ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
 static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
 static skd__sql q_get = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 AND id=?2");
@@ -71,6 +72,11 @@ static int insert_row(skd__conn *c, const skd_audit *a, skd_err *err)
     skd__q_int(&q, 8, a->created_ms);
     skd__q_text(&q, 9, a->input_digest ? a->input_digest : "");
     skd__q_text(&q, 10, a->egress); /* NULL for a call without network */
+    skd__q_int(&q, 11, a->sandbox_runs);
+    skd__q_int(&q, 12, a->cpu_us);
+    skd__q_int(&q, 13, a->mem_peak_bytes);
+    skd__q_int(&q, 14, a->egress_bytes);
+    skd__q_int(&q, 15, a->workspace_bytes);
     rc = skd__q_run(&q, NULL, err);
     skd__q_end(&q);
     return rc;
@@ -347,6 +353,14 @@ static json_t *row_json(skd__q *q)
             json_object_set_new(o, "egress", ej);
         else
             json_decref(ej);
+        /* What the call used, as metered (skd_usage). */
+        json_object_set_new(o, "usage",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I}", "sandboxRuns",
+                                      (json_int_t)skd__q_col_int(q, 10), "sandboxCpuMs",
+                                      (json_int_t)(skd__q_col_int(q, 11) / 1000),
+                                      "sandboxMemoryPeakBytes", (json_int_t)skd__q_col_int(q, 12),
+                                      "egressBytes", (json_int_t)skd__q_col_int(q, 13),
+                                      "workspaceBytes", (json_int_t)skd__q_col_int(q, 14)));
     }
     return o;
 }

@@ -72,6 +72,15 @@ static const char *const sqlite_migrations[] = {
     /* 9: per-key request rate buckets shared by every replica (ratelimit.c) */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
      "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
+    /* 10: what each call used (metering, src/store/usage.c): its sandbox runs,
+     * their CPU time (us) and largest memory peak, egress and workspace bytes;
+     * and the time index that ranges over every key read */
+    "ALTER TABLE executions ADD COLUMN sandbox_runs INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN cpu_us INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN mem_peak_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN egress_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN workspace_bytes INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX executions_time ON executions(created_ms);",
 };
 
 static const char *const pg_migrations[] = {
@@ -125,6 +134,13 @@ static const char *const pg_migrations[] = {
     /* 9 */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
      "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
+    /* 10 */
+    "ALTER TABLE executions ADD COLUMN sandbox_runs INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN cpu_us BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN mem_peak_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN egress_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN workspace_bytes BIGINT NOT NULL DEFAULT 0;"
+    "CREATE INDEX executions_time ON executions(created_ms);",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
