@@ -69,6 +69,9 @@ static const struct key keys[] = {
     {"SKILLD_METRICS_MAX_KEYS", K_INT, "100", 1, 10000, 0,
      "keys with their own label in the per-key metrics; the rest are summed under "
      "key=\"_other\""},
+    /* the operator console (src/server/console.c, docs/console.md) */
+    {"SKILLD_UI_SESSION_SECONDS", K_INT, "28800", 60, 2592000, 0,
+     "how long a console sign-in lasts"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
      "bytes a workspace may hold (file skills and sandboxed code alike)"},
     {"SKILLS_WORKSPACE_MAX_ENTRIES", K_INT, "100000", 1, I64MAX, 0,

@@ -175,6 +175,23 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
     json_decref(body);
 }
 
+/* A time of the query (ms since the epoch), or def when absent. */
+static int query_ms(skd_http_req *req, skd_http_reply *out, const char *name, int64_t def,
+                    int64_t *v)
+{
+    const char *q = skd__http_query(req, name);
+    *v = def;
+    if (q && skd_parse_i64(q, 0, INT64_MAX / 2, v) != 0) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "%s must be a time in milliseconds since the epoch", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* GET /v1/executions?limit=&key=&skill=&status=&since=&until=: the
+ * caller's executions, newest first; key=ID another key's, key=* every
+ * key's (both skills:admin). */
 void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
 {
     int64_t limit = 50;
@@ -184,11 +201,21 @@ void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
                         "limit must be an integer from 1 to 500");
         return;
     }
+    skd_audit_filter f = {
+        .key_id = skd__http_query(req, "key"),
+        .skill = skd__http_query(req, "skill"),
+        .status = skd__http_query(req, "status"),
+        .limit = (int)limit,
+    };
+    if (query_ms(req, out, "since", 0, &f.since_ms) || query_ms(req, out, "until", 0, &f.until_ms))
+        return;
+    /* Empty filters are no filter (a form's blank field). */
+    f.key_id = f.key_id && *f.key_id ? f.key_id : NULL;
+    f.skill = f.skill && *f.skill ? f.skill : NULL;
+    f.status = f.status && *f.status ? f.status : NULL;
     skd_err err = {0};
     skd_actor who = actor(req);
-    /* ?key=ID reads another key's rows: skills:admin only (the engine). */
-    json_t *rows = skd_engine_list_executions(skd__server_engine(req->srv), &who,
-                                              skd__http_query(req, "key"), (int)limit, &err);
+    json_t *rows = skd_engine_query_executions(skd__server_engine(req->srv), &who, &f, &err);
     if (!rows) {
         skd__http_from_err(out, &err);
         return;
@@ -308,20 +335,6 @@ void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out)
     }
     skd__http_json(out, MHD_HTTP_ACCEPTED,
                    json_pack("{s:s, s:s}", "id", req->param, "state", "cancel_requested"));
-}
-
-/* A time of the query (ms since the epoch), or def when absent. */
-static int query_ms(skd_http_req *req, skd_http_reply *out, const char *name, int64_t def,
-                    int64_t *v)
-{
-    const char *q = skd__http_query(req, name);
-    *v = def;
-    if (q && skd_parse_i64(q, 0, INT64_MAX / 2, v) != 0) {
-        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
-                        "%s must be a time in milliseconds since the epoch", name);
-        return -1;
-    }
-    return 0;
 }
 
 /* GET /v1/usage?since=&until=&key=&bucket=: what each key used (metering),

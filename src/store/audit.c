@@ -35,7 +35,12 @@ static skd__sql q_add = SKD__SQL("INSERT INTO executions(" AUDIT_COLS
                                  ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
 static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
-static skd__sql q_get = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 AND id=?2");
+static skd__sql q_get =
+    SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE (?1 = '' OR key_id=?1) AND id=?2");
+static skd__sql q_query = SKD__SQL(
+    "SELECT " AUDIT_COLS " FROM executions WHERE (?1 = '' OR key_id=?1) AND (?2 = '' OR skill=?2)"
+    " AND (?3 = '' OR status=?3) AND created_ms >= ?4 AND created_ms < ?5"
+    " ORDER BY created_ms DESC, rowid DESC LIMIT ?6");
 
 struct row {
     struct row *next;
@@ -385,6 +390,28 @@ out:
     return skd__list_end(st, c, &q, arr, rc);
 }
 
+json_t *skd_store_audit_query(skd_store *st, const skd_audit_filter *f, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    json_t *arr = NULL;
+    int rc;
+    int limit = f->limit <= 0 || f->limit > 1000 ? 100 : f->limit;
+    if ((rc = skd_store_audit_flush(st, err)) ||
+        (rc = skd__list_start(st, &q_query, &c, &q, &arr, err)))
+        goto out;
+    skd__q_text(&q, 1, f->key_id ? f->key_id : "");
+    skd__q_text(&q, 2, f->skill ? f->skill : "");
+    skd__q_text(&q, 3, f->status ? f->status : "");
+    skd__q_int(&q, 4, f->since_ms);
+    skd__q_int(&q, 5, f->until_ms > 0 ? f->until_ms : INT64_MAX / 2);
+    skd__q_int(&q, 6, limit);
+    while ((rc = skd__q_step(&q, err)) == 1)
+        json_array_append_new(arr, row_json(&q));
+out:
+    return skd__list_end(st, c, &q, arr, rc);
+}
+
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err)
 {
     skd__conn *c = NULL;
@@ -394,7 +421,7 @@ json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, s
     if ((rc = skd_store_audit_flush(st, err)) || (rc = skd__conn_get(st, &c, err)) ||
         (rc = skd__q_start(c, &q_get, &q, err)))
         goto out;
-    skd__q_text(&q, 1, key_id);
+    skd__q_text(&q, 1, key_id ? key_id : "");
     skd__q_text(&q, 2, id);
     rc = skd__q_step(&q, err);
     if (rc == 1)

@@ -81,6 +81,11 @@ static const char *const sqlite_migrations[] = {
     "ALTER TABLE executions ADD COLUMN egress_bytes INTEGER NOT NULL DEFAULT 0;"
     "ALTER TABLE executions ADD COLUMN workspace_bytes INTEGER NOT NULL DEFAULT 0;"
     "CREATE INDEX executions_time ON executions(created_ms);",
+    /* 11: operator console sessions (src/store/ui_sessions.c): the SHA-256 of the
+     * cookie's token, never the token; the CSRF token its requests carry */
+    "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
+    "  csrf TEXT NOT NULL, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
+    "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
 };
 
 static const char *const pg_migrations[] = {
@@ -141,6 +146,10 @@ static const char *const pg_migrations[] = {
     "ALTER TABLE executions ADD COLUMN egress_bytes BIGINT NOT NULL DEFAULT 0;"
     "ALTER TABLE executions ADD COLUMN workspace_bytes BIGINT NOT NULL DEFAULT 0;"
     "CREATE INDEX executions_time ON executions(created_ms);",
+    /* 11 */
+    "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
+    "  csrf TEXT NOT NULL, created_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL);"
+    "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
