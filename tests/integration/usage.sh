@@ -73,7 +73,7 @@ expect_json "the series per bucket sums to the totals" \
     "all(sum(s['sandboxCpuMs'] for s in j['series'] if s['keyId']==r['keyId']) <= r['sandboxCpuMs'] and sum(s['executions'] for s in j['series'] if s['keyId']==r['keyId'])==r['executions'] for r in j['usage'])"
 req GET /metrics "${A[@]}"
 METRICS=$BODY
-stop_server || true
+if stop_server; then pass "the server stops cleanly"; else fail "the server stops cleanly" "$(tail -5 "$TMP/serve.err")"; fi
 
 # db_sums KEY_ID: "executions|sandbox runs|cpu us|workspace bytes" of the
 # key's audit rows, read from the database by another client.
@@ -127,5 +127,5 @@ if grep -q "skilld_workspace_bytes_written_total{key=\"$AID\"} 2$" <<<"$BODY" &&
 else
     fail "past SKILLD_METRICS_MAX_KEYS keys are summed under _other" "$(grep workspace_bytes <<<"$BODY")"
 fi
-stop_server || true
+if stop_server; then pass "the second server stops cleanly"; else fail "the second server stops cleanly" "$(tail -5 "$TMP/serve.err")"; fi
 finish
