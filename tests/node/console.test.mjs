@@ -11,7 +11,7 @@ import { createServer } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
-  assert, check, createKey, fail, finish, freePort, removeDir, startServer, tempDir,
+  assert, check, createKey, fail, finish, freePort, pass, removeDir, startServer, tempDir,
 } from './lib.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -289,7 +289,9 @@ try {
   fail('console test', err && err.stack ? err.stack : err);
 } finally {
   await browser.close();
-  await srv.stop();
+  const code = await srv.stop();
+  if (code === 0) pass('the server stops cleanly');
+  else fail('the server stops cleanly', `exit ${code}: ${srv.log().slice(-500)}`);
   removeDir(dir);
   finish();
 }
