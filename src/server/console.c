@@ -151,7 +151,10 @@ void skd__ui_signin(skd_http_req *req, skd_http_reply *out)
         skd__http_json(out, MHD_HTTP_OK,
                        json_pack("{s:s, s:s, s:s, s:I}", "keyId", info.id, "keyName", info.name,
                                  "csrf", csrf, "expiresAt", (json_int_t)expires));
-        set_cookie(req, out, token, (expires - skd_wall_ms()) / 1000);
+        /* The store's expiry is sign-in time + this; the browser's too. */
+        set_cookie(req, out, token,
+                   skd_config_int(skd_engine_config(skd__server_engine(req->srv)),
+                                  "SKILLD_UI_SESSION_SECONDS"));
     }
     json_decref(body);
 }
