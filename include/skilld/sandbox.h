@@ -152,12 +152,24 @@ typedef struct skd_sandbox_result {
     int ws_error;
     uint64_t ws_bytes;
     char ws_message[SKD_ERR_MSG_MAX];
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
+    /* Metering, read from the run's own cgroup when it ended (native):
+     * CPU time in microseconds and the memory high-water mark in bytes;
+     * 0 where the kernel or the provider does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak_bytes;
 } skd_sandbox_result;
 
 /* ws_bytes of a run that wrote nothing: its workspace is as it was, so it
  * is not walked (a walk costs a stat per entry, in the spawner every key
  * shares). The result then says "changed": false and no bytes. */
 #define SKD_WS_BYTES_UNCHANGED UINT64_MAX
+
+/* Add what run r used to u (NULL ok: nothing metered): one sandbox run,
+ * its CPU time, its memory peak (the largest of the call's runs), the
+ * bytes its egress record says went up and down, and the bytes it wrote
+ * into the workspace. */
+void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r);
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
 void skd_sandbox_result_free(skd_sandbox_result *r);

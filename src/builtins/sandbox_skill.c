@@ -193,6 +193,7 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
     free_env(env);
     if (rc)
         return skd_result_from_err(&err);
+    skd_sandbox_usage_add(ctx->usage, &res);
     json_t *out = shape(&res, skd_cancel_is_set(ctx->cancel));
     skd_sandbox_result_free(&res);
     return out ? out : skd_result_error(SKD_ENOMEM, "out of memory");

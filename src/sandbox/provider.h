@@ -94,7 +94,13 @@ typedef struct skd__outcome {
     int ws_checked;
     int ws_error;
     uint64_t ws_bytes;
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
     char ws_message[SKD_ERR_MSG_MAX];
+    /* Set by cleanup from the run's cgroup (metering): CPU time in
+     * microseconds and the memory high-water mark in bytes; 0 when the
+     * kernel does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak;
 } skd__outcome;
 
 typedef struct skd__provider {

@@ -34,7 +34,8 @@ typedef struct skd_http_req {
     const char *param; /* the "{}" path segment of the route (decoded), or NULL */
     const char *body;  /* NUL-terminated; body_len bytes */
     size_t body_len;
-    int authed; /* 1 when key is valid */
+    int authed;      /* 1 when key is valid */
+    int via_session; /* authenticated by the console's session cookie (console.c) */
     skd_key_info key;
     skd_cancel *cancel; /* fired when the client goes away (borrowed) */
     void *priv;         /* http.c's request state */
@@ -78,6 +79,19 @@ extern const skd_route skd__routes[];
 /* Route handlers (rest.c, mcp_http.c, ...). */
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
 void skd__rest_runs(skd_http_req *req, skd_http_reply *out);
+void skd__rest_usage(skd_http_req *req, skd_http_reply *out);
+/* The operator console (console.c). */
+void skd__ui_index(skd_http_req *req, skd_http_reply *out);
+void skd__ui_file(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signin(skd_http_req *req, skd_http_reply *out);
+void skd__ui_whoami(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signout(skd_http_req *req, skd_http_reply *out);
+/* Authenticate by the console's session cookie: SKD_ENOENT when the
+ * request has none (or the path does not take it: /v1/... and /ui/session
+ * only), 0 when req->key is its key, else the refusal is in out (401; 403
+ * for a state-changing request from another origin or without the CSRF
+ * token). */
+int skd__ui_auth(skd_http_req *req, skd_http_reply *out);
 void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out);
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);

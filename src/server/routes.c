@@ -17,6 +17,12 @@
 
 const skd_route skd__routes[] = {
     {"GET", "/healthz", 0, 0, skd__rest_healthz, SKD_ROUTE_INLINE},
+    /* the operator console (console.c): its files, and its session */
+    {"GET", "/ui", 0, 0, skd__ui_index, SKD_ROUTE_INLINE},
+    {"POST", "/ui/session", 0, 0, skd__ui_signin, 0},
+    {"GET", "/ui/session", 1, A, skd__ui_whoami, 0},
+    {"DELETE", "/ui/session", 1, A, skd__ui_signout, 0},
+    {"GET", "/ui/{}", 0, 0, skd__ui_file, SKD_ROUTE_INLINE},
     {"GET", "/metrics", 1, R, skd__rest_metrics, 0},
     {"POST", "/mcp", 1, 0, skd__mcp_http_post, SKD_ROUTE_JSONRPC},
     {"GET", "/mcp", 1, 0, skd__mcp_http_get, SKD_ROUTE_JSONRPC},
@@ -27,6 +33,7 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"GET", "/v1/usage", 1, R, skd__rest_usage, 0},
     {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},

@@ -486,6 +486,8 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_out_outcome(&o, v);
     if (oc.setup_error[0])
         skd__spawn_out_str(&o, SKD__T_MESSAGE, oc.setup_error);
+    int64_t usage[3] = {oc.cpu_us, oc.mem_peak, (int64_t)(oc.ws_written & INT64_MAX)};
+    skd__spawn_out_usage(&o, usage);
     if (oc.ws_checked) {
         skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
         if (oc.ws_message[0])

@@ -251,6 +251,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
         out->ws_checked = rep.has_ws;
         out->ws_error = rep.ws_code;
         out->ws_bytes = rep.ws_bytes;
+        if (rep.has_usage) { /* checked >= 0 by the decoder */
+            out->cpu_us = rep.usage[0];
+            out->mem_peak = rep.usage[1];
+            out->ws_written = (uint64_t)rep.usage[2];
+        }
         if (rep.ws_message)
             skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
     } else if (out && rc != 0 && s->spawned) {

@@ -71,6 +71,7 @@ enum skd__spawn_tag {
     SKD__T_KILLED,       /* i32: the runner killed it (REQ_CLEANUP) */
     SKD__T_WORKSPACE,    /* REP_OUTCOME: i32 code (0: kept), pad, u64 bytes: the quota overlay */
     SKD__T_WS_MESSAGE,   /* REP_OUTCOME: string: why the workspace changes were not kept */
+    SKD__T_USAGE,        /* REP_OUTCOME: 3 x i64 >= 0: cpu_us, mem_peak, ws_written (metering) */
     SKD__T_CA_PEM,       /* string: the egress CA's certificate for the sandbox's trust bundle */
     SKD__T_MAX
 };
@@ -110,6 +111,8 @@ typedef struct skd__spawn_msg {
     int ws_code;
     uint64_t ws_bytes;
     const char *ws_message;
+    int has_usage;
+    int64_t usage[3]; /* SKD__T_USAGE: cpu_us, mem_peak, ws_written */
     int killed;
     int fds[SKD__SPAWN_MAX_FDS];
     int roles[SKD__SPAWN_MAX_FDS];
@@ -137,6 +140,8 @@ void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c);
 void skd__spawn_out_limit(skd__spawn_out *o, uint32_t tag, int64_t value);
 void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
 void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes);
+/* The run's metering: v[3] = {cpu_us, mem_peak, ws_written}, each >= 0. */
+void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3]);
 /* Attach fd (borrowed) with its role. */
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role);
 void skd__spawn_out_free(skd__spawn_out *o);
