@@ -187,14 +187,25 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         .cancel = ctx->cancel,
         .tick = ctx->progress ? tick : NULL,
         .tick_arg = &pr,
+        .cwd = call->cwd,
     };
     skd_sandbox_result res;
-    int rc = skd_sandbox_run(runner, &spec, &res, &err);
+    int rc;
+    if (call->live_id) {
+        skd_live_exec_opts lo = {.spec = &spec, .timeout_ms = call->timeout_ms};
+        rc = skd_live_exec(runner, ctx->key_id, call->live_id, &lo, &res, &err);
+    } else {
+        rc = skd_sandbox_run(runner, &spec, &res, &err);
+    }
     free_env(env);
     if (rc)
         return skd_result_from_err(&err);
     json_t *out = shape(&res, skd_cancel_is_set(ctx->cancel));
     skd_sandbox_result_free(&res);
+    if (out && call->live_id) { /* the live sandbox's id; the run's apart */
+        json_object_set(out, "runId", json_object_get(out, "sandboxId"));
+        json_object_set_new(out, "sandboxId", json_string(call->live_id));
+    }
     return out ? out : skd_result_error(SKD_ENOMEM, "out of memory");
 }
 

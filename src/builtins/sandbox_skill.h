@@ -19,6 +19,8 @@ typedef struct skd__sbx_call {
         timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS; above SKILLS_SANDBOX_MAX_TIMEOUT_MS: refused */
     int network_enabled;   /* -1: not asked (false); 1 needs SKILLS_SANDBOX_NETWORK_ENABLED */
     const char *skill_dir; /* host folder mounted read-only at /skill, or NULL */
+    const char *live_id;   /* run in the caller's live sandbox of this id, or NULL */
+    const char *cwd;       /* working directory inside, or NULL: the default */
 } skd__sbx_call;
 
 /* The input schema of a sandbox skill: text (its own properties) with

@@ -47,6 +47,7 @@ typedef struct skd__sandbox_req {
     const char *skill_dir;         /* host directory mounted read-only at /skill, or NULL */
     int workspace_fd;              /* directory fd of workspace (the spawner's copy), or -1 */
     int skill_fd;                  /* directory fd of skill_dir, or -1 */
+    const char *live;              /* an exec into this live sandbox (its UUID), or NULL */
     /* Server side only (the remote provider): the spawner to ask, and the
      * runtime name the spawner resolves (native|docker|podman|auto). */
     skd__spawner_client *spawner;

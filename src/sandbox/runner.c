@@ -71,6 +71,7 @@ void skd__run_free(struct run *run)
     free(run->skill_dir);
     free(run->egress_allow);
     free(run->egress_deny);
+    free(run->live);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -165,6 +166,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->skill_dir = dup_or_null(spec->skill_dir, &bad);
     run->egress_allow = dup_or_null(spec->egress_allow, &bad);
     run->egress_deny = dup_or_null(spec->egress_deny, &bad);
+    run->live = dup_or_null(spec->live_id, &bad);
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -204,6 +206,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         .skill_dir = run->skill_dir,
         .workspace_fd = -1,
         .skill_fd = -1,
+        .live = run->live,
     };
     *out = run;
     return 0;
@@ -458,6 +461,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
     skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
+    skd__live_init(r, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
@@ -475,6 +479,7 @@ void skd_runner_stop(skd_runner *r)
 {
     if (!r || !r->thread_started)
         return;
+    skd__live_stop(r);
     pthread_mutex_lock(&r->mu);
     r->stopping = 1;
     for (struct run *run = r->head; run; run = run->next)
@@ -499,6 +504,7 @@ void skd_runner_free(skd_runner *r)
     skd__egress_free(r->egress); /* after the supervisor: every run is detached */
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->spawner_cv);
+    skd__live_free(r);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);

@@ -36,6 +36,8 @@ struct stream {
     uint64_t total; /* every byte read, kept or not */
 };
 
+struct skd__live_rec; /* live.c */
+
 struct run {
     struct run *next;      /* r->head list, in submission order */
     struct run *kill_next; /* supervisor-local list of runs to kill */
@@ -45,6 +47,7 @@ struct run {
     char *image, *rootfs, *workspace, *cwd;
     char *skill_dir;                  /* read-only at /skill, or NULL (Agent Skills folders) */
     char *egress_allow, *egress_deny; /* narrowing host patterns, or NULL */
+    char *live;                       /* an exec into this live sandbox, or NULL */
     skd_egress_run *egress;           /* networkEnabled: its proxy, while running */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
@@ -95,7 +98,21 @@ struct skd_runner {
     struct run *dead;      /* completed runs, freed after the batch (supervisor only) */
     skd_egress *egress;    /* the egress proxy, made on the first networkEnabled run
                               (under mu) */
+    /* Live sandboxes (live.c), under live_mu. */
+    pthread_mutex_t live_mu;
+    pthread_cond_t live_cv;
+    pthread_t live_thread; /* the reaper, started by the first create */
+    int live_thread_started, live_stop;
+    struct skd__live_rec *lives;
+    int nlive, live_max, live_max_key;
+    int64_t live_idle, live_lifetime; /* defaults and ceilings, ms */
 };
+
+/* live.c: set up (from the operator's settings), stop the reaper and
+ * forget every record (the spawner ends the sandboxes as it goes), free. */
+void skd__live_init(skd_runner *r, const skd_config *cfg);
+void skd__live_stop(skd_runner *r);
+void skd__live_free(skd_runner *r);
 
 /* The runner's egress proxy, started on first use (thread-safe); NULL with
  * err set when it cannot start. */

@@ -250,8 +250,11 @@ json_t *skd__http_body_object(skd_http_req *req, skd_http_reply *out)
 
 /* ---- routing ---------------------------------------------------------- */
 
-/* Does path match pattern? Sets *param to the "{}" segment (in path). */
-static int path_match(const char *pattern, const char *path, const char **param)
+/* Does path match pattern? Sets *param to the "{}" segment, copied into
+ * buf (cap bytes) when the pattern goes on after it
+ * ("/v1/sandboxes/{}/exec"), else pointing into path. */
+static int path_match(const char *pattern, const char *path, const char **param, char *buf,
+                      size_t cap)
 {
     const char *brace = strstr(pattern, "{}");
     *param = NULL;
@@ -260,23 +263,36 @@ static int path_match(const char *pattern, const char *path, const char **param)
     size_t pre = (size_t)(brace - pattern);
     if (strncmp(pattern, path, pre) != 0)
         return 0;
-    const char *seg = path + pre;
-    if (!*seg || strchr(seg, '/') || strlen(seg) > 256)
+    const char *seg = path + pre, *rest = brace + 2;
+    const char *end = strchr(seg, '/');
+    size_t len = end ? (size_t)(end - seg) : strlen(seg);
+    if (!len || len > 256)
         return 0;
-    *param = seg;
+    if (!*rest) {
+        if (end)
+            return 0;
+        *param = seg;
+        return 1;
+    }
+    if (!end || strcmp(end, rest) != 0 || len >= cap)
+        return 0;
+    memcpy(buf, seg, len);
+    buf[len] = '\0';
+    *param = buf;
     return 1;
 }
 
 /* Find the route; NULL with *path_known set when only the method differs
  * (allow then lists the methods). */
 static const skd_route *route_find(const char *method, const char *path, const char **param,
-                                   int *path_known, char *allow, size_t allow_cap)
+                                   char *buf, size_t cap, int *path_known, char *allow,
+                                   size_t allow_cap)
 {
     *path_known = 0;
     allow[0] = '\0';
     for (const skd_route *r = skd__routes; r->method; r++) {
         const char *p;
-        if (!path_match(r->pattern, path, &p))
+        if (!path_match(r->pattern, path, &p, buf, cap))
             continue;
         if (strcmp(r->method, method) == 0) {
             *param = p;
@@ -319,8 +335,8 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     int path_known;
     if (skd__auth_host_origin(req, out) != 0)
         return NULL;
-    const skd_route *r =
-        route_find(req->method, req->path, &req->param, &path_known, allow, sizeof(allow));
+    const skd_route *r = route_find(req->method, req->path, &req->param, req->param_buf,
+                                    sizeof(req->param_buf), &path_known, allow, sizeof(allow));
     if (!r) {
         if (path_known) {
             skd__http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",

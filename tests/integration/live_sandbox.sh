@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Live sandboxes (docs/sandbox.md, "Live sandboxes") through the real
+# binary and REST /v1/sandboxes:
+#   1. create answers 201 with the id, state, times and limits; a limit
+#      above the operator's ceiling and an unknown field are 400
+#      invalid_input naming the field.
+#   2. what a live sandbox keeps: a file in /tmp written by one exec is read
+#      by the next; every exec runs as the sandbox user.
+#   3. another key gets 404 on every route (get, exec, delete) and does not
+#      see the sandbox in its list.
+#   4. the per-key cap: past SKILLS_SANDBOX_MAX_LIVE_PER_KEY a create is
+#      429 busy; another key may still create.
+#   5. a 400 MiB allocation in a 256 MiB sandbox is killed and reported
+#      (oomKilled), and the sandbox lives on.
+#   6. an exec that times out is killed with everything it started (a
+#      process it left in the background is gone too).
+#   7. delete leaves no process and no cgroup of the sandbox, and a later
+#      exec is 404.
+#   8. the idle timeout and the lifetime end a sandbox.
+#   9. revoking a key ends its live sandboxes.
+#  10. kill -9 of the server with 8 live sandboxes: within 2 s none of their
+#      processes is left; after a restart, within 2 s none of their cgroups.
+source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/server_common.sh"
+
+start_server SKILLS_SANDBOX_MAX_LIVE_PER_KEY=4
+[ -n "$ADMIN" ] || { fail "server starts" "$(tail -5 "$TMP/serve.err")"; finish; }
+K1=$(new_key l1 skills:execute | cut -d' ' -f2)
+K2=$(new_key l2 skills:execute | cut -d' ' -f2)
+K3=$(new_key l3 skills:execute | cut -d' ' -f2)
+J=(-H 'Content-Type: application/json')
+as() { local k=$1; shift; req "$@" -H "Authorization: Bearer $k" "${J[@]}"; }
+
+# live_procs ID: the pids in the sandbox's cgroup (memory on v1, the one
+# tree on v2), one per line.
+cg_dirs() { find /sys/fs/cgroup -maxdepth 9 -type d -name "$1" 2>/dev/null; }
+live_procs() { for d in $(cg_dirs "$1"); do cat "$d/cgroup.procs" 2>/dev/null; done | sort -u; }
+
+# ---- 1 ----
+as "$K1" POST /v1/sandboxes -d '{"memoryLimit":256,"timeoutMs":20000}'
+expect_status "create answers 201" 201
+expect_json "create: id, state running, times and limits" \
+    'len(j["id"]) == 36 and j["state"] == "running" and j["createdAt"] and j["expiresAt"] and j["limits"]["memoryLimit"] == 256'
+ID=$(echo "$BODY" | "$JGET" .id)
+as "$K1" POST /v1/sandboxes -d '{"memoryLimit":999999}'
+expect_status "a memoryLimit above the ceiling is 400" 400
+expect_json "the refusal names memoryLimit" 'j["error"]["code"] == "invalid_input" and "memoryLimit" in j["error"]["message"]'
+as "$K1" POST /v1/sandboxes -d '{"bogus":1}'
+expect_status "an unknown field is 400" 400
+expect_json "the refusal names the field" 'j["error"]["code"] == "invalid_input" and "bogus" in j["error"]["message"]'
+
+# ---- 2 ----
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","echo kept > /tmp/state; id -u"]}'
+expect_json "an exec runs as the sandbox user" 'j["success"] and j["stdout"] == "1000\n" and j["exitCode"] == 0'
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"cat","args":["/tmp/state"]}'
+expect_json "/tmp is kept between execs" 'j["success"] and j["stdout"] == "kept\n"'
+expect_json "the result names the live sandbox" "j['sandboxId'] == '$ID'"
+
+# ---- 3 ----
+as "$K2" GET "/v1/sandboxes/$ID"
+expect_status "another key: GET is 404" 404
+as "$K2" POST "/v1/sandboxes/$ID/exec" -d '{"command":"true"}'
+expect_status "another key: exec is 404" 404
+as "$K2" DELETE "/v1/sandboxes/$ID"
+expect_status "another key: DELETE is 404" 404
+as "$K2" GET /v1/sandboxes
+expect_json "another key's list does not show it" 'j["sandboxes"] == []'
+as "$K1" GET "/v1/sandboxes/not-a-uuid"
+expect_status "a malformed id is 404" 404
+as "$K1" GET /v1/sandboxes
+expect_json "the owner's list shows it" "[s['id'] for s in j['sandboxes']] == ['$ID']"
+
+# ---- 4 ----
+for i in 2 3 4; do as "$K1" POST /v1/sandboxes -d '{}'; done
+expect_status "the 4th sandbox of a key is made" 201
+as "$K1" POST /v1/sandboxes -d '{}'
+expect_status "the 5th is refused" 429
+expect_json "with code busy" 'j["error"]["code"] == "busy"'
+as "$K3" POST /v1/sandboxes -d '{}'
+expect_status "another key may still create" 201
+ID3=$(echo "$BODY" | "$JGET" .id)
+as "$K1" GET /v1/sandboxes
+for s in $(echo "$BODY" | python3 -c 'import json,sys; [print(s["id"]) for s in json.load(sys.stdin)["sandboxes"]]'); do
+    [ "$s" = "$ID" ] || as "$K1" DELETE "/v1/sandboxes/$s"
+done
+
+# ---- 5 ----
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-c","a = bytearray(400 << 20); print(len(a))"]}'
+expect_json "400 MiB in a 256 MiB sandbox is OOM-killed" 'not j["success"] and j["oomKilled"] is True'
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"cat","args":["/tmp/state"]}'
+expect_json "the sandbox lives on after the OOM kill" 'j["success"] and j["stdout"] == "kept\n"'
+
+# ---- 6 ----
+MARK=$((300 + RANDOM % 400)).$$
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d "{\"command\":\"sh\",\"args\":[\"-c\",\"sleep $MARK & sleep 60\"],\"timeoutMs\":1000}"
+expect_json "an exec past its timeout is killed" 'not j["success"] and j["timedOut"] is True'
+left=1
+for _ in $(seq 1 40); do pgrep -f "sleep $MARK" >/dev/null || { left=0; break; }; sleep 0.05; done
+[ "$left" = 0 ] && pass "what the timed-out exec started is gone too" ||
+    fail "what the timed-out exec started is gone too" "$(pgrep -fa "sleep $MARK")"
+
+# ---- 7 ----
+PROCS=$(live_procs "$ID")
+[ -n "$PROCS" ] && [ -n "$(cg_dirs "$ID")" ] && pass "the sandbox has its cgroup and its init" ||
+    fail "the sandbox has its cgroup and its init" "dirs: $(cg_dirs "$ID") procs: $PROCS"
+as "$K1" DELETE "/v1/sandboxes/$ID"
+expect_status "delete answers 200" 200
+alive=""
+for p in $PROCS; do [ -d "/proc/$p" ] && alive="$alive $p"; done
+[ -z "$alive" ] && pass "delete leaves no process of the sandbox" || fail "delete leaves no process of the sandbox" "$alive"
+[ -z "$(cg_dirs "$ID")" ] && pass "delete leaves no cgroup of the sandbox" ||
+    fail "delete leaves no cgroup of the sandbox" "$(cg_dirs "$ID")"
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"true"}'
+expect_status "an exec after delete is 404" 404
+as "$K1" DELETE "/v1/sandboxes/$ID"
+expect_status "a second delete is 404" 404
+
+# ---- 8 ----
+as "$K2" POST /v1/sandboxes -d '{"idleTimeoutMs":1000}'
+IDLE=$(echo "$BODY" | "$JGET" .id)
+as "$K2" POST /v1/sandboxes -d '{"lifetimeMs":2500,"idleTimeoutMs":2000}'
+LIFE=$(echo "$BODY" | "$JGET" .id)
+LPROCS=$(live_procs "$LIFE")
+gone=""
+for _ in $(seq 1 100); do
+    as "$K2" POST "/v1/sandboxes/$LIFE/exec" -d '{"command":"true"}' # keeps it from idling
+    [ "$STATUS" = 404 ] && { gone=life; break; }
+    sleep 0.1
+done
+[ "$gone" = life ] && pass "the lifetime ends a sandbox that is in use" || fail "the lifetime ends a sandbox that is in use" "status $STATUS"
+as "$K2" GET "/v1/sandboxes/$IDLE"
+expect_status "the idle timeout ended the idle one" 404
+alive=""
+for p in $LPROCS; do [ -d "/proc/$p" ] && alive="$alive $p"; done
+[ -z "$alive" ] && [ -z "$(cg_dirs "$LIFE")" ] && pass "an expired sandbox leaves no process and no cgroup" ||
+    fail "an expired sandbox leaves no process and no cgroup" "$alive $(cg_dirs "$LIFE")"
+
+# ---- 9 ----
+read -r K4ID K4 < <(new_key l4 skills:execute)
+as "$K4" POST /v1/sandboxes -d '{}'
+ID4=$(echo "$BODY" | "$JGET" .id)
+P4=$(live_procs "$ID4")
+req DELETE "/v1/keys/$K4ID" -H "Authorization: Bearer $ADMIN"
+expect_status "the key is revoked" 204
+alive=""
+for p in $P4; do [ -d "/proc/$p" ] && alive="$alive $p"; done
+[ -n "$P4" ] && [ -z "$alive" ] && [ -z "$(cg_dirs "$ID4")" ] && pass "revoking a key ends its live sandboxes" ||
+    fail "revoking a key ends its live sandboxes" "procs before: $P4, left: $alive $(cg_dirs "$ID4")"
+
+# ---- 10 ----
+IDS="$ID3"
+for i in 1 2 3 4; do as "$K1" POST /v1/sandboxes -d '{}'; IDS="$IDS $(echo "$BODY" | "$JGET" .id)"; done
+for i in 1 2 3; do as "$K2" POST /v1/sandboxes -d '{}'; IDS="$IDS $(echo "$BODY" | "$JGET" .id)"; done
+ALL=""
+n=0
+for s in $IDS; do
+    p=$(live_procs "$s")
+    [ -n "$p" ] && n=$((n + 1))
+    ALL="$ALL $p"
+done
+[ "$n" = 8 ] && pass "8 live sandboxes run" || fail "8 live sandboxes run" "$n with processes: $IDS"
+disown "$SRV_PID"
+kill -9 "$SRV_PID"
+left=1
+for _ in $(seq 1 40); do
+    alive=""
+    for p in $ALL; do [ -d "/proc/$p" ] && alive="$alive $p"; done
+    [ -z "$alive" ] && { left=0; break; }
+    sleep 0.05
+done
+[ "$left" = 0 ] && pass "kill -9 of the server: no live sandbox process left within 2 s" ||
+    fail "kill -9 of the server: no live sandbox process left within 2 s" "$alive"
+while kill -0 "$SRV_PID" 2>/dev/null; do sleep 0.05; done
+start_server
+gone=1
+for _ in $(seq 1 40); do
+    dirs=""
+    for s in $IDS; do dirs="$dirs$(cg_dirs "$s")"; done
+    [ -z "$dirs" ] && { gone=0; break; }
+    sleep 0.05
+done
+[ "$gone" = 0 ] && pass "after a restart no cgroup of the 8 is left within 2 s" ||
+    fail "after a restart no cgroup of the 8 is left within 2 s" "$dirs"
+as "$K1" GET /v1/sandboxes
+expect_json "after a restart the key holds no live sandbox" 'j["sandboxes"] == []'
+stop_server
+finish
