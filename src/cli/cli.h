@@ -61,9 +61,6 @@ json_t *skd__cli_read_json(skd_cli *cli, const char *arg);
 /* Print a JSON value (pretty, with a newline) to stdout. */
 void skd__cli_print_json(const json_t *v);
 
-/* Test-only thread churn in the server (src/cli/test_churn.c). */
-void skd__cli_test_churn(const skd_config *cfg);
-
 /* Subcommands: argv[0] is the subcommand name. */
 typedef int (*skd_cli_fn)(skd_cli *cli, int argc, char **argv);
 int skd__cli_run(skd_cli *cli, int argc, char **argv);

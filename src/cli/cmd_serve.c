@@ -169,7 +169,6 @@ int skd__cli_serve(skd_cli *cli, int argc, char **argv)
         fprintf(stderr, "skilld serve: %s\n", skd_err_msg(&err));
         return CLI_FAIL;
     }
-    skd__cli_test_churn(cli->cfg);
     char host[256];
     client_host(listen, host, sizeof(host));
     int code = CLI_OK;
