@@ -199,6 +199,15 @@ typedef struct skd_sandbox_spec {
     /* Set by skd_live_exec only: run in this live sandbox (its UUID),
      * whose workspace and image are its own. */
     const char *live_id;
+    /* May be NULL. Called on the supervisor thread with every chunk the
+     * command writes (stream 1: stdout, 2: stderr) as it arrives, kept or
+     * not; it must not block and must not call into the runner. */
+    void (*on_output)(void *arg, int stream, const char *data, size_t len);
+    void *output_arg;
+    /* With live_id only: a process that keeps running after the call (no
+     * timeout; it ends with its sandbox, or when it is killed), not
+     * counted against the caps of concurrent runs. */
+    int background;
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it
@@ -340,5 +349,26 @@ typedef struct skd_live_exec_opts {
  * or it ended. */
 int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live_exec_opts *o,
                   skd_sandbox_result *res, skd_err *err);
+
+/* Start a background process in key's live sandbox id and return at once
+ * with its processId: it keeps running after the call (no timeout) until
+ * it exits, is killed (skd_live_kill) or the sandbox ends. Its output is
+ * kept up to the sandbox's outputLimit per stream. A sandbox keeps 16
+ * processes (running, or ended and still readable); SKD_EBUSY when all 16
+ * run. SKD_ENOENT for no such sandbox of key. */
+int skd_live_exec_background(skd_runner *r, const char *key, const char *id,
+                             const skd_live_exec_opts *o, char process_id[SKD_UUID_LEN + 1],
+                             skd_err *err);
+/* process_id NULL: an array of {processId, command, running, startedAt,
+ * and when ended exitCode, signal, killed, oomKilled, durationMs}. Else
+ * that one process with its kept output from the byte offsets given
+ * (stdout, stderr, stdoutOffset and stderrOffset to read on from,
+ * truncated). *out is a new reference. SKD_ENOENT for no such sandbox of
+ * key or no such process in it. */
+int skd_live_processes(skd_runner *r, const char *key, const char *id, const char *process_id,
+                       int64_t out_off, int64_t err_off, json_t **out, skd_err *err);
+/* Kill a background process (and everything it started). 0 or SKD_ENOENT. */
+int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *process_id,
+                  skd_err *err);
 
 #endif

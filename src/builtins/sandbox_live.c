@@ -63,7 +63,22 @@ static const char exec_schema[] =
     "            \"items\": {\"type\": \"string\", \"maxLength\": 131072}},"
     "  \"stdin\": {\"type\": \"string\", \"maxLength\": 1048576},"
     "  \"cwd\": {\"type\": \"string\", \"minLength\": 1, \"maxLength\": 4096},"
-    "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}}"
+    "  \"env\": {\"type\": \"object\", \"additionalProperties\": {\"type\": \"string\"}},"
+    "  \"background\": {\"type\": \"boolean\","
+    "                  \"description\": \"answer at once with a processId; the process keeps "
+    "running after the call (sandbox_processes reads its output)\"}"
+    "}}";
+
+static const char processes_schema[] =
+    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"sandboxId\"],"
+    " \"properties\": {"
+    "  \"sandboxId\": {\"type\": \"string\", \"maxLength\": 64},"
+    "  \"processId\": {\"type\": \"string\", \"maxLength\": 64,"
+    "                 \"description\": \"one process, with its output\"},"
+    "  \"offset\": {\"type\": \"integer\", \"minimum\": 0,"
+    "              \"description\": \"stdout from this byte on\"},"
+    "  \"stderrOffset\": {\"type\": \"integer\", \"minimum\": 0},"
+    "  \"kill\": {\"type\": \"boolean\", \"description\": \"kill the process\"}"
     "}}";
 
 static skd_runner *runner_of(const skd_ctx *ctx, json_t **res)
@@ -151,6 +166,67 @@ static json_t *delete_handler(const skd_ctx *ctx, const json_t *input, void *uda
     return o;
 }
 
+/* sandbox_exec with background: true. */
+static json_t *background(const skd_ctx *ctx, const json_t *input, const char **argv,
+                          const char *in, size_t in_len, const char *cwd)
+{
+    json_t *res = NULL;
+    skd_runner *r = runner_of(ctx, &res);
+    if (!r)
+        return res;
+    char **env = NULL;
+    if ((res = skd__sandbox_skill_env(json_object_get(input, "env"), &env)) != NULL)
+        return res;
+    skd_sandbox_spec spec = {
+        .argv = argv,
+        .env = (const char *const *)env,
+        .stdin_data = in,
+        .stdin_len = in_len,
+        .cwd = cwd,
+    };
+    skd_live_exec_opts o = {.spec = &spec};
+    char pid[SKD_UUID_LEN + 1];
+    skd_err err = {0};
+    const char *id = skd_json_str(input, "sandboxId", "");
+    int rc = skd_live_exec_background(r, ctx->key_id, id, &o, pid, &err);
+    skd__sandbox_skill_env_free(env);
+    if (rc)
+        return skd_result_from_err(&err);
+    json_t *o2 = skd_result_ok();
+    if (o2) {
+        json_object_set_new(o2, "processId", json_string(pid));
+        json_object_set_new(o2, "sandboxId", json_string(id));
+    }
+    return o2;
+}
+
+static json_t *processes_handler(const skd_ctx *ctx, const json_t *input, void *udata)
+{
+    (void)udata;
+    json_t *res = NULL;
+    skd_runner *r = runner_of(ctx, &res);
+    if (!r)
+        return res;
+    skd_err err = {0};
+    const char *id = skd_json_str(input, "sandboxId", "");
+    const char *pid = skd_json_str(input, "processId", NULL);
+    if (json_is_true(json_object_get(input, "kill"))) {
+        if (!pid)
+            return skd_result_error(SKD_EINVAL, "kill: name the processId");
+        if (skd_live_kill(r, ctx->key_id, id, pid, &err) != 0)
+            return skd_result_from_err(&err);
+        json_t *o = skd_result_ok();
+        if (o)
+            json_object_set_new(o, "processId", json_string(pid));
+        return o;
+    }
+    json_t *v = NULL;
+    if (skd_live_processes(r, ctx->key_id, id, pid, skd_json_int(input, "offset", 0),
+                           skd_json_int(input, "stderrOffset", 0), &v, &err) != 0)
+        return skd_result_from_err(&err);
+    return ok_with(pid ? "process" : "processes", v);
+}
+
 static json_t *exec_handler(const skd_ctx *ctx, const json_t *input, void *udata)
 {
     (void)udata;
@@ -174,6 +250,12 @@ static json_t *exec_handler(const skd_ctx *ctx, const json_t *input, void *udata
         argv[i + 1] = json_string_value(a);
     }
     const json_t *in = json_object_get(input, "stdin");
+    if (json_is_true(json_object_get(input, "background"))) {
+        json_t *res = background(ctx, input, argv, json_string_value(in),
+                                 json_is_string(in) ? json_string_length(in) : 0, cwd);
+        free(argv);
+        return res;
+    }
     skd__sbx_call call = {
         .argv = argv,
         .env = json_object_get(input, "env"),
@@ -243,4 +325,16 @@ void skd__builtin_sandbox_delete_def(skd_skill_def *d)
     d->input_schema = json_loads(id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = delete_handler;
+}
+
+void skd__builtin_sandbox_processes_def(skd_skill_def *d)
+{
+    d->name = "sandbox_processes";
+    d->version = "1.0.0";
+    d->description = "The background processes of one of your live sandboxes (sandbox_exec "
+                     "with background: true); with processId, that one and its output from "
+                     "offset; with kill: true, kill it and all it started.";
+    d->input_schema = json_loads(processes_schema, 0, NULL);
+    d->mode = SKD_MODE_DIRECT;
+    d->handler = processes_handler;
 }

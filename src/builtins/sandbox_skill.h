@@ -36,4 +36,10 @@ json_t *skd__sandbox_skill_schema(const char *text);
  * when it timed out, was cancelled, or could not run. */
 json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call);
 
+/* The command's environment: the defaults, then extra's (an object of
+ * strings or NULL), each a NAME. NULL with *out set (free it with
+ * skd__sandbox_skill_env_free), or an error result (new reference). */
+json_t *skd__sandbox_skill_env(const json_t *extra, char ***out);
+void skd__sandbox_skill_env_free(char **env);
+
 #endif

@@ -167,6 +167,9 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->egress_allow = dup_or_null(spec->egress_allow, &bad);
     run->egress_deny = dup_or_null(spec->egress_deny, &bad);
     run->live = dup_or_null(spec->live_id, &bad);
+    run->background = spec->live_id && spec->background;
+    run->on_output = spec->on_output;
+    run->output_arg = spec->output_arg;
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");

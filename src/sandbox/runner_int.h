@@ -48,7 +48,10 @@ struct run {
     char *skill_dir;                  /* read-only at /skill, or NULL (Agent Skills folders) */
     char *egress_allow, *egress_deny; /* narrowing host patterns, or NULL */
     char *live;                       /* an exec into this live sandbox, or NULL */
-    skd_egress_run *egress;           /* networkEnabled: its proxy, while running */
+    int background;                   /* live only: no timer, not counted against the caps */
+    void (*on_output)(void *arg, int stream, const char *data, size_t len);
+    void *output_arg;
+    skd_egress_run *egress; /* networkEnabled: its proxy, while running */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
     unsigned char *in;    /* stdin bytes */
@@ -85,6 +88,7 @@ struct skd_runner {
     int stopping;
     struct run *head, *tail;
     int running, queued;
+    int running_bg; /* of running: background runs of live sandboxes */
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
@@ -119,6 +123,9 @@ void skd__live_free(skd_runner *r);
 skd_egress *skd__runner_egress(skd_runner *r, skd_err *err);
 
 void skd__run_free(struct run *run);
+/* result.c: a JSON string of the n bytes at p (NULL: ""), invalid UTF-8
+ * replaced with U+FFFD. New reference, NULL when out of memory. */
+json_t *skd__lossy_string(const char *p, size_t n);
 void skd__runner_wake(skd_runner *r);
 int skd__supervisor_start(skd_runner *r, skd_err *err);
 

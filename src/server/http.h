@@ -31,8 +31,10 @@ typedef struct skd_http_req {
     const char *method;
     const char *path;    /* without the query string */
     const char *param;   /* the "{}" path segment of the route (decoded), or NULL */
-    char param_buf[260]; /* param's copy when the route goes on after "{}" */
-    const char *body;    /* NUL-terminated; body_len bytes */
+    const char *param2;  /* the second "{}" segment ("/v1/sandboxes/{}/processes/{}"), or NULL */
+    char param_buf[260]; /* where param and param2 are copied */
+    char param2_buf[260];
+    const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
     int authed; /* 1 when key is valid */
     skd_key_info key;
@@ -98,6 +100,9 @@ void skd__rest_sandbox_list(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_get(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_delete(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_delete(skd_http_req *req, skd_http_reply *out);

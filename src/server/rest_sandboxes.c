@@ -7,13 +7,19 @@
  *   GET    /v1/sandboxes             sandbox_list    -> 200 {sandboxes: [...]}
  *   GET    /v1/sandboxes/{id}        sandbox_list    -> 200 {id, state, ...}
  *   DELETE /v1/sandboxes/{id}        sandbox_delete  -> 200 {success, sandboxId}
- *   POST   /v1/sandboxes/{id}/exec   sandbox_exec    -> 200 execute_command's result
+ *   POST   /v1/sandboxes/{id}/exec   sandbox_exec    -> 200 execute_command's result, or
+ *                                     {success, processId} with background: true
+ *   GET    /v1/sandboxes/{id}/processes              sandbox_processes -> {processes: [...]}
+ *   GET    /v1/sandboxes/{id}/processes/{pid}/output sandbox_processes -> the process and
+ *                                     its output from ?offset=N (&stderrOffset=M)
+ *   DELETE /v1/sandboxes/{id}/processes/{pid}        sandbox_processes (kill)
  * Another key's sandbox is 404 not_found on every route (the engine's
  * lookup matches the owner), never 403.
  */
 #include "server/http.h"
 #include "skilld/skilld.h"
 
+#include <stdint.h>
 #include <string.h>
 
 /* Call skill with input (stolen) as req's key; answer the result, or the
@@ -107,4 +113,40 @@ void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out)
     json_t *in = input_with_id(req, out, 1);
     if (in)
         call(req, out, "sandbox_exec", in, MHD_HTTP_OK, NULL);
+}
+
+void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 0);
+    if (in)
+        call(req, out, "sandbox_processes", in, MHD_HTTP_OK, NULL);
+}
+
+void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out)
+{
+    int64_t off = 0, eoff = 0;
+    const char *q = skd__http_query(req, "offset"), *qe = skd__http_query(req, "stderrOffset");
+    if ((q && skd_parse_i64(q, 0, INT64_MAX, &off) != 0) ||
+        (qe && skd_parse_i64(qe, 0, INT64_MAX, &eoff) != 0)) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "offset and stderrOffset must be integers from 0");
+        return;
+    }
+    json_t *in = input_with_id(req, out, 0);
+    if (!in)
+        return;
+    json_object_set_new(in, "processId", json_string(req->param2 ? req->param2 : ""));
+    json_object_set_new(in, "offset", json_integer(off));
+    json_object_set_new(in, "stderrOffset", json_integer(eoff));
+    call(req, out, "sandbox_processes", in, MHD_HTTP_OK, "process");
+}
+
+void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 0);
+    if (!in)
+        return;
+    json_object_set_new(in, "processId", json_string(req->param2 ? req->param2 : ""));
+    json_object_set_new(in, "kill", json_true());
+    call(req, out, "sandbox_processes", in, MHD_HTTP_OK, NULL);
 }

@@ -6,8 +6,11 @@
 #      invalid_input naming the field.
 #   2. what a live sandbox keeps: a file in /tmp written by one exec is read
 #      by the next; every exec runs as the sandbox user.
-#   3. another key gets 404 on every route (get, exec, delete) and does not
-#      see the sandbox in its list.
+#   2b. a background `python3 -m http.server` answers a later exec on
+#      127.0.0.1; its output is read by offset; it is listed, killed by
+#      DELETE, and what it was is still listed.
+#   3. another key gets 404 on every route (get, exec, processes, output,
+#      kill, delete) and does not see the sandbox in its list.
 #   4. the per-key cap: past SKILLS_SANDBOX_MAX_LIVE_PER_KEY a create is
 #      429 busy; another key may still create.
 #   5. a 400 MiB allocation in a 256 MiB sandbox is killed and reported
@@ -56,11 +59,50 @@ as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"cat","args":["/tmp/state"
 expect_json "/tmp is kept between execs" 'j["success"] and j["stdout"] == "kept\n"'
 expect_json "the result names the live sandbox" "j['sandboxId'] == '$ID'"
 
+# ---- 2b ----
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-u","-m","http.server","8123","--bind","127.0.0.1"],"cwd":"/tmp","background":true}'
+expect_json "a background exec answers at once with a processId" 'j["success"] and len(j["processId"]) == 36'
+PID=$(echo "$BODY" | "$JGET" .processId)
+got=""
+for _ in $(seq 1 100); do
+    as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-c","import urllib.request; print(urllib.request.urlopen(\"http://127.0.0.1:8123/state\").read().decode(), end=\"\")"]}'
+    got=$(echo "$BODY" | "$JGET" .stdout)
+    [ "$got" = kept ] && break
+    sleep 0.1
+done
+[ "$got" = kept ] && pass "the background http.server answers a later exec on 127.0.0.1" ||
+    fail "the background http.server answers a later exec on 127.0.0.1" "${BODY:0:300}"
+as "$K1" GET "/v1/sandboxes/$ID/processes"
+expect_json "the process is listed as running" "[(p['processId'], p['running']) for p in j['processes']] == [('$PID', True)]"
+as "$K1" GET "/v1/sandboxes/$ID/processes/$PID/output"
+expect_json "its output so far is readable (the request it served)" '"GET /state" in j["stderr"] and j["running"]'
+OFF=$(echo "$BODY" | "$JGET" .stderrOffset)
+as "$K1" GET "/v1/sandboxes/$ID/processes/$PID/output?stderrOffset=$OFF"
+expect_json "reading from the offset returns only what came after" 'j["stderr"] == ""'
+as "$K1" DELETE "/v1/sandboxes/$ID/processes/$PID"
+expect_status "DELETE kills the process" 200
+ended=""
+for _ in $(seq 1 100); do
+    as "$K1" GET "/v1/sandboxes/$ID/processes"
+    ended=$(echo "$BODY" | python3 -c 'import json,sys; p=json.load(sys.stdin)["processes"][0]; print("yes" if not p["running"] and p["killed"] else "")' 2>/dev/null)
+    [ -n "$ended" ] && break
+    sleep 0.05
+done
+[ -n "$ended" ] && pass "the killed process is listed as ended and killed" || fail "the killed process is listed as ended and killed" "${BODY:0:300}"
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-c","import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8123/state\")"]}'
+expect_json "after the kill nothing answers on the port" 'not j["success"] and "Connection refused" in j["stderr"]'
+
 # ---- 3 ----
 as "$K2" GET "/v1/sandboxes/$ID"
 expect_status "another key: GET is 404" 404
 as "$K2" POST "/v1/sandboxes/$ID/exec" -d '{"command":"true"}'
 expect_status "another key: exec is 404" 404
+as "$K2" GET "/v1/sandboxes/$ID/processes"
+expect_status "another key: the process list is 404" 404
+as "$K2" GET "/v1/sandboxes/$ID/processes/$PID/output"
+expect_status "another key: a process's output is 404" 404
+as "$K2" DELETE "/v1/sandboxes/$ID/processes/$PID"
+expect_status "another key: killing a process is 404" 404
 as "$K2" DELETE "/v1/sandboxes/$ID"
 expect_status "another key: DELETE is 404" 404
 as "$K2" GET /v1/sandboxes
@@ -103,8 +145,16 @@ for _ in $(seq 1 40); do pgrep -f "sleep $MARK" >/dev/null || { left=0; break; }
 PROCS=$(live_procs "$ID")
 [ -n "$PROCS" ] && [ -n "$(cg_dirs "$ID")" ] && pass "the sandbox has its cgroup and its init" ||
     fail "the sandbox has its cgroup and its init" "dirs: $(cg_dirs "$ID") procs: $PROCS"
-as "$K1" DELETE "/v1/sandboxes/$ID"
-expect_status "delete answers 200" 200
+MARK2=$((300 + RANDOM % 400)).$$
+curl -sS -m 30 -H "Authorization: Bearer $K1" "${J[@]}" -d "{\"command\":\"sleep\",\"args\":[\"$MARK2\"],\"timeoutMs\":20000}" \
+    "$URL/v1/sandboxes/$ID/exec" >"$TMP/during.json" 2>&1 &
+CURL=$!
+for _ in $(seq 1 200); do pgrep -f "sleep $MARK2" >/dev/null && break; sleep 0.05; done
+req DELETE "/v1/sandboxes/$ID" -m 10 -H "Authorization: Bearer $K1"
+expect_status "delete answers 200 while an exec runs in the sandbox" 200
+wait "$CURL"
+BODY=$(cat "$TMP/during.json")
+expect_json "the running exec ends, killed" 'not j["success"] and j["killed"]'
 alive=""
 for p in $PROCS; do [ -d "/proc/$p" ] && alive="$alive $p"; done
 [ -z "$alive" ] && pass "delete leaves no process of the sandbox" || fail "delete leaves no process of the sandbox" "$alive"

@@ -45,6 +45,8 @@
 static const char *const ns_names[] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
 #define NNS (sizeof(ns_names) / sizeof(ns_names[0]))
 
+struct lexec;
+
 struct live {
     struct live *next;
     char id[SKD_UUID_LEN + 1];
@@ -54,8 +56,9 @@ struct live {
     char *argv[2], *envp[1];
     struct nstate *s; /* the init's: cgroup, pidfd, mount namespace */
     int ns_fds[NNS];
-    int refs; /* 1 while it lives, +1 per exec prepared in it */
-    int gone; /* deleted: no new exec; freed when the last exec is cleaned up */
+    struct lexec *execs; /* prepared in it and not yet cleaned up */
+    int refs;            /* 1 while it lives, +1 per exec prepared in it */
+    int gone;            /* deleted: no new exec; freed when the last exec is cleaned up */
 };
 
 static struct live *lives;
@@ -74,8 +77,12 @@ static struct live *live_find(const char *id)
     return NULL;
 }
 
+static void reap_execs(struct live *l);
+
 /* Kill every process of l (its init first: the pid namespace goes with
- * it), reap the init and remove the cgroup. */
+ * it), reap the init and remove the cgroup. The init's exit waits until
+ * every task of its namespace is reaped, the execs' relays too, whose
+ * parent is this process: they are reaped here while it waits. */
 static void live_end(struct live *l)
 {
     for (size_t i = 0; i < NNS; i++)
@@ -88,6 +95,12 @@ static void live_end(struct live *l)
             siginfo_t si;
             syscall(SYS_pidfd_send_signal, l->s->pidfd, SIGKILL, NULL, 0);
             skd__cgroup_kill(l->s->cg);
+            for (int i = 0; i < 1000; i++) {
+                reap_execs(l);
+                struct pollfd p = {.fd = l->s->pidfd, .events = POLLIN};
+                if (poll(&p, 1, 5) == 1)
+                    break;
+            }
             waitid((idtype_t)P_PIDFD, (id_t)l->s->pidfd, &si, WEXITED);
         }
         skd__native_cleanup(l->s, NULL); /* the cgroup too */
@@ -270,12 +283,27 @@ void skd__native_live_drop_all(void)
 /* ---- an exec: a provider whose sandbox is a live one ---- */
 
 struct lexec {
+    struct lexec *next; /* in l->execs */
     const skd__sandbox_req *req;
     struct live *l;
     struct skd__native_child child;
     int pidfd;
     long long oom_before;
 };
+
+/* Reap the relays of l's execs that have exited (killed with the
+ * sandbox). Their runs then report SIGKILL (spawner.c finds them reaped). */
+static void reap_execs(struct live *l)
+{
+    for (struct lexec *x = l->execs; x; x = x->next)
+        if (x->pidfd >= 0) {
+            siginfo_t si;
+            memset(&si, 0, sizeof(si));
+            waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG);
+        }
+}
+
+static void lexec_cleanup(void *state, skd__outcome *out);
 
 static int lexec_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
 {
@@ -290,6 +318,8 @@ static int lexec_prepare(const skd__sandbox_req *req, void **state, skd_err *err
     x->l = l;
     x->pidfd = -1;
     l->refs++;
+    x->next = l->execs;
+    l->execs = x;
     struct skd__native_child *c = &x->child;
     c->cwd = req->cwd;
     c->argv = req->argv;
@@ -300,8 +330,7 @@ static int lexec_prepare(const skd__sandbox_req *req, void **state, skd_err *err
     c->ws_fd = c->img_fd = c->skill_fd = c->ctl_fd = -1;
     int rc = skd__seccomp_program(&c->seccomp, err);
     if (rc) {
-        live_unref(l);
-        free(x);
+        lexec_cleanup(x, NULL);
         return rc;
     }
     *state = x;
@@ -433,6 +462,11 @@ static void lexec_cleanup(void *state, skd__outcome *out)
         out->oom_killed = 1;
     if (x->pidfd >= 0)
         close(x->pidfd);
+    for (struct lexec **pp = &x->l->execs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
     live_unref(x->l);
     free(x);
 }
