@@ -204,6 +204,10 @@ typedef struct skd_sandbox_spec {
      * not; it must not block and must not call into the runner. */
     void (*on_output)(void *arg, int stream, const char *data, size_t len);
     void *output_arg;
+    /* skd_sandbox_run only: call on_output on the waiting thread instead
+     * (there it may block); chunks wait in a queue of at most 1 MiB, past
+     * which they are dropped (the result still holds the kept output). */
+    int output_on_caller;
     /* With live_id only: a process that keeps running after the call (no
      * timeout; it ends with its sandbox, or when it is killed), not
      * counted against the caps of concurrent runs. */

@@ -90,6 +90,13 @@ static void tick(void *arg, int64_t elapsed)
     p->ctx->progress(p->ctx->progress_arg, (double)elapsed, (double)p->timeout_ms, msg);
 }
 
+/* The run's output to the transport as it arrives (ctx->output). */
+static void to_transport(void *arg, int stream, const char *data, size_t len)
+{
+    const skd_ctx *ctx = arg;
+    ctx->output(ctx->output_arg, stream == 1 ? "stdout" : "stderr", data, len);
+}
+
 /* "output": stdout, then stderr, as one text (OmniRoute's combined view).
  * The streams may hold NUL bytes: lengths come from jansson, not strlen. */
 static json_t *combined(json_t *res)
@@ -188,6 +195,9 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         .tick = ctx->progress ? tick : NULL,
         .tick_arg = &pr,
         .cwd = call->cwd,
+        .on_output = ctx->output ? to_transport : NULL,
+        .output_arg = (void *)ctx,
+        .output_on_caller = 1,
     };
     skd_sandbox_result res;
     int rc;

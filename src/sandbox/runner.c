@@ -268,12 +268,65 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
 }
 
 /* Blocking run. */
+#define RELAY_MAX (1u << 20)
+
+struct chunk {
+    struct chunk *next;
+    int stream;
+    size_t len;
+    char data[];
+};
+
 struct waiter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
     skd_sandbox_result *res;
+    struct chunk *head, *tail; /* output for the caller (output_on_caller) */
+    size_t queued;
 };
+
+/* On the supervisor thread: queue the chunk for the waiting thread. */
+static void relay_output(void *arg, int stream, const char *data, size_t len)
+{
+    struct waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    struct chunk *c = w->queued + len <= RELAY_MAX ? malloc(sizeof(*c) + len) : NULL;
+    if (c) {
+        c->next = NULL;
+        c->stream = stream;
+        c->len = len;
+        memcpy(c->data, data, len);
+        if (w->tail)
+            w->tail->next = c;
+        else
+            w->head = c;
+        w->tail = c;
+        w->queued += len;
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* On the waiting thread, w->mu held: hand the queued chunks to fn. */
+static void flush_output(struct waiter *w, const skd_sandbox_spec *spec)
+{
+    while (w->head) {
+        struct chunk *c = w->head;
+        w->head = NULL;
+        w->tail = NULL;
+        w->queued = 0;
+        pthread_mutex_unlock(&w->mu);
+        while (c) {
+            struct chunk *next = c->next;
+            if (spec)
+                spec->on_output(spec->output_arg, c->stream, c->data, c->len);
+            free(c);
+            c = next;
+        }
+        pthread_mutex_lock(&w->mu);
+    }
+}
 
 static void waiter_done(void *arg, skd_sandbox_result *res)
 {
@@ -309,12 +362,23 @@ int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_res
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w.mu, NULL);
     int64_t t0 = skd_mono_ms();
-    int rc = skd_sandbox_start(r, spec, waiter_done, &w, hook.id, err);
+    skd_sandbox_spec relayed;
+    int relay = spec->on_output && spec->output_on_caller;
+    if (relay) {
+        relayed = *spec;
+        relayed.on_output = relay_output;
+        relayed.output_arg = &w;
+    }
+    int rc = skd_sandbox_start(r, relay ? &relayed : spec, waiter_done, &w, hook.id, err);
     if (rc == 0) {
         if (spec->cancel)
             skd_cancel_set_hook(spec->cancel, cancel_run, &hook);
         pthread_mutex_lock(&w.mu);
-        while (!w.done) {
+        while (!w.done || w.head) {
+            if (w.head) {
+                flush_output(&w, spec);
+                continue;
+            }
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += 1;
@@ -328,6 +392,9 @@ int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_res
         if (spec->cancel)
             skd_cancel_set_hook(spec->cancel, NULL, NULL);
     }
+    pthread_mutex_lock(&w.mu);
+    flush_output(&w, NULL); /* a start that failed after a chunk: free it */
+    pthread_mutex_unlock(&w.mu);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
     return rc;

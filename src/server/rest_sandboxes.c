@@ -17,9 +17,11 @@
  * lookup matches the owner), never 403.
  */
 #include "server/http.h"
+#include "server/sse.h"
 #include "skilld/skilld.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Call skill with input (stolen) as req's key; answer the result, or the
@@ -108,11 +110,119 @@ void skd__rest_sandbox_delete(skd_http_req *req, skd_http_reply *out)
         call(req, out, "sandbox_delete", in, MHD_HTTP_OK, NULL);
 }
 
+/* ---- a streamed exec (Accept: text/event-stream) ----
+ * "event: stdout" / "event: stderr" frames ({"data": "..."}) as the
+ * command writes, then "event: result" with the whole result. A client
+ * that goes away cancels the command, as a one-shot run is cancelled. */
+
+#define STREAM_BYTES (8u << 20) /* unsent SSE bytes before a slow client is dropped */
+
+struct stream_job {
+    skd_engine *engine;
+    char key_id[128];
+    unsigned scopes;
+    json_t *input;
+    skd_cancel *cancel;
+    skd_sse *sse;
+};
+
+static void stream_output(void *arg, const char *stream, const char *data, size_t len)
+{
+    struct stream_job *job = arg;
+    json_t *o = json_object();
+    json_t *v = json_stringn(data, len);
+    if (!v) { /* not UTF-8: the result carries it, with U+FFFD */
+        json_decref(o);
+        return;
+    }
+    json_object_set_new(o, "data", v);
+    skd__sse_send_event(job->sse, stream, o);
+    json_decref(o);
+    if (skd__sse_gone(job->sse))
+        skd_cancel_fire(job->cancel);
+}
+
+/* Called about once a second while the command runs: a client that went
+ * away cancels it even when the command writes nothing. */
+static void stream_tick(void *arg, double progress, double total, const char *message)
+{
+    (void)progress, (void)total, (void)message;
+    struct stream_job *job = arg;
+    if (skd__sse_gone(job->sse))
+        skd_cancel_fire(job->cancel);
+}
+
+static void stream_run(void *arg, skd_sse *sse)
+{
+    struct stream_job *job = arg;
+    job->sse = sse;
+    skd_call c = {
+        .key_id = job->key_id,
+        .scopes = job->scopes,
+        .skill = "sandbox_exec",
+        .input = job->input,
+        .cancel = job->cancel,
+        .progress = stream_tick,
+        .progress_arg = job,
+        .output = stream_output,
+        .output_arg = job,
+    };
+    char exec_id[37] = "";
+    json_t *result = skd_engine_execute(job->engine, &c, exec_id);
+    if (result) {
+        json_object_set_new(result, "executionId", json_string(exec_id));
+        skd__sse_send_event(sse, "result", result);
+    }
+    json_decref(result);
+    json_decref(job->input);
+    skd_cancel_free(job->cancel);
+    free(job);
+}
+
+static int wants_stream(skd_http_req *req)
+{
+    const char *a = MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, "Accept");
+    return a && strstr(a, "text/event-stream") != NULL;
+}
+
 void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out)
 {
     json_t *in = input_with_id(req, out, 1);
-    if (in)
+    if (!in)
+        return;
+    if (!wants_stream(req) || json_is_true(json_object_get(in, "background"))) {
         call(req, out, "sandbox_exec", in, MHD_HTTP_OK, NULL);
+        return;
+    }
+    struct stream_job *job = calloc(1, sizeof(*job));
+    if (job)
+        job->cancel = skd_cancel_new();
+    if (!job || !job->cancel || skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id)) < 0) {
+        free(job);
+        json_decref(in);
+        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
+        return;
+    }
+    job->engine = skd__server_engine(req->srv);
+    job->scopes = req->key.scopes;
+    job->input = in;
+    struct MHD_Response *resp = NULL;
+    skd_sse *sse = NULL;
+    int rc = skd__sse_spawn(skd__server_calls(req->srv), SKD__CALLS_MAX_JOBS, STREAM_BYTES,
+                            stream_run, job, &resp, &sse);
+    if (rc) {
+        skd_cancel_free(job->cancel);
+        free(job);
+        json_decref(in);
+        skd__http_error(
+            out, rc == SKD_EBUSY ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_INTERNAL_SERVER_ERROR,
+            rc == SKD_EBUSY ? "busy" : "internal",
+            rc == SKD_EBUSY ? "too many streams; retry later" : "out of memory");
+        return;
+    }
+    out->status = MHD_HTTP_OK;
+    out->resp = resp;
+    out->sse = sse;
 }
 
 void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out)

@@ -9,6 +9,9 @@
 #   2b. a background `python3 -m http.server` answers a later exec on
 #      127.0.0.1; its output is read by offset; it is listed, killed by
 #      DELETE, and what it was is still listed.
+#   2c. with Accept: text/event-stream an exec streams: the first chunk of
+#      `sh -c 'echo a; sleep N; echo b'` arrives while the command still
+#      runs, then b, then the result; a client that goes away cancels it.
 #   3. another key gets 404 on every route (get, exec, processes, output,
 #      kill, delete) and does not see the sandbox in its list.
 #   4. the per-key cap: past SKILLS_SANDBOX_MAX_LIVE_PER_KEY a create is
@@ -91,6 +94,59 @@ done
 [ -n "$ended" ] && pass "the killed process is listed as ended and killed" || fail "the killed process is listed as ended and killed" "${BODY:0:300}"
 as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-c","import urllib.request; urllib.request.urlopen(\"http://127.0.0.1:8123/state\")"]}'
 expect_json "after the kill nothing answers on the port" 'not j["success"] and "Connection refused" in j["stderr"]'
+
+# ---- 2c ----
+SL=2.$((1000 + RANDOM % 8000))
+python3 - "$URL" "$K1" "$ID" "$SL" >"$TMP/sse.out" 2>&1 <<'PY'
+import http.client, json, subprocess, sys, urllib.parse
+url, key, sid, sl = sys.argv[1:5]
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+body = json.dumps({"command": "sh", "args": ["-c", f"echo a; sleep {sl}; echo b"]})
+c.request("POST", f"/v1/sandboxes/{sid}/exec", body, {"Authorization": "Bearer " + key,
+          "Content-Type": "application/json", "Accept": "text/event-stream"})
+r = c.getresponse()
+print("status", r.status, r.getheader("Content-Type"))
+events, ev = [], None
+while True:
+    line = r.fp.readline()
+    if not line:
+        break
+    line = line.decode().rstrip("\n")
+    if line.startswith("event: "):
+        ev = line[7:]
+    elif line.startswith("data: "):
+        d = json.loads(line[6:])
+        if ev == "stdout" and not events:
+            # the command has not ended: its sleep still runs
+            running = subprocess.run(["pgrep", "-f", f"sleep {sl}"], capture_output=True).returncode == 0
+            print("first chunk while running", running)
+        events.append((ev, d))
+        if ev == "result":
+            break
+print("events", json.dumps([e for e, _ in events]))
+print("stdout", json.dumps("".join(d["data"] for e, d in events if e == "stdout")))
+print("result", json.dumps(events[-1][1]["stdout"] if events and events[-1][0] == "result" else None))
+PY
+grep -q '^status 200 text/event-stream' "$TMP/sse.out" && pass "a streamed exec answers text/event-stream" ||
+    fail "a streamed exec answers text/event-stream" "$(head -3 "$TMP/sse.out")"
+grep -q '^first chunk while running True' "$TMP/sse.out" && pass "the first chunk arrives while the command still runs" ||
+    fail "the first chunk arrives while the command still runs" "$(cat "$TMP/sse.out")"
+grep -q '^stdout "a\\nb\\n"$' "$TMP/sse.out" && grep -q '^result "a\\nb\\n"$' "$TMP/sse.out" &&
+    grep -q '"result"\]$' "$TMP/sse.out" && pass "stdout events carry a then b, and the result event ends the stream" ||
+    fail "stdout events carry a then b, and the result event ends the stream" "$(cat "$TMP/sse.out")"
+MARK3=$((300 + RANDOM % 400)).$$
+curl -sS -N -m 3 -H "Authorization: Bearer $K1" "${J[@]}" -H 'Accept: text/event-stream' \
+    -d "{\"command\":\"sh\",\"args\":[\"-c\",\"echo go; sleep $MARK3\"],\"timeoutMs\":20000}" \
+    "$URL/v1/sandboxes/$ID/exec" >"$TMP/sse2.out" 2>&1 &
+CURL=$!
+for _ in $(seq 1 200); do pgrep -f "sleep $MARK3" >/dev/null && break; sleep 0.05; done
+kill "$CURL" 2>/dev/null
+wait "$CURL" 2>/dev/null
+left=1
+for _ in $(seq 1 100); do pgrep -f "sleep $MARK3" >/dev/null || { left=0; break; }; sleep 0.05; done
+[ "$left" = 0 ] && pass "a client that goes away cancels the streamed command" ||
+    fail "a client that goes away cancels the streamed command" "$(pgrep -fa "sleep $MARK3")"
 
 # ---- 3 ----
 as "$K2" GET "/v1/sandboxes/$ID"
