@@ -261,6 +261,8 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
         .cancel = c->cancel,
         .progress = c->progress,
         .progress_arg = c->progress_arg,
+        .output = c->output,
+        .output_arg = c->output_arg,
         .execution_id = exec_id,
         .usage = usage,
     };

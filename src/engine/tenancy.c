@@ -6,6 +6,8 @@
  * its own rows.
  */
 #include "engine/engine_int.h"
+#include "skilld/log.h"
+#include "skilld/sandbox.h"
 #include "skilld/tenancy.h"
 #include "skilld/util.h"
 
@@ -260,5 +262,16 @@ int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, s
     int rc = need_scope(who, SKD_SCOPE_ADMIN, err);
     if (rc || (rc = need_store(e, err)) != 0)
         return rc;
-    return skd_store_key_revoke(e->store, id, err);
+    if ((rc = skd_store_key_revoke(e->store, id, err)) != 0)
+        return rc;
+    /* A revoked key keeps nothing running: its live sandboxes end. */
+    pthread_mutex_lock(&e->runner_mu);
+    skd_runner *r = e->runner;
+    if (r) {
+        int n = skd_live_delete_key(r, id);
+        if (n > 0)
+            skd_info("key %s revoked: %d live sandbox(es) ended", id, n);
+    }
+    pthread_mutex_unlock(&e->runner_mu);
+    return 0;
 }
