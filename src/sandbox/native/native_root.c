@@ -100,7 +100,7 @@ static int skip_image_entry(const char *n)
 {
     static const char *const skip[] = {
         ".",         "..",  "proc",          "dev",   "tmp",
-        "workspace", "sys", ".skilld-image", "skill", SKD__SANDBOX_TRUST_BUNDLE + 1};
+        "workspace", "sys", ".skilld-image", "skill", &SKD__SANDBOX_TRUST_BUNDLE[1]};
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
         if (strcmp(n, skip[i]) == 0)
             return 1;
@@ -287,7 +287,7 @@ static int add_trust_bundle(struct nstate *s, const char *ca_pem)
     if (len && text[len - 1] != '\n')
         text[len++] = '\n';
     memcpy(text + len, ca_pem, strlen(ca_pem) + 1);
-    int rc = add_ent(s, MNT_WRITE_FILE, SKD__SANDBOX_TRUST_BUNDLE + 1, text, 0);
+    int rc = add_ent(s, MNT_WRITE_FILE, &SKD__SANDBOX_TRUST_BUNDLE[1], text, 0);
     free(text);
     return rc;
 }
