@@ -12,7 +12,8 @@
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libcrypto nettle libxml-2.0 libarchive libsystemd
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libssl libcrypto nettle libxml-2.0 libarchive libsystemd \
+            cjose
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -25,12 +26,15 @@ LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
 # a command that needs none of them does not pay the loader for them and
 # their dependencies. x86-64 only (the trampolines are assembly); elsewhere,
 # or with LAZY_PKGS=, they are linked as usual. Tests link everything.
-LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libcrypto nettle libpq libsystemd
+LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libssl libcrypto nettle libpq libsystemd cjose
 ifneq ($(shell uname -m),x86_64)
 LAZY_PKGS :=
 endif
 LAZY_PKGS := $(filter $(PKGS),$(LAZY_PKGS))
-LAZY_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS) 2>/dev/null)))
+# A lazy library's own dependencies that skilld links anyway (cjose's
+# jansson) stay linked: only the others get trampolines.
+EAGER_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null)))
+LAZY_LIBS := $(filter-out $(EAGER_LIBS),$(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS) 2>/dev/null))))
 SKILLD_LDLIBS := $(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null) \
                  -lpthread -ldl $(EXTRA_LDLIBS)
 
@@ -45,7 +49,10 @@ TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c)) $(FIXTURE_
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# The operator console (ui/*), embedded in the library as a generated C
+# file (scripts/embed-ui.sh; src/server/console.c serves it at /ui).
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/ui_assets.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 FIXTURE_OBJS := $(FIXTURE_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -65,6 +72,16 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	@$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/ui_assets.c: $(UI_FILES) scripts/embed-ui.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN   $@"
+	@scripts/embed-ui.sh $@ $(UI_FILES)
+
+$(BUILD)/obj/gen/ui_assets.o: $(BUILD)/gen/ui_assets.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/libskilld.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -8,16 +8,19 @@ cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
     libcurl4-openssl-dev libseccomp-dev libsqlite3-dev libssl-dev libxml2-dev libcap-dev
-    libarchive-dev libsystemd-dev libpq-dev nettle-dev)
+    libarchive-dev libsystemd-dev libpq-dev nettle-dev libcjose-dev)
 # Test-only packages. Add yours here (one list, sorted by purpose).
 TEST_PKGS=(valgrind clang-format python3 python3-pip git curl iproute2 busybox-static bubblewrap sqlite3
     nodejs npm procps psmisc util-linux time
     docker.io podman catatonit uidmap slirp4netns fuse-overlayfs
     qemu-system-x86 debootstrap cpio e2fsprogs
-    postgresql-15 postgresql-client-15 haproxy python3-yaml)
+    postgresql-15 postgresql-client-15 haproxy python3-yaml
+    chromium)
 # (qemu, debootstrap, cpio, e2fsprogs: the VM ring, tests/platform/, which
 # also fetches Debian's cloud kernel with apt-get download; postgresql-15,
-# haproxy, python3-yaml: the store ring, tests/store/ and tests/scale/.)
+# haproxy, python3-yaml: the store ring, tests/store/ and tests/scale/;
+# chromium: the console's browser tests, tests/node/console.test.mjs, which
+# drive it with playwright-core from tests/node/package.json.)
 
 want=("${BUILD_PKGS[@]}")
 [ "${1:-}" = "--test" ] && want+=("${TEST_PKGS[@]}")

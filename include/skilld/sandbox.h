@@ -26,6 +26,7 @@
 #include "skilld/config.h"
 #include "skilld/error.h"
 #include "skilld/limits.h"
+#include "skilld/net.h"
 #include "skilld/registry.h"
 #include "skilld/util.h"
 
@@ -151,12 +152,24 @@ typedef struct skd_sandbox_result {
     int ws_error;
     uint64_t ws_bytes;
     char ws_message[SKD_ERR_MSG_MAX];
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
+    /* Metering, read from the run's own cgroup when it ended (native):
+     * CPU time in microseconds and the memory high-water mark in bytes;
+     * 0 where the kernel or the provider does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak_bytes;
 } skd_sandbox_result;
 
 /* ws_bytes of a run that wrote nothing: its workspace is as it was, so it
  * is not walked (a walk costs a stat per entry, in the spawner every key
  * shares). The result then says "changed": false and no bytes. */
 #define SKD_WS_BYTES_UNCHANGED UINT64_MAX
+
+/* Add what run r used to u (NULL ok: nothing metered): one sandbox run,
+ * its CPU time, its memory peak (the largest of the call's runs), the
+ * bytes its egress record says went up and down, and the bytes it wrote
+ * into the workspace. */
+void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r);
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
 void skd_sandbox_result_free(skd_sandbox_result *r);
@@ -252,6 +265,23 @@ void skd_runner_free(skd_runner *r);
  * run can start afterwards. skd_runner_free then waits. For a caller with
  * work left to do meanwhile (skilld exec writes its audit row). NULL ok. */
 void skd_runner_stop(skd_runner *r);
+
+/*
+ * Where a run's secrets come from (src/engine/secrets.c): fn fills *out
+ * with key_id's secrets, opened (a new array of *n, the runner frees it
+ * with skd_secrets_free), or returns an SKD_E* code with err set; the run
+ * is then refused (fail closed). Called on the submitting thread for a run
+ * with networkEnabled and a key. The run's environment gets NAME=placeholder
+ * for each, and its egress proxy the values.
+ */
+typedef int (*skd_sandbox_secrets_fn)(void *arg, const char *key_id, skd_secret **out, size_t *n,
+                                      skd_err *err);
+void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg);
+
+/* 1 when NAME (or NAME=value) is a variable the sandbox's environment sets
+ * itself: PATH, HOME, the proxy and CA variables, any SKILLD_ or SKILLS_
+ * name. A secret may not take such a name. */
+int skd_sandbox_env_reserved(const char *name);
 
 /* Run and wait. Fills res (caller releases with skd_sandbox_result_free)
  * and returns 0 when the run was attempted — res->error then says whether

@@ -210,6 +210,7 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
     skd__sandbox_skill_env_free(env);
     if (rc)
         return skd_result_from_err(&err);
+    skd_sandbox_usage_add(ctx->usage, &res);
     json_t *out = shape(&res, skd_cancel_is_set(ctx->cancel));
     skd_sandbox_result_free(&res);
     if (out && call->live_id) { /* the live sandbox's id; the run's apart */

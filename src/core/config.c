@@ -62,6 +62,16 @@ static const struct key keys[] = {
      "unprivileged user the server drops to when started as root"},
     /* workspace and file skills */
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
+    /* metering (src/engine/usage.c, docs/usage.md) */
+    {"SKILLS_KEY_CPU_SECONDS_PER_DAY", K_INT, "0", 0, I64MAX, 0,
+     "sandbox CPU-seconds a key may use per UTC day; past it its sandboxed calls are refused "
+     "with quota_exceeded (0: no budget)"},
+    {"SKILLD_METRICS_MAX_KEYS", K_INT, "100", 1, 10000, 0,
+     "keys with their own label in the per-key metrics; the rest are summed under "
+     "key=\"_other\""},
+    /* the operator console (src/server/console.c, docs/console.md) */
+    {"SKILLD_UI_SESSION_SECONDS", K_INT, "28800", 60, 2592000, 0,
+     "how long a console sign-in lasts"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
      "bytes a workspace may hold (file skills and sandboxed code alike)"},
     {"SKILLS_WORKSPACE_MAX_ENTRIES", K_INT, "100000", 1, I64MAX, 0,
@@ -136,6 +146,18 @@ static const struct key keys[] = {
      "a proxy connection with no byte either way is closed after this"},
     {"SKILLS_SANDBOX_EGRESS_CONN_MS", K_INT, "600000", 100, 86400000, 0,
      "the longest a proxy connection may live"},
+    {"SKILLS_EGRESS_UPSTREAM_CA_FILE", K_STR, "", 0, 0, 0,
+     "PEM file of CAs the egress proxy trusts, besides the system's, for upstreams it speaks "
+     "TLS to (the hosts a secret is bound to)"},
+    {"SKILLS_EGRESS_SCRUB_MAX_BYTES", K_INT, "1048576", 4096, 67108864, 0,
+     "the largest response the egress proxy reads whole on a connection that carries a "
+     "secret, to replace an echoed value by its placeholder; a larger one is cut"},
+    {"SKILLS_SECRETS_MAX_PER_KEY", K_INT, "32", 1, 64, 0,
+     "secrets a key may hold (POST /v1/secrets); each is put into its sandboxes' requests by "
+     "the egress proxy"},
+    {"SKILLD_SECRETS_KEY_FILE", K_STR, "", 0, 0, 0,
+     "file holding the 32-byte key (raw, or 64 hex digits) that seals secrets in the store "
+     "(empty: $DATA_DIR/secrets.key, made on first use, mode 0600)"},
     /* server */
     {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
      "Host header values accepted (port ignored)"},
@@ -178,7 +200,14 @@ static const struct key keys[] = {
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
     {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,
-     "base URL clients use to reach this server (agent card); default from Host"},
+     "base URL clients use to reach this server (agent card; the OAuth resource is its /mcp); "
+     "default from Host"},
+    /* OAuth resource server (src/engine/oauth.c, docs/server.md) */
+    {"SKILLD_OAUTH_ISSUER", K_STR, "", 0, 0, 0,
+     "OAuth issuers whose JWT access tokens are accepted, comma-separated (empty: API keys "
+     "only; needs SKILLD_PUBLIC_URL)"},
+    {"SKILLD_OAUTH_SCOPES", K_STR, "skills:read skills:execute", 0, 0, 0,
+     "the most an OAuth token may grant: its scope claim is intersected with these"},
     {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
      "seconds a finished A2A task is kept"},
 /* The sandbox limits (include/skilld/limits.h): the setting of each

@@ -5,6 +5,7 @@
 #ifndef SKILLD_ENGINE_INT_H
 #define SKILLD_ENGINE_INT_H
 
+#include "skilld/oauth.h"
 #include "skilld/sandbox.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
@@ -19,18 +20,38 @@ struct skd_engine {
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
-    pthread_mutex_t runner_mu; /* guards the lazy start of runner */
-    skd_runner *runner;        /* NULL until the first sandbox run */
-    skd__exec_stats *stats;    /* exec_stats.c: executions by skill */
-    int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
+    pthread_mutex_t runner_mu;  /* guards the lazy start of runner */
+    skd_runner *runner;         /* NULL until the first sandbox run */
+    skd__exec_stats *stats;     /* exec_stats.c: executions by skill */
+    int one_call;               /* SKD_ENGINE_NO_SKILLS: no run touches the store */
+    pthread_mutex_t secrets_mu; /* guards the first read of secrets_key */
+    unsigned char secrets_key[32];
+    int secrets_key_ok;
+    skd_oauth *oauth; /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
 };
+
+/* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
+void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
+/* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */
+int skd__engine_secrets_open(void *arg, const char *key_id, skd_secret **out, size_t *n,
+                             skd_err *err);
 
 /* Execution counters by skill (exec_stats.c). new: NULL when out of
  * memory; free: NULL ok. add counts one call of skill ("name" or
  * "name@x.y.z", counted under name; a name the registry would refuse
  * counts under "other"). */
-skd__exec_stats *skd__exec_stats_new(void);
+skd__exec_stats *skd__exec_stats_new(size_t max_keys);
 void skd__exec_stats_free(skd__exec_stats *st);
 void skd__exec_stats_add(skd__exec_stats *st, const char *skill, int success, int64_t duration_ms);
+/* Count one call of skill by key_id and what it used (u NULL: nothing
+ * metered) under the per-key labels: the first max_keys keys (of new) have
+ * their own, later ones are summed under "_other". */
+void skd__exec_stats_add_usage(skd__exec_stats *st, const char *key_id, const char *skill,
+                               int success, const skd_usage *u);
+
+/* The CPU budget (usage.c): NULL when key_id may start a sandboxed call
+ * now, else the refusal (a new result object: quota_exceeded with the
+ * reason, or the store's error: a budget that cannot be checked refuses). */
+json_t *skd__usage_budget_check(skd_engine *e, const char *key_id);
 
 #endif

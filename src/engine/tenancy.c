@@ -9,6 +9,9 @@
 #include "skilld/log.h"
 #include "skilld/sandbox.h"
 #include "skilld/tenancy.h"
+#include "skilld/util.h"
+
+#include <stdio.h>
 
 #include <string.h>
 
@@ -109,8 +112,33 @@ json_t *skd_engine_get_execution(skd_engine *e, const skd_actor *who, const char
         return NULL;
     }
     /* The store looks the row up for this key only: another key's id is
-     * indistinguishable from one that does not exist. */
-    return skd_store_audit_get(e->store, who->key_id, id, err);
+     * indistinguishable from one that does not exist. skills:admin reads
+     * any key's (the operator console's detail view). */
+    return skd_store_audit_get(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, id,
+                               err);
+}
+
+json_t *skd_engine_query_executions(skd_engine *e, const skd_actor *who, skd_audit_filter *f,
+                                    skd_err *err)
+{
+    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
+        return NULL;
+    if (f->limit < 1 || f->limit > 500) {
+        skd_err_set(err, SKD_EINVAL, "limit must be an integer from 1 to 500");
+        return NULL;
+    }
+    if (f->status && strcmp(f->status, "success") != 0 && strcmp(f->status, "error") != 0) {
+        skd_err_set(err, SKD_EINVAL, "status must be success or error");
+        return NULL;
+    }
+    if (!f->key_id) /* one's own */
+        f->key_id = who->key_id;
+    else if (strcmp(f->key_id, "*") == 0) /* every key's */
+        f->key_id = NULL;
+    if ((!f->key_id || !who->key_id || strcmp(f->key_id, who->key_id) != 0) &&
+        need_scope(who, SKD_SCOPE_ADMIN, err))
+        return NULL; /* another key's rows are the admin's to read */
+    return skd_store_audit_query(e->store, f, err);
 }
 
 int skd_engine_metric_label_visible(skd_engine *e, const skd_actor *who, const char *skill)
@@ -138,7 +166,9 @@ int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, s
     int rc = need_scope(who, SKD_SCOPE_EXECUTE, err);
     if (rc || (rc = need_store(e, err)))
         return rc;
-    return skd_store_run_cancel(e->store, who->key_id, id, err);
+    /* skills:admin cancels any key's run (the operator console's kill). */
+    return skd_store_run_cancel(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, id,
+                                err);
 }
 
 int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
@@ -152,11 +182,52 @@ int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
     return skd_store_ping(e->store, err);
 }
 
+struct skd_oauth *skd_engine_oauth(skd_engine *e)
+{
+    return e->oauth;
+}
+
+int skd_key_is_oauth(const skd_key_info *info)
+{
+    return strncmp(info->id, "oa_", 3) == 0;
+}
+
+/* The tenant of a verified token: its key row, made on first use. The id
+ * is a digest of (issuer, sub), so every replica names it alike. */
+static int oauth_tenant(skd_engine *e, const skd_oauth_identity *id, skd_key_info *info,
+                        skd_err *err)
+{
+    char digest[SKD_SHA256_HEX_LEN + 1], kid[40], name[128], both[800];
+    int n = snprintf(both, sizeof(both), "%s\n%s", id->issuer, id->sub);
+    if (n < 0 || (size_t)n >= sizeof(both))
+        return skd_err_set(err, SKD_EUNAUTH, "invalid token: issuer and sub are too long");
+    skd_sha256_hex(both, (size_t)n, digest);
+    snprintf(kid, sizeof(kid), "oa_%.32s", digest);
+    /* The name is for people reading GET /v1/keys: cut where it must be. */
+    if (snprintf(name, sizeof(name), "oauth %.100s @ %.200s", id->sub, id->issuer) < 0)
+        name[0] = '\0';
+    name[skd_utf8_cut(name, strlen(name))] = '\0';
+    int rc =
+        skd_store_key_ensure(e->store, kid, name, skd_oauth_allowed_scopes(e->oauth), info, err);
+    if (rc)
+        return rc;
+    if (info->revoked)
+        return skd_err_set(err, SKD_EUNAUTH, "this OAuth tenant has been disabled by an admin");
+    info->scopes &= id->scopes;
+    return 0;
+}
+
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err)
 {
     int rc = need_store(e, err);
     if (rc)
         return rc;
+    if (e->oauth && strncmp(secret, "skd_", 4) != 0) {
+        skd_oauth_identity id;
+        if ((rc = skd_oauth_verify(e->oauth, secret, &id, err)) != 0)
+            return rc;
+        return oauth_tenant(e, &id, info, err);
+    }
     if (strlen(secret) > 256)
         return skd_err_set(err, SKD_EUNAUTH, "the API key is not valid");
     return skd_store_key_auth(e->store, secret, info, err);

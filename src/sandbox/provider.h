@@ -47,7 +47,11 @@ typedef struct skd__sandbox_req {
     const char *skill_dir;         /* host directory mounted read-only at /skill, or NULL */
     int workspace_fd;              /* directory fd of workspace (the spawner's copy), or -1 */
     int skill_fd;                  /* directory fd of skill_dir, or -1 */
-    const char *live;              /* an exec into this live sandbox (its UUID), or NULL */
+    /* networkEnabled with secrets: the egress CA's certificate (PEM), put
+     * with the system's roots in the sandbox's trust bundle
+     * (SKD__SANDBOX_TRUST_BUNDLE, sandbox/env.h); NULL: none. */
+    const char *ca_pem;
+    const char *live; /* an exec into this live sandbox (its UUID), or NULL */
     /* Server side only (the remote provider): the spawner to ask, and the
      * runtime name the spawner resolves (native|docker|podman|auto). */
     skd__spawner_client *spawner;
@@ -91,7 +95,13 @@ typedef struct skd__outcome {
     int ws_checked;
     int ws_error;
     uint64_t ws_bytes;
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
     char ws_message[SKD_ERR_MSG_MAX];
+    /* Set by cleanup from the run's cgroup (metering): CPU time in
+     * microseconds and the memory high-water mark in bytes; 0 when the
+     * kernel does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak;
 } skd__outcome;
 
 typedef struct skd__provider {

@@ -25,6 +25,24 @@ void skd_sandbox_result_free(skd_sandbox_result *r)
     r->out_len = r->err_len = 0;
 }
 
+void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r)
+{
+    if (!u || !r)
+        return;
+    u->sandbox_runs++;
+    u->cpu_us += r->cpu_us > 0 ? r->cpu_us : 0;
+    if (r->mem_peak_bytes > u->mem_peak_bytes)
+        u->mem_peak_bytes = r->mem_peak_bytes;
+    u->workspace_bytes += (int64_t)(r->ws_written & INT64_MAX);
+    size_t i;
+    const json_t *d;
+    json_array_foreach (r->egress, i, d) { /* counted by the proxy (src/net/egress.c) */
+        json_int_t up = json_integer_value(json_object_get(d, "bytesUp"));
+        json_int_t down = json_integer_value(json_object_get(d, "bytesDown"));
+        u->egress_bytes += (up > 0 ? up : 0) + (down > 0 ? down : 0);
+    }
+}
+
 /* A JSON string of the n bytes at p with invalid UTF-8 replaced. */
 json_t *skd__lossy_string(const char *p, size_t n)
 {

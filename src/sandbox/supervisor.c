@@ -123,6 +123,9 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     res.ws_checked = run->oc.ws_checked;
     res.ws_error = run->oc.ws_error;
     res.ws_bytes = run->oc.ws_bytes;
+    res.ws_written = run->oc.ws_written;
+    res.cpu_us = run->oc.cpu_us;
+    res.mem_peak_bytes = run->oc.mem_peak;
     skd_strlcpy(res.ws_message, run->oc.ws_message, sizeof(res.ws_message));
     res.duration_ms = run->started ? (run->ended ? run->ended : skd_mono_ms()) - run->started : 0;
     pthread_mutex_lock(&r->mu);
@@ -188,6 +191,8 @@ static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err 
         close(egress_fd);
         return SKD_ESANDBOX;
     }
+    p.secrets = run->secrets;
+    p.nsecrets = run->nsecrets;
     return skd__egress_attach(r->egress, egress_fd, &p, &run->egress, err);
 }
 

@@ -36,6 +36,7 @@
 #include "server/sse.h"
 #include "server/test_hooks.h"
 #include "skilld/net.h"
+#include "skilld/oauth.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -358,10 +359,13 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     if (skd__auth_bearer(req, out) != 0)
         return r;
     if ((req->key.scopes & r->scope) != r->scope) {
+        const char *need = r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
+                           : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
+                                                          : "skills:read";
         skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden", "this API key lacks the %s scope",
-                        r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
-                        : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
-                                                       : "skills:read");
+                        need);
+        if (skd_key_is_oauth(&req->key))
+            skd__auth_scope_challenge(req, out, need);
         return r;
     }
     unsigned retry = 0;
@@ -713,6 +717,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
+    skd_oauth_warm(skd_engine_oauth(e)); /* the issuers' keys, off the event threads */
     *out = s;
     return 0;
 out:

@@ -24,6 +24,7 @@
 #include "server/mcp.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 typedef struct skd_http_req {
     skd_server *srv;
@@ -36,7 +37,8 @@ typedef struct skd_http_req {
     char param2_buf[260];
     const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
-    int authed; /* 1 when key is valid */
+    int authed;      /* 1 when key is valid */
+    int via_session; /* authenticated by the console's session cookie (console.c) */
     skd_key_info key;
     skd_cancel *cancel; /* fired when the client goes away (borrowed) */
     void *priv;         /* http.c's request state */
@@ -81,6 +83,19 @@ extern const skd_route skd__routes[];
 /* Route handlers (rest.c, mcp_http.c, ...). */
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
 void skd__rest_runs(skd_http_req *req, skd_http_reply *out);
+void skd__rest_usage(skd_http_req *req, skd_http_reply *out);
+/* The operator console (console.c). */
+void skd__ui_index(skd_http_req *req, skd_http_reply *out);
+void skd__ui_file(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signin(skd_http_req *req, skd_http_reply *out);
+void skd__ui_whoami(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signout(skd_http_req *req, skd_http_reply *out);
+/* Authenticate by the console's session cookie: SKD_ENOENT when the
+ * request has none (or the path does not take it: /v1/... and /ui/session
+ * only), 0 when req->key is its key, else the refusal is in out (401; 403
+ * for a state-changing request from another origin or without the CSRF
+ * token). */
+int skd__ui_auth(skd_http_req *req, skd_http_reply *out);
 void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out);
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);
@@ -94,6 +109,9 @@ void skd__rest_execution(skd_http_req *req, skd_http_reply *out);
 void skd__rest_keys_list(skd_http_req *req, skd_http_reply *out);
 void skd__rest_keys_create(skd_http_req *req, skd_http_reply *out);
 void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out);
+void skd__rest_secret_set(skd_http_req *req, skd_http_reply *out);
+void skd__rest_secret_list(skd_http_req *req, skd_http_reply *out);
+void skd__rest_secret_delete(skd_http_req *req, skd_http_reply *out);
 /* rest_sandboxes.c: live sandboxes. */
 void skd__rest_sandbox_create(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_list(skd_http_req *req, skd_http_reply *out);
@@ -140,6 +158,12 @@ void skd__http_on_hangup(skd_http_req *req, void (*fn)(void *), void *arg, void 
 /* auth.c: check "Authorization: Bearer <secret>"; 0 with req->key set, or
  * an answer already in out (401). */
 int skd__auth_bearer(skd_http_req *req, skd_http_reply *out);
+/* auth.c: add the RFC 6750 insufficient_scope challenge naming scope to
+ * the 403 answer already in out, so that an OAuth client can step up. */
+void skd__auth_scope_challenge(skd_http_req *req, skd_http_reply *out, const char *scope);
+/* auth.c: GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728); 404
+ * when OAuth is off. */
+void skd__auth_resource_metadata(skd_http_req *req, skd_http_reply *out);
 /* auth.c: Host and Origin against the allow lists; 0, or 403 in out. */
 int skd__auth_host_origin(skd_http_req *req, skd_http_reply *out);
 /* auth.c: 1 when value (host[:port]) names an allowed host in the CSV list. */

@@ -101,6 +101,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (m.has_config != (m.limits_seen == (1u << SKD_LIMIT_N) - 1))
         abort();
+    for (int i = 0; m.has_usage && i < 3; i++)
+        if (m.usage[i] < 0)
+            abort(); /* metering is never negative */
     /* The fds stay open, owned by the message, until taken or freed. */
     for (int i = 0; i < n; i++)
         if (fcntl(fds[i], F_GETFD) == -1)

@@ -73,6 +73,11 @@ int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
 void skd__cgroup_kill(skd__cgroup *cg);
 /* 1 when the kernel OOM-killed a process of this cgroup. */
 int skd__cgroup_oom_killed(skd__cgroup *cg);
+/* What the cgroup's processes used, from its own counters: CPU time in
+ * microseconds (v2 cpu.stat usage_usec; v1 cpuacct.usage) and the memory
+ * high-water mark in bytes (v2 memory.peak; v1 memory.max_usage_in_bytes);
+ * each -1 when the kernel does not keep it here. */
+void skd__cgroup_usage(skd__cgroup *cg, int64_t *cpu_us, int64_t *mem_peak);
 /* How many times the kernel OOM-killed a process of this cgroup so far
  * (a live sandbox's exec compares it before and after). */
 long long skd__cgroup_oom_count(skd__cgroup *cg);
@@ -149,7 +154,7 @@ struct skd__native_child {
     unsigned long long fsize; /* RLIMIT_FSIZE */
     const struct sock_fprog *seccomp;
     int sync_fd;   /* read end: "g" after the id maps */
-    int cg_fds[4]; /* cgroup v1: the run's "tasks" files, written "0" first */
+    int cg_fds[8]; /* cgroup v1: the run's "tasks" files, written "0" first */
     int ncg;
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;

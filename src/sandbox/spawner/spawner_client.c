@@ -142,6 +142,8 @@ static int remote_prepare(const skd__sandbox_req *req, void **state, skd_err *er
     skd__spawn_out_str(&o, SKD__T_ID, req->id);
     skd__spawn_out_str(&o, SKD__T_IMAGE, req->image);
     skd__spawn_out_str(&o, SKD__T_CWD, req->cwd);
+    if (req->ca_pem)
+        skd__spawn_out_str(&o, SKD__T_CA_PEM, req->ca_pem);
     if (req->live)
         skd__spawn_out_str(&o, SKD__T_LIVE, req->live);
     for (char *const *a = req->argv; *a; a++)
@@ -251,6 +253,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
         out->ws_checked = rep.has_ws;
         out->ws_error = rep.ws_code;
         out->ws_bytes = rep.ws_bytes;
+        if (rep.has_usage) { /* checked >= 0 by the decoder */
+            out->cpu_us = rep.usage[0];
+            out->mem_peak = rep.usage[1];
+            out->ws_written = (uint64_t)rep.usage[2];
+        }
         if (rep.ws_message)
             skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
     } else if (out && rc != 0 && s->spawned) {

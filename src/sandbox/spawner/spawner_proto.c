@@ -115,6 +115,11 @@ void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes)
     put_field(o, SKD__T_WORKSPACE, w, sizeof(w));
 }
 
+void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3])
+{
+    put_field(o, SKD__T_USAGE, v, 3 * sizeof(int64_t));
+}
+
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role)
 {
     if (o->nfds >= SKD__SPAWN_MAX_FDS - 1 || fd < 0) { /* one slot kept for the memfd */
@@ -366,6 +371,10 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             if (set_once(&m->cwd, take_str(m, &off, p, n)))
                 return bad(m, err, "bad working directory");
             break;
+        case SKD__T_CA_PEM:
+            if (set_once(&m->ca_pem, take_str(m, &off, p, n)))
+                return bad(m, err, "bad CA certificate");
+            break;
         case SKD__T_LIVE:
             if (set_once(&m->live, take_str(m, &off, p, n)))
                 return bad(m, err, "bad live sandbox id");
@@ -387,6 +396,15 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             m->ws_code = v32;
             memcpy(&m->ws_bytes, p + 8, 8);
             m->has_ws = 1;
+            break;
+        case SKD__T_USAGE:
+            if (n != 3 * sizeof(int64_t) || m->has_usage)
+                return bad(m, err, "bad usage");
+            memcpy(m->usage, p, sizeof(m->usage));
+            for (int i = 0; i < 3; i++)
+                if (m->usage[i] < 0)
+                    return bad(m, err, "bad usage");
+            m->has_usage = 1;
             break;
         case SKD__T_ARG:
         case SKD__T_ENV: {
