@@ -116,6 +116,8 @@ static const struct key keys[] = {
     {"SKILLS_SANDBOX_MAX_LIVE_PER_KEY", K_INT, "4", 0, 4096, 0,
      "live sandboxes a key may hold at once (0: none)"},
     {"SKILLS_SANDBOX_MAX_LIVE", K_INT, "64", 0, 65536, 0, "live sandboxes at once, all keys"},
+    {"SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES", K_INT, "268435456", 0, I64MAX, 0,
+     "bytes a live sandbox may write to its root layer (0: its root stays read-only)"},
     {"SKILLS_SANDBOX_IDLE_TIMEOUT_MS", K_INT, "600000", 1000, 86400000, 0,
      "a live sandbox with no exec for this long ends (the default and the ceiling of "
      "idleTimeoutMs)"},

@@ -578,6 +578,8 @@ static int spawner_conf(skd_runner *r, const skd_config *cfg, const skd_runner_o
     k->defaults = r->defaults;
     k->warm = opts->one_run ? 1 : 2;
     k->workspace_max_entries = cfg ? skd_config_int(cfg, "SKILLS_WORKSPACE_MAX_ENTRIES") : 0;
+    k->root_layer_max =
+        cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES") : 256LL * 1024 * 1024;
     return 0;
 }
 

@@ -4,8 +4,10 @@
 #   1. create answers 201 with the id, state, times and limits; a limit
 #      above the operator's ceiling and an unknown field are 400
 #      invalid_input naming the field.
-#   2. what a live sandbox keeps: a file in /tmp written by one exec is read
-#      by the next; every exec runs as the sandbox user.
+#   2. what a live sandbox keeps: a file in /tmp and a program in
+#      /usr/local (its root layer) written by one exec are there for the
+#      next, the host's /usr/local untouched; the root layer's byte cap
+#      holds; every exec runs as the sandbox user.
 #   2b. a background `python3 -m http.server` answers a later exec on
 #      127.0.0.1; its output is read by offset; it is listed, killed by
 #      DELETE, and what it was is still listed.
@@ -29,7 +31,7 @@
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
 
-start_server SKILLS_SANDBOX_MAX_LIVE_PER_KEY=4
+start_server SKILLS_SANDBOX_MAX_LIVE_PER_KEY=4 SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES=8388608
 [ -n "$ADMIN" ] || { fail "server starts" "$(tail -5 "$TMP/serve.err")"; finish; }
 K1=$(new_key l1 skills:execute | cut -d' ' -f2)
 K2=$(new_key l2 skills:execute | cut -d' ' -f2)
@@ -61,6 +63,14 @@ expect_json "an exec runs as the sandbox user" 'j["success"] and j["stdout"] == 
 as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"cat","args":["/tmp/state"]}'
 expect_json "/tmp is kept between execs" 'j["success"] and j["stdout"] == "kept\n"'
 expect_json "the result names the live sandbox" "j['sandboxId'] == '$ID'"
+TOOL="skd-live-tool-$$"
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d "{\"command\":\"sh\",\"args\":[\"-c\",\"printf '#!/bin/sh\\\\necho tool ran\\\\n' > /usr/local/bin/$TOOL && chmod +x /usr/local/bin/$TOOL\"]}"
+expect_json "an exec installs a program in /usr/local" 'j["success"]'
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d "{\"command\":\"$TOOL\"}"
+expect_json "the root layer is kept: a later exec runs it from PATH" 'j["success"] and j["stdout"] == "tool ran\n"'
+[ ! -e "/usr/local/bin/$TOOL" ] && pass "the host's /usr/local is untouched" || fail "the host's /usr/local is untouched" "/usr/local/bin/$TOOL exists"
+as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","head -c 16777216 /dev/zero > /usr/local/big; echo rc=$?; rm -f /usr/local/big"]}'
+expect_json "the root layer's byte cap holds (16 MiB into 8 MiB)" '"rc=1" in j["stdout"] and "No space left" in j["stderr"]'
 
 # ---- 2b ----
 as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"python3","args":["-u","-m","http.server","8123","--bind","127.0.0.1"],"cwd":"/tmp","background":true}'

@@ -2,7 +2,8 @@
 # The escape battery's cross-sandbox cases between two live sandboxes of
 # different keys (docs/sandbox.md, "Live sandboxes"): from the attacker's
 # sandbox, `kill -9 -1`, `pkill -9`, PTRACE_ATTACH on every pid it can name,
-# a look at every /proc/N/cmdline and a read of the victim's /tmp file.
+# a look at every /proc/N/cmdline and a read of the victim's /tmp file and
+# of a file in its root layer (/usr/local).
 # The victim's background process runs on as the same host process, stays
 # invisible, its /tmp file is read only by the victim's own sandbox, and
 # both sandboxes live on.
@@ -32,7 +33,7 @@ as "$KA" POST /v1/sandboxes -d '{}'
 SA=$(echo "$BODY" | "$JGET" .id)
 [ -n "$SV" ] && [ -n "$SA" ] && pass "two live sandboxes of two keys" || fail "two live sandboxes of two keys" "$BODY"
 
-ex "$KV" "$SV" "echo $SECRET > /tmp/secret"
+ex "$KV" "$SV" "echo $SECRET > /tmp/secret; echo $SECRET > /usr/local/secret"
 as "$KV" POST "/v1/sandboxes/$SV/exec" -d "{\"command\":\"sleep\",\"args\":[\"$VICTIM\"],\"background\":true}"
 for _ in $(seq 1 200); do pgrep -f "^sleep $VICTIM\$" >/dev/null && break; sleep 0.05; done
 before=$(pgrep -f "^sleep $VICTIM\$")
@@ -42,7 +43,7 @@ ex "$KA" "$SA" "kill -9 -1; pkill -9 sleep; python3 -c '
 import ctypes
 libc = ctypes.CDLL(None)
 print(\"attached\", sum(1 for p in range(1, 4096) if libc.ptrace(16, p, 0, 0) == 0))
-'; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; cat /tmp/secret 2>&1; ls -A /tmp; true"
+'; cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' ' '; echo; cat /tmp/secret /usr/local/secret 2>&1; ls -A /tmp /usr/local; true"
 ATTACK=$(out)
 after=$(pgrep -f "^sleep $VICTIM\$")
 [ -n "$before" ] && [ "$before" = "$after" ] && pass "cannot signal the other key's live sandbox" ||
@@ -56,8 +57,8 @@ if echo "$ATTACK" | grep -q "$SECRET"; then fail "cannot read the other sandbox'
 as "$KA" POST "/v1/sandboxes/$SV/exec" -d '{"command":"cat","args":["/tmp/secret"]}'
 expect_status "the other key's sandbox id is not_found to the attacker" 404
 
-ex "$KV" "$SV" "cat /tmp/secret"
-[ "$(out)" = "$SECRET" ] && pass "the victim's sandbox lives on with its /tmp" || fail "the victim's sandbox lives on with its /tmp" "$BODY"
+ex "$KV" "$SV" "cat /tmp/secret /usr/local/secret"
+[ "$(out)" = "$SECRET"$'\n'"$SECRET" ] && pass "the victim's sandbox lives on with its /tmp" || fail "the victim's sandbox lives on with its /tmp" "$BODY"
 ex "$KA" "$SA" "echo still"
 [ "$(out)" = still ] && pass "the attacker's own sandbox lives on (kill -9 -1 reached only its own exec)" ||
     fail "the attacker's own sandbox lives on" "$BODY"

@@ -242,12 +242,13 @@ void skd__native_flush(void);
 int skd__native_flush_one(void);
 
 /* Live sandboxes of this process (native_live.c). Create starts one for
- * req (borrowed; req->id names it, req->argv is not used) and waits until
- * its init is ready: 0, SKD_EEXISTS, or SKD_ESANDBOX naming the step.
+ * req (borrowed; req->id names it, req->argv is not used) with a writable
+ * root layer of root_layer_max bytes (0, or rootless: the root stays
+ * read-only) and waits until its init is ready: 0, SKD_EEXISTS, or SKD_ESANDBOX naming the step.
  * Delete kills every process of it and removes its cgroup: 0 or
  * SKD_ENOENT. drop_all ends every one (the spawner's exit). An exec into
  * one is a run of skd__provider_native_live, whose req->live names it. */
-int skd__native_live_create(const skd__sandbox_req *req, skd_err *err);
+int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max, skd_err *err);
 int skd__native_live_delete(const char *id);
 void skd__native_live_drop_all(void);
 size_t skd__native_live_count(void);

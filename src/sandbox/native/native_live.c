@@ -22,6 +22,7 @@
 #include "sandbox/native/native_int.h"
 #include "skilld/log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/sched.h>
@@ -30,6 +31,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +40,11 @@
 #ifndef P_PIDFD
 #define P_PIDFD 3
 #endif
+
+/* Directories of /usr/local made the sandbox user's in the root layer, at
+ * most, and how deep. */
+#define LOCAL_DIRS_MAX 256
+#define LOCAL_DEPTH 3
 
 /* How long a new live sandbox's init may take to report ready. */
 #define READY_WAIT_MS 10000
@@ -108,6 +116,134 @@ static void live_end(struct live *l)
     }
 }
 
+/* ---- the writable root layer ----
+ * Each top-level directory the new root binds from the host or the image
+ * (usr, lib, ...) is bound from an overlay instead: the read-only original
+ * below, an upper directory on one tmpfs of root_layer_max bytes above.
+ * The overlays are mounted here, in the spawner's mount namespace, under a
+ * directory of their own; the sandbox's mount namespace, a copy made by
+ * clone3, binds them, and once the init is ready this process lets go of
+ * its copies: what the sandbox wrote lives in its namespace only, and goes
+ * with it. /usr/local's directories are the sandbox user's in the upper
+ * layer, so that an install there works; everything else keeps its owner
+ * (root, unmapped in the sandbox: read-only to it). */
+
+struct layer {
+    char dir[PATH_MAX];
+    char merged[16][PATH_MAX];
+    int nmerged;
+    int tmpfs;
+};
+
+static int path_ok_for_overlay(const char *p)
+{
+    return !strpbrk(p, ",:\\=");
+}
+
+static int dir_as_sandbox_user(const char *path)
+{
+    return (mkdir(path, 0755) == 0 || errno == EEXIST) &&
+           chown(path, SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID,
+                 SKD_NATIVE_HOST_BASE + SKD_NATIVE_UID) == 0;
+}
+
+/* The directories under lower (a /usr/local), depth at most LOCAL_DEPTH,
+ * made in upper as the sandbox user's. */
+static void own_local_dirs(const char *lower, const char *upper, int depth, int *budget)
+{
+    DIR *d = opendir(lower);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && *budget > 0) {
+        char lp[PATH_MAX], up[PATH_MAX];
+        struct stat st;
+        if (e->d_name[0] == '.' && (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+            continue;
+        if (snprintf(lp, sizeof(lp), "%s/%s", lower, e->d_name) >= (int)sizeof(lp) ||
+            snprintf(up, sizeof(up), "%s/%s", upper, e->d_name) >= (int)sizeof(up) ||
+            lstat(lp, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        (*budget)--;
+        if (dir_as_sandbox_user(up) && depth + 1 < LOCAL_DEPTH)
+            own_local_dirs(lp, up, depth + 1, budget);
+    }
+    closedir(d);
+}
+
+/* Let go of this process's copies of the layer's mounts. */
+static void layer_release(struct layer *ly)
+{
+    for (int i = 0; i < ly->nmerged; i++)
+        umount2(ly->merged[i], MNT_DETACH);
+    ly->nmerged = 0;
+    if (ly->tmpfs)
+        umount2(ly->dir, MNT_DETACH);
+    ly->tmpfs = 0;
+    if (ly->dir[0])
+        rmdir(ly->dir);
+    ly->dir[0] = '\0';
+}
+
+static int layer_make(struct live *l, struct nstate *s, int64_t max, struct layer *ly, skd_err *err)
+{
+    char opts[64], p[PATH_MAX];
+    snprintf(opts, sizeof(opts), "size=%lld,mode=0755", (long long)max);
+    if (snprintf(ly->dir, sizeof(ly->dir), "%s-live-%s", skd__nat.stage, l->id) >=
+            (int)sizeof(ly->dir) ||
+        mkdir(ly->dir, 0700) != 0) {
+        ly->dir[0] = '\0';
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: mkdir: %s",
+                           strerror(errno));
+    }
+    if (mount("tmpfs", ly->dir, "tmpfs", MS_NOSUID | MS_NODEV, opts) != 0)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: tmpfs: %s",
+                           strerror(errno));
+    ly->tmpfs = 1;
+    size_t sl = strlen(skd__nat.stage);
+    for (size_t i = 0; i < s->nents; i++) {
+        struct mnt_entry *m = &s->ents[i];
+        const char *name = m->dst + sl + 1;
+        if (m->kind != MNT_BIND_DIR || m->devices || strncmp(m->dst, skd__nat.stage, sl) != 0 ||
+            m->dst[sl] != '/' || strchr(name, '/') || !path_ok_for_overlay(m->src))
+            continue;
+        if (ly->nmerged >= (int)(sizeof(ly->merged) / sizeof(ly->merged[0])))
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: too many layers");
+        char up[PATH_MAX], work[PATH_MAX], merged[PATH_MAX];
+        char o[3 * PATH_MAX + 64];
+        if (snprintf(up, sizeof(up), "%s/u-%s", ly->dir, name) >= (int)sizeof(up) ||
+            snprintf(work, sizeof(work), "%s/w-%s", ly->dir, name) >= (int)sizeof(work) ||
+            snprintf(merged, sizeof(merged), "%s/m-%s", ly->dir, name) >= (int)sizeof(merged) ||
+            mkdir(up, 0755) != 0 || mkdir(work, 0700) != 0 || mkdir(merged, 0755) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: mkdir: %s",
+                               strerror(errno));
+        if (strcmp(name, "usr") == 0) {
+            int budget = LOCAL_DIRS_MAX;
+            char ul[PATH_MAX];
+            struct stat st;
+            if (snprintf(p, sizeof(p), "%s/local", m->src) < (int)sizeof(p) &&
+                snprintf(ul, sizeof(ul), "%s/local", up) < (int)sizeof(ul) && stat(p, &st) == 0 &&
+                S_ISDIR(st.st_mode)) {
+                if (dir_as_sandbox_user(ul))
+                    own_local_dirs(p, ul, 0, &budget);
+            }
+        }
+        if (snprintf(o, sizeof(o), "lowerdir=%s,upperdir=%s,workdir=%s", m->src, up, work) >=
+                (int)sizeof(o) ||
+            mount("overlay", merged, "overlay", MS_NOSUID | MS_NODEV, o) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: overlay on %s: %s",
+                               m->src, strerror(errno));
+        memcpy(ly->merged[ly->nmerged++], merged, sizeof(merged));
+        char *src = strdup(merged);
+        if (!src)
+            return skd_err_set(err, SKD_ENOMEM, "out of memory");
+        free(m->src);
+        m->src = src;
+        m->writable = 1;
+    }
+    return 0;
+}
+
 static void live_unref(struct live *l)
 {
     if (--l->refs > 0)
@@ -153,9 +289,11 @@ static int wait_ready(int fd, skd_err *err)
     }
 }
 
-int skd__native_live_create(const skd__sandbox_req *req, skd_err *err)
+int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max, skd_err *err)
 {
     int rc;
+    struct layer ly;
+    memset(&ly, 0, sizeof(ly));
     if (live_find(req->id))
         return skd_err_set(err, SKD_EEXISTS, "native sandbox: live sandbox %s exists", req->id);
     rc = skd__native_detect(err);
@@ -211,6 +349,10 @@ int skd__native_live_create(const skd__sandbox_req *req, skd_err *err)
     if ((rc = skd__native_fill_child(s, err)) || (rc = skd__native_open_mounts(s, err)) ||
         (rc = skd__cgroup_create(l->id, &l->cfg, &s->cg, err)))
         goto fail;
+    /* Rootless, no overlay can be mounted here: the root stays read-only. */
+    if (!skd__nat.rootless && root_layer_max > 0 &&
+        (rc = layer_make(l, s, root_layer_max, &ly, err)) != 0)
+        goto fail;
     s->child.live = 1;
     /* A new mount namespace copies the spawner's: let the owed teardowns
      * go first (as native_spawn does). */
@@ -246,9 +388,11 @@ int skd__native_live_create(const skd__sandbox_req *req, skd_err *err)
         goto fail;
     }
     skd__native_close_ends(&sp);
+    layer_release(&ly); /* the sandbox's namespace holds its own copies */
     return 0;
 fail:
     skd__native_close_ends(&sp);
+    layer_release(&ly);
     live_unref(l);
     return rc;
 }

@@ -398,7 +398,7 @@ static void on_live_create(skd__spawn_msg *m)
             .workspace_fd = ws_fd,
             .skill_fd = -1,
         };
-        rc = skd__native_live_create(&req, &err);
+        rc = skd__native_live_create(&req, S.conf->root_layer_max, &err);
     }
     if (rc)
         reply_error(m->handle, rc, skd_err_msg(&err));

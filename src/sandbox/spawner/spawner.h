@@ -25,6 +25,7 @@ typedef struct skd__spawner_conf {
      * DATA_DIR's filesystem a commit leaves free. */
     long long workspace_quota, data_reserve;
     long long workspace_max_entries; /* SKILLS_WORKSPACE_MAX_ENTRIES (0: the default) */
+    long long root_layer_max;        /* SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES: a live sandbox's */
     /* A run's defaults (the operator's): pre-made sandboxes are made with
      * this /tmp size and these limits (native.c), never a tenant's. */
     skd_sandbox_config defaults;
