@@ -147,6 +147,7 @@ async function showExecution(id) {
   add('Key', keyLabel(x.keyId));
   add('Skill', x.skill + '@' + x.version);
   add('Result', x.status + (x.errorCode ? ': ' + x.errorCode : ''));
+  if (x.errorMessage) add('Error', x.errorMessage);
   add('Duration', x.durationMs + ' ms');
   add('Time', fmtTime(x.createdAt));
   add('Input SHA-256', x.inputSha256);

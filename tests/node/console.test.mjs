@@ -142,6 +142,13 @@ try {
     assert(await page.isVisible('#exec-empty'), 'no empty state');
     assert((await page.textContent('#exec-empty')).includes('Run a skill'), 'the empty state says nothing to do');
   });
+  await check('the detail of a failed call shows its error code and message', async () => {
+    await filter({});
+    await page.click(`#exec-table tr[data-id="${r.body.executionId}"]`);
+    await page.waitForSelector('#exec-detail:not([hidden])');
+    const text = await page.textContent('#exec-detail');
+    assert(text.includes('not_found') && text.includes(r.body.error.message), text.slice(0, 400));
+  });
   await check('the detail view opens from the keyboard and shows the result and its egress', async () => {
     await filter({});
     const row = page.locator(`#exec-table tr[data-id="${loop.body.executionId}"]`);
