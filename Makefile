@@ -12,7 +12,8 @@
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libssl libcrypto nettle libxml-2.0 libarchive libsystemd
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libssl libcrypto nettle libxml-2.0 libarchive libsystemd \
+            cjose
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 WARN     := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2 \
@@ -25,12 +26,15 @@ LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
 # a command that needs none of them does not pay the loader for them and
 # their dependencies. x86-64 only (the trampolines are assembly); elsewhere,
 # or with LAZY_PKGS=, they are linked as usual. Tests link everything.
-LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libssl libcrypto nettle libpq libsystemd
+LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libssl libcrypto nettle libpq libsystemd cjose
 ifneq ($(shell uname -m),x86_64)
 LAZY_PKGS :=
 endif
 LAZY_PKGS := $(filter $(PKGS),$(LAZY_PKGS))
-LAZY_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS) 2>/dev/null)))
+# A lazy library's own dependencies that skilld links anyway (cjose's
+# jansson) stay linked: only the others get trampolines.
+EAGER_LIBS := $(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null)))
+LAZY_LIBS := $(filter-out $(EAGER_LIBS),$(patsubst -l%,%,$(filter -l%,$(shell pkg-config --libs $(LAZY_PKGS) 2>/dev/null))))
 SKILLD_LDLIBS := $(shell pkg-config --libs $(filter-out $(LAZY_PKGS),$(PKGS)) 2>/dev/null) \
                  -lpthread -ldl $(EXTRA_LDLIBS)
 

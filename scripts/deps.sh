@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 
 BUILD_PKGS=(build-essential pkg-config clang libjansson-dev libmicrohttpd-dev
     libcurl4-openssl-dev libseccomp-dev libsqlite3-dev libssl-dev libxml2-dev libcap-dev
-    libarchive-dev libsystemd-dev libpq-dev nettle-dev)
+    libarchive-dev libsystemd-dev libpq-dev nettle-dev libcjose-dev)
 # Test-only packages. Add yours here (one list, sorted by purpose).
 TEST_PKGS=(valgrind clang-format python3 python3-pip git curl iproute2 busybox-static bubblewrap sqlite3
     nodejs npm procps psmisc util-linux time

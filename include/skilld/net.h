@@ -106,6 +106,12 @@ typedef struct skd_fetch_req {
     size_t max_bytes;     /* body bytes kept, counted after decompression */
     int follow_redirects; /* follow up to SKD_HTTP_MAX_REDIRECTS, each checked */
     skd_cancel *cancel;   /* optional */
+    /* The URL is the operator's own configuration (an OAuth issuer and the
+     * key set on its origin, src/engine/oauth.c): the default policy's
+     * refusal of private and loopback addresses does not apply to it
+     * (SKILLS_OUTBOUND_DENY_HOSTS still does). Never set for a URL that a
+     * caller, a skill or a remote document chose. */
+    int operator_url;
 } skd_fetch_req;
 
 /* The answer. Every pointer is owned by the response (skd_fetch_resp_free). */

@@ -37,6 +37,8 @@ enum skd_mode { SKD_MODE_DIRECT, SKD_MODE_SANDBOX };
 /* Progress report from a running handler: progress of total (total may be 0
  * when unknown), with an optional message. Called on the handler's thread. */
 typedef void (*skd_progress_fn)(void *arg, double progress, double total, const char *message);
+/* A chunk of a running command's output (stream: "stdout" or "stderr"). */
+typedef void (*skd_output_fn)(void *arg, const char *stream, const char *data, size_t len);
 
 /* What a handler knows about the call. Everything is borrowed for the
  * duration of the call. A handler reaches the engine only through this
@@ -70,6 +72,11 @@ typedef struct skd_ctx {
     void *progress_arg;
     const char *execution_id; /* UUID of this execution (audit row id) */
     skd_usage *usage;         /* may be NULL: what the call used goes here */
+    /* May be NULL: output of a running command as it arrives (stream
+     * "stdout" or "stderr"), for transports that stream it (SSE, MCP
+     * progress). Called on the calling thread; may block briefly. */
+    skd_output_fn output;
+    void *output_arg;
 } skd_ctx;
 
 /* A handler gets the validated input (borrowed) and returns a new reference

@@ -73,6 +73,11 @@ int skd_store_key_create(skd_store *st, const char *name, unsigned scopes, char 
  * SKD_EUNAUTH when unknown or revoked. */
 int skd_store_key_auth(skd_store *st, const char *secret, skd_key_info *info, skd_err *err);
 int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err *err);
+/* The key row id (an OAuth tenant's: no secret can match it), created with
+ * name and scopes when absent; *info is the row as stored (an existing
+ * row keeps its own name, scopes and revoked flag). */
+int skd_store_key_ensure(skd_store *st, const char *id, const char *name, unsigned scopes,
+                         skd_key_info *info, skd_err *err);
 int skd_store_key_revoke(skd_store *st, const char *id, skd_err *err);
 /* Array of key objects {id, name, scopes[], created, revoked}. New ref. */
 json_t *skd_store_key_list(skd_store *st, skd_err *err);

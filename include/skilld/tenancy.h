@@ -111,8 +111,17 @@ int skd_engine_ui_session(skd_engine *e, const char *token, skd_key_info *info,
 int skd_engine_ui_signout(skd_engine *e, const char *token, skd_err *err);
 
 /* The key a bearer secret belongs to (live keys only): 0 with *info set, or
- * SKD_EUNAUTH. */
+ * SKD_EUNAUTH. With OAuth configured (SKILLD_OAUTH_ISSUER), a secret that
+ * is not an API key is verified as a JWT access token (include/skilld/
+ * oauth.h) and its (issuer, sub) is the tenant: a key row "oa_<32 hex>"
+ * made on first use, which an admin may revoke like any key; info->scopes
+ * are then the token's scopes within that row's. SKD_ENETWORK or
+ * SKD_EUPSTREAM when the issuer's keys cannot be had. */
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err);
+/* The resource server (borrowed), or NULL when OAuth is off. */
+struct skd_oauth *skd_engine_oauth(skd_engine *e);
+/* 1 when the key is an OAuth tenant rather than an API key. */
+int skd_key_is_oauth(const skd_key_info *info);
 /* The key with this id (revoked ones too, info->revoked says). */
 int skd_engine_key_get(skd_engine *e, const char *id, skd_key_info *info, skd_err *err);
 

@@ -9,7 +9,8 @@
  * exists and can reach and write DATA_DIR (checked as that user, nothing
  * changed); rootless, this user can. The probes then run a sandboxed
  * `true` through a real runner, which forks the spawner and prepares the
- * cgroup it will use, as a call does.
+ * cgroup it will use, as a call does. With OAuth on, the last check reads
+ * every issuer's metadata and key set, as a server's first token would.
  */
 #include <pwd.h>
 #include <stdio.h>
@@ -18,6 +19,7 @@
 
 #include "cli/cli.h"
 #include "skilld/doctor.h"
+#include "skilld/oauth.h"
 
 static void print_table(const json_t *report)
 {
@@ -78,6 +80,43 @@ static json_t *check_data_dir(skd_cli *cli)
     return c;
 }
 
+/* The oauth check (SKILLD_OAUTH_ISSUER set): the settings hold, and every
+ * issuer's metadata and key set can be read from here. A new object, or
+ * NULL when OAuth is off. */
+static json_t *check_oauth(skd_cli *cli)
+{
+    skd_oauth *o = NULL;
+    skd_err err = {0};
+    if (!*skd_config_str(cli->cfg, "SKILLD_OAUTH_ISSUER"))
+        return NULL;
+    if (skd_oauth_new(cli->cfg, &o, &err) != 0)
+        return json_pack("{s:s, s:s, s:s, s:s}", "name", "oauth", "status", "fail", "detail",
+                         skd_err_msg(&err), "fix",
+                         "correct SKILLD_PUBLIC_URL, SKILLD_OAUTH_ISSUER or SKILLD_OAUTH_SCOPES");
+    json_t *issuers = skd_oauth_probe(o);
+    skd_oauth_free(o);
+    char detail[2048] = "";
+    size_t n = 0, i;
+    int ok = issuers != NULL;
+    json_t *v;
+    json_array_foreach (issuers, i, v) {
+        ok &= json_is_true(json_object_get(v, "ok"));
+        if (n < sizeof(detail))
+            n += (size_t)snprintf(detail + n, sizeof(detail) - n, "%s%s: %s", i ? "; " : "",
+                                  skd_json_str(v, "issuer", "?"), skd_json_str(v, "detail", ""));
+    }
+    json_decref(issuers);
+    json_t *c = json_pack("{s:s, s:s, s:s}", "name", "oauth", "status", ok ? "ok" : "fail",
+                          "detail", detail);
+    if (c && !ok)
+        json_object_set_new(c, "fix",
+                            json_string("each issuer's /.well-known/oauth-authorization-server "
+                                        "or /.well-known/openid-configuration, and its "
+                                        "jwks_uri, must answer from this host; check "
+                                        "SKILLD_OAUTH_ISSUER"));
+    return c;
+}
+
 int skd__cli_doctor(skd_cli *cli, int argc, char **argv)
 {
     int as_json = argc == 2 && strcmp(argv[1], "--json") == 0;
@@ -94,6 +133,12 @@ int skd__cli_doctor(skd_cli *cli, int argc, char **argv)
     if (strcmp(skd_json_str(dd, "status", ""), "fail") == 0)
         json_object_set_new(report, "status", json_string("fail"));
     json_array_insert_new(json_object_get(report, "checks"), 0, dd);
+    json_t *oa = check_oauth(cli);
+    if (oa) {
+        if (strcmp(skd_json_str(oa, "status", ""), "fail") == 0)
+            json_object_set_new(report, "status", json_string("fail"));
+        json_array_append_new(json_object_get(report, "checks"), oa);
+    }
     if (as_json)
         skd__cli_print_json(report);
     else

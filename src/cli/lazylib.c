@@ -2,8 +2,8 @@
  * Libraries loaded on first use (bench/README.md, "skilld exec start-up").
  *
  * build/skilld is linked without the libraries in the Makefile's LAZY_PKGS
- * (libcurl, libxml2, libarchive, libmicrohttpd, sqlite3, libcrypto, nettle, and
- * libpq and libsystemd where they are used): scripts/lazy-stubs.sh
+ * (libcurl, libxml2, libarchive, libmicrohttpd, sqlite3, libcrypto, nettle,
+ * libcjose, and libpq and libsystemd where they are used): scripts/lazy-stubs.sh
  * generates, for every function of theirs that skilld calls, a trampoline
  * of the same name that jumps through skd__lazy_ptr[i]. The first call of
  * any function of a library lands here: the library is opened with dlopen

@@ -112,6 +112,16 @@ static const struct key keys[] = {
      "concurrent sandboxes (0: 4 x cores)"},
     {"SKILLS_SANDBOX_MAX_PER_KEY", K_INT, "0", 0, 4096, 0,
      "concurrent sandboxes per key (0: half the global cap)"},
+    /* live sandboxes (src/sandbox/live.c, docs/sandbox.md) */
+    {"SKILLS_SANDBOX_MAX_LIVE_PER_KEY", K_INT, "4", 0, 4096, 0,
+     "live sandboxes a key may hold at once (0: none)"},
+    {"SKILLS_SANDBOX_MAX_LIVE", K_INT, "64", 0, 65536, 0, "live sandboxes at once, all keys"},
+    {"SKILLS_SANDBOX_IDLE_TIMEOUT_MS", K_INT, "600000", 1000, 86400000, 0,
+     "a live sandbox with no exec for this long ends (the default and the ceiling of "
+     "idleTimeoutMs)"},
+    {"SKILLS_SANDBOX_LIFETIME_MS", K_INT, "3600000", 1000, 604800000, 0,
+     "a live sandbox ends this long after its creation (the default and the ceiling of "
+     "lifetimeMs)"},
     {"SKILLS_IMAGE_MAX_BYTES", K_INT, "4294967296", 1, I64MAX, 0,
      "bytes of file data an imported image may hold"},
     {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,
@@ -188,7 +198,14 @@ static const struct key keys[] = {
     {"SKILLD_SHUTDOWN_GRACE_MS", K_INT, "10000", 0, 600000, 0,
      "how long a stop waits for cancelled calls to end"},
     {"SKILLD_PUBLIC_URL", K_STR, "", 0, 0, 0,
-     "base URL clients use to reach this server (agent card); default from Host"},
+     "base URL clients use to reach this server (agent card; the OAuth resource is its /mcp); "
+     "default from Host"},
+    /* OAuth resource server (src/engine/oauth.c, docs/server.md) */
+    {"SKILLD_OAUTH_ISSUER", K_STR, "", 0, 0, 0,
+     "OAuth issuers whose JWT access tokens are accepted, comma-separated (empty: API keys "
+     "only; needs SKILLD_PUBLIC_URL)"},
+    {"SKILLD_OAUTH_SCOPES", K_STR, "skills:read skills:execute", 0, 0, 0,
+     "the most an OAuth token may grant: its scope claim is intersected with these"},
     {"SKILLD_A2A_TASK_RETENTION_S", K_INT, "604800", 60, 31536000, 0,
      "seconds a finished A2A task is kept"},
 /* The sandbox limits (include/skilld/limits.h): the setting of each

@@ -117,6 +117,8 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     }
     if ((rc = skd__builtins_register(e->reg, err)) != 0)
         goto out;
+    if ((rc = skd_oauth_new(cfg, &e->oauth, err)) != 0) /* oauth.c */
+        goto out;
     if ((rc = skd__custom_load(e->skills, err)) != 0) /* src/skills/custom.c */
         goto out;
     /* Skills registered through another replica (src/skills/custom_sync.c). */
@@ -155,6 +157,7 @@ void skd_engine_close(skd_engine *e)
     skd_registry_free(e->reg);
     skd__skills_free(e->skills);
     skd__exec_stats_free(e->stats);
+    skd_oauth_free(e->oauth);
     free(e);
 }
 
@@ -258,6 +261,8 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
         .cancel = c->cancel,
         .progress = c->progress,
         .progress_arg = c->progress_arg,
+        .output = c->output,
+        .output_arg = c->output_arg,
         .execution_id = exec_id,
         .usage = usage,
     };

@@ -5,6 +5,7 @@
 #ifndef SKILLD_ENGINE_INT_H
 #define SKILLD_ENGINE_INT_H
 
+#include "skilld/oauth.h"
 #include "skilld/sandbox.h"
 #include "skilld/skilld.h"
 #include "skilld/store.h"
@@ -26,6 +27,7 @@ struct skd_engine {
     pthread_mutex_t secrets_mu; /* guards the first read of secrets_key */
     unsigned char secrets_key[32];
     int secrets_key_ok;
+    skd_oauth *oauth; /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
 };
 
 /* Let r ask e for a run's secrets (secrets.c); nothing without a store. */

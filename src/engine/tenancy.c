@@ -6,7 +6,12 @@
  * its own rows.
  */
 #include "engine/engine_int.h"
+#include "skilld/log.h"
+#include "skilld/sandbox.h"
 #include "skilld/tenancy.h"
+#include "skilld/util.h"
+
+#include <stdio.h>
 
 #include <string.h>
 
@@ -177,11 +182,52 @@ int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
     return skd_store_ping(e->store, err);
 }
 
+struct skd_oauth *skd_engine_oauth(skd_engine *e)
+{
+    return e->oauth;
+}
+
+int skd_key_is_oauth(const skd_key_info *info)
+{
+    return strncmp(info->id, "oa_", 3) == 0;
+}
+
+/* The tenant of a verified token: its key row, made on first use. The id
+ * is a digest of (issuer, sub), so every replica names it alike. */
+static int oauth_tenant(skd_engine *e, const skd_oauth_identity *id, skd_key_info *info,
+                        skd_err *err)
+{
+    char digest[SKD_SHA256_HEX_LEN + 1], kid[40], name[128], both[800];
+    int n = snprintf(both, sizeof(both), "%s\n%s", id->issuer, id->sub);
+    if (n < 0 || (size_t)n >= sizeof(both))
+        return skd_err_set(err, SKD_EUNAUTH, "invalid token: issuer and sub are too long");
+    skd_sha256_hex(both, (size_t)n, digest);
+    snprintf(kid, sizeof(kid), "oa_%.32s", digest);
+    /* The name is for people reading GET /v1/keys: cut where it must be. */
+    if (snprintf(name, sizeof(name), "oauth %.100s @ %.200s", id->sub, id->issuer) < 0)
+        name[0] = '\0';
+    name[skd_utf8_cut(name, strlen(name))] = '\0';
+    int rc =
+        skd_store_key_ensure(e->store, kid, name, skd_oauth_allowed_scopes(e->oauth), info, err);
+    if (rc)
+        return rc;
+    if (info->revoked)
+        return skd_err_set(err, SKD_EUNAUTH, "this OAuth tenant has been disabled by an admin");
+    info->scopes &= id->scopes;
+    return 0;
+}
+
 int skd_engine_authenticate(skd_engine *e, const char *secret, skd_key_info *info, skd_err *err)
 {
     int rc = need_store(e, err);
     if (rc)
         return rc;
+    if (e->oauth && strncmp(secret, "skd_", 4) != 0) {
+        skd_oauth_identity id;
+        if ((rc = skd_oauth_verify(e->oauth, secret, &id, err)) != 0)
+            return rc;
+        return oauth_tenant(e, &id, info, err);
+    }
     if (strlen(secret) > 256)
         return skd_err_set(err, SKD_EUNAUTH, "the API key is not valid");
     return skd_store_key_auth(e->store, secret, info, err);
@@ -216,5 +262,16 @@ int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, s
     int rc = need_scope(who, SKD_SCOPE_ADMIN, err);
     if (rc || (rc = need_store(e, err)) != 0)
         return rc;
-    return skd_store_key_revoke(e->store, id, err);
+    if ((rc = skd_store_key_revoke(e->store, id, err)) != 0)
+        return rc;
+    /* A revoked key keeps nothing running: its live sandboxes end. */
+    pthread_mutex_lock(&e->runner_mu);
+    skd_runner *r = e->runner;
+    if (r) {
+        int n = skd_live_delete_key(r, id);
+        if (n > 0)
+            skd_info("key %s revoked: %d live sandbox(es) ended", id, n);
+    }
+    pthread_mutex_unlock(&e->runner_mu);
+    return 0;
 }

@@ -38,6 +38,7 @@ struct fetch {
     skd_buf hdrs; /* raw header lines of the last response */
     int hdr_overflow;
     skd_cancel *cancel;
+    int operator_url; /* skd_fetch_req.operator_url */
 };
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
@@ -56,7 +57,7 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct cur
         skd_err_set(&f->blocked, SKD_EBLOCKED, "only outbound connections are allowed");
         return CURL_SOCKET_BAD;
     }
-    if (skd_net_guard_check_addr(f->guard, f->host, &a->addr, a->addrlen, &e)) {
+    if (!f->operator_url && skd_net_guard_check_addr(f->guard, f->host, &a->addr, a->addrlen, &e)) {
         if (!f->blocked.code)
             f->blocked = e;
         return CURL_SOCKET_BAD;
@@ -466,6 +467,7 @@ int skd_http_fetch(const skd_config *cfg, const skd_fetch_req *req, skd_fetch_re
     skd_buf_init(&f.body, req->max_bytes);
     skd_buf_init(&f.hdrs, HDR_MAX);
     f.cancel = req->cancel;
+    f.operator_url = req->operator_url;
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc)
         return skd_err_set(err, SKD_EINTERNAL, "libcurl could not be initialised");

@@ -51,6 +51,7 @@ typedef struct skd__sandbox_req {
      * with the system's roots in the sandbox's trust bundle
      * (SKD__SANDBOX_TRUST_BUNDLE, sandbox/env.h); NULL: none. */
     const char *ca_pem;
+    const char *live; /* an exec into this live sandbox (its UUID), or NULL */
     /* Server side only (the remote provider): the spawner to ask, and the
      * runtime name the spawner resolves (native|docker|podman|auto). */
     skd__spawner_client *spawner;

@@ -487,13 +487,14 @@ static const struct method {
     const char *v1, *v03;
     json_t *(*fn)(const req *r);
     int stream;
+    int executes; /* runs a skill: needs skills:execute */
 } methods[] = {
-    {"SendMessage", "message/send", m_send, 0},
-    {"SendStreamingMessage", "message/stream", m_stream, 1},
-    {"GetTask", "tasks/get", m_get, 0},
-    {"ListTasks", "tasks/list", m_list, 0},
-    {"CancelTask", "tasks/cancel", m_cancel, 0},
-    {"SubscribeToTask", "tasks/resubscribe", m_subscribe, 1},
+    {"SendMessage", "message/send", m_send, 0, 1},
+    {"SendStreamingMessage", "message/stream", m_stream, 1, 1},
+    {"GetTask", "tasks/get", m_get, 0, 0},
+    {"ListTasks", "tasks/list", m_list, 0, 0},
+    {"CancelTask", "tasks/cancel", m_cancel, 0, 0},
+    {"SubscribeToTask", "tasks/resubscribe", m_subscribe, 1, 0},
 };
 
 static const struct method *find_method(const char *name, int *legacy)
@@ -512,6 +513,13 @@ int skd__a2a_is_stream(const json_t *rq)
     int legacy;
     const struct method *m = find_method(skd_json_str(rq, "method", NULL), &legacy);
     return m && m->stream;
+}
+
+int skd__a2a_executes(const json_t *rq)
+{
+    int legacy;
+    const struct method *m = find_method(skd_json_str(rq, "method", NULL), &legacy);
+    return m && m->executes;
 }
 
 /* "0.3", "0.3.0", "1.0", "1.0.2": major.minor must be 0.3 or 1.0. */

@@ -47,6 +47,8 @@ json_t *skd__a2a_card(skd_a2a *a, const char *base_url, const char *key_id, int 
  * (SendStreamingMessage, SubscribeToTask, message/stream,
  * tasks/resubscribe): its answer is a text/event-stream. */
 int skd__a2a_is_stream(const json_t *req);
+/* 1 when req is a method that runs a skill (message/send, message/stream). */
+int skd__a2a_executes(const json_t *req);
 
 /* Sends one JSON-RPC response object (borrowed) as an SSE event. Returns 0,
  * or -1 when the client is gone (the stream then ends; the task goes on). */

@@ -14,6 +14,7 @@
  * events unwrapped with "final" on the last status update.
  */
 #include "server/a2a_int.h"
+#include "skilld/oauth.h"
 #include "skilld/tenancy.h"
 
 #include <ctype.h>
@@ -48,10 +49,23 @@ static json_t *skills_json(skd_a2a *a, const char *key_id)
     return arr;
 }
 
+/* What the bearer scheme takes: an API key, or with OAuth on an access
+ * token too, whose metadata says where to get one. */
+static void bearer_text(skd_a2a *a, char *buf, size_t cap)
+{
+    struct skd_oauth *o = skd_engine_oauth(a->e);
+    if (o)
+        snprintf(buf, cap, "a skilld API key, or an OAuth access token for %s (%s)",
+                 skd_oauth_resource(o), skd_oauth_metadata_url(o));
+    else
+        snprintf(buf, cap, "a skilld API key");
+}
+
 json_t *skd__a2a_card(skd_a2a *a, const char *base_url, const char *key_id, int legacy)
 {
-    char url[512];
+    char url[512], bearer[1200];
     snprintf(url, sizeof(url), "%s/a2a", base_url);
+    bearer_text(a, bearer, sizeof(bearer));
     json_t *card = json_pack(
         "{s:s, s:s, s:s, s:{s:b, s:b}, s:[s, s], s:[s, s], s:o}", "name", "skilld", "description",
         "skilld runs skills (file, web and sandboxed command skills) for agents. Name the skill "
@@ -67,7 +81,7 @@ json_t *skd__a2a_card(skd_a2a *a, const char *base_url, const char *key_id, int 
         json_object_set_new(card, "preferredTransport", json_string("JSONRPC"));
         json_object_set_new(card, "securitySchemes",
                             json_pack("{s:{s:s, s:s, s:s}}", "bearer", "type", "http", "scheme",
-                                      "bearer", "description", "a skilld API key"));
+                                      "bearer", "description", bearer));
         json_object_set_new(card, "security", json_pack("[{s:[]}]", "bearer"));
         return card;
     }
@@ -78,7 +92,7 @@ json_t *skd__a2a_card(skd_a2a *a, const char *base_url, const char *key_id, int 
                                   A2A_PROTOCOL_V03));
     json_object_set_new(card, "securitySchemes",
                         json_pack("{s:{s:{s:s, s:s}}}", "bearer", "httpAuthSecurityScheme",
-                                  "scheme", "Bearer", "description", "a skilld API key"));
+                                  "scheme", "Bearer", "description", bearer));
     json_object_set_new(card, "securityRequirements",
                         json_pack("[{s:{s:{s:[]}}}]", "schemes", "bearer", "list"));
     return card;

@@ -131,6 +131,17 @@ void skd__a2a_http_post(skd_http_req *req, skd_http_reply *out)
         skd__http_json(out, MHD_HTTP_OK, err_reply);
         return;
     }
+    /* An OAuth token without skills:execute: the challenge its client can
+     * step up from (auth.c), as on /mcp and /v1/execute. */
+    if (skd_key_is_oauth(&req->key) && !(req->key.scopes & SKD_SCOPE_EXECUTE) &&
+        skd__a2a_executes(msg)) {
+        skd__http_json(out, MHD_HTTP_FORBIDDEN,
+                       skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INVALID_REQUEST,
+                                      "this access token lacks the skills:execute scope"));
+        skd__auth_scope_challenge(req, out, "skills:execute");
+        json_decref(msg);
+        return;
+    }
     if (skd__a2a_is_stream(msg)) {
         stream(req, msg, version, out); /* takes msg */
         return;

@@ -1,13 +1,17 @@
 /*
  * Authentication and DNS-rebinding protection for HTTP requests.
  *
- * The bearer secret is checked by the engine (the store compares a SHA-256
- * of the secret in constant time); the key it belongs to becomes the
- * request's identity. Host and Origin headers are compared against allow lists so a
- * web page in a browser cannot reach a local skilld through a rebound DNS
- * name. Nothing from the request is trusted before these checks pass.
+ * The bearer credential is checked by the engine: an API key (the store
+ * compares a SHA-256 of the secret in constant time) or, with OAuth on, a
+ * JWT access token (src/engine/oauth.c); the key or tenant it names becomes
+ * the request's identity. Refusals carry RFC 6750 challenges, with the
+ * protected-resource metadata URL of RFC 9728 when OAuth is on, so that an
+ * MCP client can find where to sign in. Host and Origin headers are compared against allow lists so
+ * a web page in a browser cannot reach a local skilld through a rebound DNS name. Nothing from the
+ * request is trusted before these checks pass.
  */
 #include "server/http.h"
+#include "skilld/oauth.h"
 #include "skilld/tenancy.h"
 
 #include <stdio.h>
@@ -16,11 +20,58 @@
 
 #define WWW_AUTH "Bearer realm=\"skilld\""
 
-static void unauthorized(skd_http_reply *out, const char *www, const char *msg)
+/* The WWW-Authenticate value of a challenge (RFC 6750, 3), with the
+ * resource_metadata of RFC 9728 when OAuth is on. error, scope and desc
+ * may be NULL; desc has its quotes and backslashes replaced. */
+static void challenge(skd_http_req *req, char *buf, size_t cap, const char *error,
+                      const char *scope, const char *desc)
 {
+    struct skd_oauth *o = skd_engine_oauth(skd__server_engine(req->srv));
+    size_t n = (size_t)snprintf(buf, cap, "%s", WWW_AUTH);
+    if (n < cap && error)
+        n += (size_t)snprintf(buf + n, cap - n, ", error=\"%s\"", error);
+    if (n < cap && scope)
+        n += (size_t)snprintf(buf + n, cap - n, ", scope=\"%s\"", scope);
+    if (n < cap && desc) {
+        size_t start = n + sizeof(", error_description=\"") - 1;
+        n += (size_t)snprintf(buf + n, cap - n, ", error_description=\"%.200s\"", desc);
+        for (size_t i = start; i < n && i < cap && buf[i]; i++)
+            if ((buf[i] == '"' && i + 1 != n) || buf[i] == '\\' || (unsigned char)buf[i] < 0x20)
+                buf[i] = '\'';
+    }
+    if (n < cap && o)
+        snprintf(buf + n, cap - n, ", resource_metadata=\"%s\"", skd_oauth_metadata_url(o));
+}
+
+static void unauthorized(skd_http_req *req, skd_http_reply *out, const char *error,
+                         const char *desc, const char *msg)
+{
+    char www[1024];
+    challenge(req, www, sizeof(www), error, NULL, desc);
     skd__http_error(out, MHD_HTTP_UNAUTHORIZED, "unauthorized", "%s", msg);
     if (out->resp)
         MHD_add_response_header(out->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, www);
+}
+
+void skd__auth_scope_challenge(skd_http_req *req, skd_http_reply *out, const char *scope)
+{
+    char www[1024];
+    challenge(req, www, sizeof(www), "insufficient_scope", scope, NULL);
+    if (out->resp)
+        MHD_add_response_header(out->resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, www);
+}
+
+void skd__auth_resource_metadata(skd_http_req *req, skd_http_reply *out)
+{
+    struct skd_oauth *o = skd_engine_oauth(skd__server_engine(req->srv));
+    if (!o) {
+        skd__http_error(out, MHD_HTTP_NOT_FOUND, "not_found",
+                        "OAuth is not configured on this server (SKILLD_OAUTH_ISSUER)");
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, skd_oauth_metadata(o));
+    if (out->resp)
+        MHD_add_response_header(out->resp, MHD_HTTP_HEADER_CACHE_CONTROL, "max-age=300");
 }
 
 /* Requests without credentials act as SKILLD_ANONYMOUS_KEY when the
@@ -46,11 +97,12 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     if (!h && anonymous(req) == 0)
         return 0;
     if (!h) {
-        unauthorized(out, WWW_AUTH, "an API key is required: Authorization: Bearer <key>");
+        unauthorized(req, out, NULL, NULL,
+                     "a credential is required: Authorization: Bearer <API key or access token>");
         return SKD_EUNAUTH;
     }
     if (strncasecmp(h, "Bearer ", 7) != 0) {
-        unauthorized(out, WWW_AUTH ", error=\"invalid_request\"",
+        unauthorized(req, out, "invalid_request", NULL,
                      "the Authorization header must be Bearer <key>");
         return SKD_EUNAUTH;
     }
@@ -59,13 +111,15 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
         secret++;
     skd_err err = {0};
     rc = skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err);
-    if (rc == SKD_ESTORE) { /* the store failed: say so, the key may be fine */
+    if (rc != 0 &&
+        rc != SKD_EUNAUTH) { /* the store or the issuer failed: the credential may be fine */
         skd__http_from_err(out, &err);
         return rc;
     }
     if (rc != 0) {
-        unauthorized(out, WWW_AUTH ", error=\"invalid_token\"",
-                     "the API key is not valid or has been revoked");
+        int jwt = strncmp(secret, "skd_", 4) != 0 && skd_engine_oauth(skd__server_engine(req->srv));
+        unauthorized(req, out, "invalid_token", jwt ? skd_err_msg(&err) : NULL,
+                     jwt ? skd_err_msg(&err) : "the API key is not valid or has been revoked");
         return SKD_EUNAUTH;
     }
     req->authed = 1;

@@ -36,6 +36,7 @@
 #include "server/sse.h"
 #include "server/test_hooks.h"
 #include "skilld/net.h"
+#include "skilld/oauth.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -250,36 +251,51 @@ json_t *skd__http_body_object(skd_http_req *req, skd_http_reply *out)
 
 /* ---- routing ---------------------------------------------------------- */
 
-/* Does path match pattern? Sets *param to the "{}" segment (in path). */
-static int path_match(const char *pattern, const char *path, const char **param)
+/* Does path match pattern? Each "{}" matches one non-empty segment: the
+ * first is copied into buf (as *param), the second into buf2 (*param2),
+ * each at most cap - 1 bytes. */
+static int path_match(const char *pattern, const char *path, const char **param, char *buf,
+                      const char **param2, char *buf2, size_t cap)
 {
-    const char *brace = strstr(pattern, "{}");
-    *param = NULL;
-    if (!brace)
-        return strcmp(pattern, path) == 0;
-    size_t pre = (size_t)(brace - pattern);
-    if (strncmp(pattern, path, pre) != 0)
-        return 0;
-    const char *seg = path + pre;
-    if (!*seg || strchr(seg, '/') || strlen(seg) > 256)
-        return 0;
-    *param = seg;
-    return 1;
+    int n = 0;
+    *param = *param2 = NULL;
+    while (*pattern) {
+        const char *brace = strstr(pattern, "{}");
+        if (!brace)
+            return strcmp(pattern, path) == 0;
+        size_t pre = (size_t)(brace - pattern);
+        if (strncmp(pattern, path, pre) != 0 || n >= 2)
+            return 0;
+        const char *seg = path + pre;
+        size_t len = strcspn(seg, "/");
+        if (!len || len >= cap || len > 256)
+            return 0;
+        char *b = n == 0 ? buf : buf2;
+        memcpy(b, seg, len);
+        b[len] = '\0';
+        *(n == 0 ? param : param2) = b;
+        n++;
+        pattern = brace + 2;
+        path = seg + len;
+    }
+    return *path == '\0';
 }
 
 /* Find the route; NULL with *path_known set when only the method differs
  * (allow then lists the methods). */
-static const skd_route *route_find(const char *method, const char *path, const char **param,
-                                   int *path_known, char *allow, size_t allow_cap)
+static const skd_route *route_find(skd_http_req *req, int *path_known, char *allow,
+                                   size_t allow_cap)
 {
     *path_known = 0;
     allow[0] = '\0';
     for (const skd_route *r = skd__routes; r->method; r++) {
-        const char *p;
-        if (!path_match(r->pattern, path, &p))
+        const char *p, *p2;
+        if (!path_match(r->pattern, req->path, &p, req->param_buf, &p2, req->param2_buf,
+                        sizeof(req->param_buf)))
             continue;
-        if (strcmp(r->method, method) == 0) {
-            *param = p;
+        if (strcmp(r->method, req->method) == 0) {
+            req->param = p;
+            req->param2 = p2;
             return r;
         }
         *path_known = 1;
@@ -319,8 +335,7 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     int path_known;
     if (skd__auth_host_origin(req, out) != 0)
         return NULL;
-    const skd_route *r =
-        route_find(req->method, req->path, &req->param, &path_known, allow, sizeof(allow));
+    const skd_route *r = route_find(req, &path_known, allow, sizeof(allow));
     if (!r) {
         if (path_known) {
             skd__http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",
@@ -344,10 +359,13 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     if (skd__auth_bearer(req, out) != 0)
         return r;
     if ((req->key.scopes & r->scope) != r->scope) {
+        const char *need = r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
+                           : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
+                                                          : "skills:read";
         skd__http_error(out, MHD_HTTP_FORBIDDEN, "forbidden", "this API key lacks the %s scope",
-                        r->scope & SKD_SCOPE_ADMIN     ? "skills:admin"
-                        : r->scope & SKD_SCOPE_EXECUTE ? "skills:execute"
-                                                       : "skills:read");
+                        need);
+        if (skd_key_is_oauth(&req->key))
+            skd__auth_scope_challenge(req, out, need);
         return r;
     }
     unsigned retry = 0;
@@ -699,6 +717,7 @@ int skd_server_start(skd_engine *e, const char *listen, skd_server **out, skd_er
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info ? info->port : 0;
+    skd_oauth_warm(skd_engine_oauth(e)); /* the issuers' keys, off the event threads */
     *out = s;
     return 0;
 out:

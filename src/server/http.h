@@ -24,14 +24,18 @@
 #include "server/mcp.h"
 #include "skilld/server.h"
 #include "skilld/store.h"
+#include "skilld/tenancy.h"
 
 typedef struct skd_http_req {
     skd_server *srv;
     struct MHD_Connection *conn;
     const char *method;
-    const char *path;  /* without the query string */
-    const char *param; /* the "{}" path segment of the route (decoded), or NULL */
-    const char *body;  /* NUL-terminated; body_len bytes */
+    const char *path;    /* without the query string */
+    const char *param;   /* the "{}" path segment of the route (decoded), or NULL */
+    const char *param2;  /* the second "{}" segment ("/v1/sandboxes/{}/processes/{}"), or NULL */
+    char param_buf[260]; /* where param and param2 are copied */
+    char param2_buf[260];
+    const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
     int authed;      /* 1 when key is valid */
     int via_session; /* authenticated by the console's session cookie (console.c) */
@@ -54,7 +58,8 @@ typedef void (*skd_route_fn)(skd_http_req *req, skd_http_reply *out);
 
 typedef struct skd_route {
     const char *method;  /* "GET", "POST", "DELETE", ... */
-    const char *pattern; /* "/v1/skills" or "/v1/skills/{}" ({} = one segment, last) */
+    const char *pattern; /* "/v1/skills", "/v1/skills/{}" or "/v1/sandboxes/{}/exec" ({} = one
+                            segment) */
     int auth;            /* 1: a valid bearer secret is required */
     unsigned scope;      /* SKD_SCOPE_* bits the key must have (with auth) */
     skd_route_fn fn;
@@ -107,6 +112,15 @@ void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_set(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_list(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_delete(skd_http_req *req, skd_http_reply *out);
+/* rest_sandboxes.c: live sandboxes. */
+void skd__rest_sandbox_create(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_list(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_get(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_delete(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_delete(skd_http_req *req, skd_http_reply *out);
@@ -144,6 +158,12 @@ void skd__http_on_hangup(skd_http_req *req, void (*fn)(void *), void *arg, void 
 /* auth.c: check "Authorization: Bearer <secret>"; 0 with req->key set, or
  * an answer already in out (401). */
 int skd__auth_bearer(skd_http_req *req, skd_http_reply *out);
+/* auth.c: add the RFC 6750 insufficient_scope challenge naming scope to
+ * the 403 answer already in out, so that an OAuth client can step up. */
+void skd__auth_scope_challenge(skd_http_req *req, skd_http_reply *out, const char *scope);
+/* auth.c: GET /.well-known/oauth-protected-resource[/mcp] (RFC 9728); 404
+ * when OAuth is off. */
+void skd__auth_resource_metadata(skd_http_req *req, skd_http_reply *out);
 /* auth.c: Host and Origin against the allow lists; 0, or 403 in out. */
 int skd__auth_host_origin(skd_http_req *req, skd_http_reply *out);
 /* auth.c: 1 when value (host[:port]) names an allowed host in the CSV list. */

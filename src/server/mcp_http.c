@@ -504,6 +504,18 @@ void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out)
         rpc_reply(out, MHD_HTTP_BAD_REQUEST, err);
         goto out;
     }
+    /* An OAuth token without skills:execute gets the HTTP challenge that
+     * lets its client ask for that scope (RFC 6750, 3.1) instead of a
+     * tool error it cannot act on. */
+    if (kind == SKD_RPC_REQUEST && skd_key_is_oauth(&req->key) &&
+        !(req->key.scopes & SKD_SCOPE_EXECUTE) &&
+        strcmp(skd_json_str(msg, "method", ""), "tools/call") == 0) {
+        rpc_reply(out, MHD_HTTP_FORBIDDEN,
+                  skd__rpc_error(json_object_get(msg, "id"), SKD_RPC_INVALID_REQUEST,
+                                 "this access token lacks the skills:execute scope"));
+        skd__auth_scope_challenge(req, out, "skills:execute");
+        goto out;
+    }
     /* The era is the body's (its _meta envelope claim); the header only
      * cross-checks it, as the 2026-07-28 revision asks. */
     const char *claimed = kind == SKD_RPC_RESPONSE ? NULL : skd__mcp_claimed_version(msg);

@@ -10,6 +10,7 @@
  */
 #include "net/egress.h"
 #include "server/metrics.h"
+#include "skilld/oauth.h"
 #include "skilld/tenancy.h"
 
 #include <pthread.h>
@@ -210,5 +211,14 @@ int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
                          "skilld_egress_cut_total %llu\n",
                          (unsigned long long)skd_egress_refused_total(),
                          (unsigned long long)skd_egress_cut_total());
+    /* The OAuth issuers' key sets (src/engine/oauth.c), when OAuth is on. */
+    struct skd_oauth *o = skd_engine_oauth(e);
+    if (o)
+        rc |= skd_buf_printf(b,
+                             "# HELP skilld_oauth_jwks_fetches_total Fetches of the OAuth "
+                             "issuers' key sets.\n"
+                             "# TYPE skilld_oauth_jwks_fetches_total counter\n"
+                             "skilld_oauth_jwks_fetches_total %llu\n",
+                             (unsigned long long)skd_oauth_jwks_fetches(o));
     return rc ? SKD_ETOOBIG : 0;
 }

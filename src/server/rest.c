@@ -172,6 +172,9 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
     if (result)
         json_object_set_new(result, "executionId", json_string(exec_id));
     skd__http_json(out, status, result);
+    if (status == MHD_HTTP_FORBIDDEN && skd_key_is_oauth(&req->key) &&
+        !(req->key.scopes & SKD_SCOPE_EXECUTE)) /* the client may ask for the scope */
+        skd__auth_scope_challenge(req, out, "skills:execute");
     json_decref(body);
 }
 

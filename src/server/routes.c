@@ -14,6 +14,7 @@
 #define R SKD_SCOPE_READ
 #define X SKD_SCOPE_EXECUTE
 #define A SKD_SCOPE_ADMIN
+#define X SKD_SCOPE_EXECUTE
 
 const skd_route skd__routes[] = {
     {"GET", "/healthz", 0, 0, skd__rest_healthz, SKD_ROUTE_INLINE},
@@ -35,6 +36,15 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
     {"GET", "/v1/usage", 1, R, skd__rest_usage, 0},
     {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
+    /* live sandboxes (rest_sandboxes.c): skills:execute, checked by the engine */
+    {"POST", "/v1/sandboxes", 1, X, skd__rest_sandbox_create, 0},
+    {"GET", "/v1/sandboxes", 1, X, skd__rest_sandbox_list, 0},
+    {"GET", "/v1/sandboxes/{}", 1, X, skd__rest_sandbox_get, 0},
+    {"DELETE", "/v1/sandboxes/{}", 1, X, skd__rest_sandbox_delete, 0},
+    {"POST", "/v1/sandboxes/{}/exec", 1, X, skd__rest_sandbox_exec, 0},
+    {"GET", "/v1/sandboxes/{}/processes", 1, X, skd__rest_sandbox_processes, 0},
+    {"GET", "/v1/sandboxes/{}/processes/{}/output", 1, X, skd__rest_sandbox_process_output, 0},
+    {"DELETE", "/v1/sandboxes/{}/processes/{}", 1, X, skd__rest_sandbox_process_kill, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},
@@ -46,6 +56,11 @@ const skd_route skd__routes[] = {
     {"POST", "/v1/skills", 1, 0, skd__rest_skill_register, 0},
     {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete, 0},
     {"PATCH", "/v1/skills/{}", 1, 0, skd__rest_skill_patch, 0},
+    /* OAuth protected-resource metadata (RFC 9728; auth.c) */
+    {"GET", "/.well-known/oauth-protected-resource", 0, 0, skd__auth_resource_metadata,
+     SKD_ROUTE_INLINE},
+    {"GET", "/.well-known/oauth-protected-resource/mcp", 0, 0, skd__auth_resource_metadata,
+     SKD_ROUTE_INLINE},
     {"GET", "/.well-known/agent-card.json", 0, 0, skd__a2a_http_card, 0},
     {"GET", "/.well-known/agent.json", 0, 0, skd__a2a_http_card_legacy, 0},
     {"POST", "/a2a", 1, 0, skd__a2a_http_post, SKD_ROUTE_JSONRPC},

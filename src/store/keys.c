@@ -105,6 +105,10 @@ static void row_to_info(skd__q *q, skd_key_info *info)
 
 static skd__sql q_insert = SKD__SQL("INSERT INTO api_keys(id,name,secret_sha256,scopes,created_ms) "
                                     "VALUES(?1,?2,?3,?4,?5)");
+/* secret_sha256 is NOT NULL UNIQUE: a tenant without a secret holds
+ * "none:<id>", which is no SHA-256 in hex, so no secret ever matches it. */
+static skd__sql q_ensure = SKD__SQL("INSERT INTO api_keys(id,name,secret_sha256,scopes,created_ms) "
+                                    "VALUES(?1,?2,?5,?3,?4) ON CONFLICT(id) DO NOTHING");
 static skd__sql q_get = SKD__SQL("SELECT id,name,scopes,created_ms,revoked,secret_sha256 FROM "
                                  "api_keys WHERE id=?1");
 static skd__sql q_revoke = SKD__SQL("UPDATE api_keys SET revoked=1 WHERE id=?1");
@@ -196,6 +200,35 @@ out:
 int skd_store_key_get(skd_store *st, const char *id, skd_key_info *info, skd_err *err)
 {
     return get_row(st, id, info, NULL, err);
+}
+
+int skd_store_key_ensure(skd_store *st, const char *id, const char *name, unsigned scopes,
+                         skd_key_info *info, skd_err *err)
+{
+    skd_err gerr = {0};
+    int rc = get_row(st, id, info, NULL, &gerr);
+    if (rc != SKD_ENOENT)
+        return rc ? skd_err_set(err, rc, "%s", gerr.msg) : 0;
+    if (!*id || strlen(id) >= sizeof(info->id) || !name || !*name ||
+        strlen(name) >= sizeof(info->name) || !scopes || (scopes & ~SKD_SCOPE_ALL))
+        return skd_err_set(err, SKD_EINVAL, "invalid key id, name or scopes");
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_ensure, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    skd__q_text(&q, 2, name);
+    skd__q_int(&q, 3, (int64_t)scopes);
+    skd__q_int(&q, 4, skd_wall_ms());
+    char none[80];
+    snprintf(none, sizeof(none), "none:%s", id);
+    skd__q_text(&q, 5, none);
+    rc = skd__q_run(&q, NULL, err);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    /* Another replica or thread may have made it meanwhile: read it back. */
+    return rc ? rc : get_row(st, id, info, NULL, err);
 }
 
 /* The keys' generation: SKD_ESTORE when it cannot be read. */

@@ -182,6 +182,23 @@ try {
     assert(await page.isVisible('#sbx-empty'), 'no empty state once nothing runs');
   });
 
+  await check('a live sandbox is listed and killed from the console, and it is gone', async () => {
+    const made = await api(admin.secret, 'POST', '/v1/sandboxes', {});
+    assert(made.status === 201 && made.body.id, JSON.stringify(made.body).slice(0, 200));
+    const id = made.body.id;
+    await page.goto(`${srv.url}/ui#sandboxes`);
+    await until('the live sandbox on the page', async () => {
+      await page.click('#sbx-refresh');
+      return page.$(`#sbx-table tr[data-id="${id}"]`);
+    });
+    assert((await page.textContent(`#sbx-table tr[data-id="${id}"]`)).includes('live'), 'not shown as live');
+    await page.click(`#sbx-table button[data-kill="${id}"]`);
+    await until('the live sandbox to end', async () =>
+      (await api(admin.secret, 'GET', `/v1/sandboxes/${id}`)).status === 404 ||
+      (await api(admin.secret, 'GET', `/v1/sandboxes/${id}`)).body.state !== 'running');
+    await until('its row to go', async () => !(await page.$(`#sbx-table tr[data-id="${id}"]`)));
+  });
+
   await check('a key is created (its secret shown once) and revoked from the console', async () => {
     await page.goto(`${srv.url}/ui#keys`);
     await page.fill('#key-name', 'made-in-console');

@@ -50,8 +50,9 @@ export function createKey(dataDir, name, scopes = 'skills:read,skills:execute,sk
 }
 
 // Start `skilld serve` on a free port; resolves when /healthz answers.
-export async function startServer(dataDir, extraEnv = {}) {
-  const port = await freePort();
+// opts.port: listen there (a test that must name its URL in the env first).
+export async function startServer(dataDir, extraEnv = {}, opts = {}) {
+  const port = opts.port || await freePort();
   const fixtures = extraEnv.SKILLD_TEST_SKILLS === 'true' || extraEnv.SKILLD_MCP_TEST_FIXTURES === 'true';
   const child = spawn(fixtures ? SKILLD_TEST : SKILLD, ['--data-dir', dataDir, 'serve', '--listen', `127.0.0.1:${port}`], {
     env: { ...process.env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'],

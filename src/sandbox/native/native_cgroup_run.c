@@ -357,6 +357,19 @@ void skd__cgroup_usage(skd__cgroup *cg, int64_t *cpu_us, int64_t *mem_peak)
     *mem_peak = number_in(cg->dir[C_MEMORY], "memory.max_usage_in_bytes");
 }
 
+long long skd__cgroup_oom_count(skd__cgroup *cg)
+{
+    if (!cg || !cg->n)
+        return 0;
+    long long n = skd__cg.version == 2 ? keyed(cg->dir[0], "memory.events", "oom_kill")
+                                       : keyed(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill");
+    char buf[64];
+    if (n < 0 && skd__cg.version == 1 &&
+        skd__cg_read_file(cg->dir[C_MEMORY], "memory.failcnt", buf, sizeof(buf)) == 0)
+        n = strtoll(buf, NULL, 10);
+    return n < 0 ? 0 : n;
+}
+
 void skd__cgroup_destroy(skd__cgroup *cg)
 {
     if (!cg)

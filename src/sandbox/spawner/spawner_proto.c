@@ -276,6 +276,10 @@ static int check_required(const skd__spawn_msg *m)
     switch (m->type) {
     case SKD__REQ_PREPARE:
         return m->provider && m->id && m->image && m->cwd && m->argc > 0 && m->has_config;
+    case SKD__REQ_LIVE_CREATE:
+        return m->live && m->image && m->has_config && !m->argc;
+    case SKD__REQ_LIVE_DELETE:
+        return m->live && !m->has_config && !m->nlimits;
     case SKD__REP_ERROR:
         return m->code < 0 && m->message;
     case SKD__REP_OUTCOME:
@@ -319,7 +323,7 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
     if (magic != SKD__SPAWN_MAGIC)
         return bad(m, err, "bad magic");
     if (m->type < SKD__REQ_PREPARE || m->type >= SKD__TYPE_MAX ||
-        (m->type > SKD__REQ_NEW_SPAWNER && m->type < SKD__REP_OK))
+        (m->type > SKD__REQ_LIVE_DELETE && m->type < SKD__REP_OK))
         return bad(m, err, "unknown type");
     if (nfd_hdr != (uint32_t)nfds)
         return bad(m, err, "descriptor count does not match");
@@ -370,6 +374,10 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
         case SKD__T_CA_PEM:
             if (set_once(&m->ca_pem, take_str(m, &off, p, n)))
                 return bad(m, err, "bad CA certificate");
+            break;
+        case SKD__T_LIVE:
+            if (set_once(&m->live, take_str(m, &off, p, n)))
+                return bad(m, err, "bad live sandbox id");
             break;
         case SKD__T_MESSAGE:
             if (set_once(&m->message, take_str(m, &off, p, n)))
