@@ -147,6 +147,7 @@ async function showExecution(id) {
   add('Key', keyLabel(x.keyId));
   add('Skill', x.skill + '@' + x.version);
   add('Result', x.status + (x.errorCode ? ': ' + x.errorCode : ''));
+  if (x.errorMessage) add('Error', x.errorMessage);
   add('Duration', x.durationMs + ' ms');
   add('Time', fmtTime(x.createdAt));
   add('Input SHA-256', x.inputSha256);
@@ -179,16 +180,23 @@ async function showExecution(id) {
 
 /* ---- sandboxes ---- */
 
-/* What is running now, in every replica: the run table's running rows.
- * Live sandboxes plug in here when the server lists them. */
+/* What is running now: the run table's running rows (every key's, on every
+ * replica) and the signed-in key's live sandboxes (GET /v1/sandboxes lists
+ * the caller's own). */
 async function liveSandboxes() {
-  const j = await api('GET', '/v1/runs?state=running');
-  return j.runs.map((r) => ({ id: r.id, kind: r.kind || 'run', keyId: r.keyId, skill: r.skill,
-                              startedAt: r.startedAt, replica: r.replica }));
+  const [runs, live] = await Promise.all([api('GET', '/v1/runs?state=running'), api('GET', '/v1/sandboxes')]);
+  const rows = runs.runs.map((r) => ({ id: r.id, kind: r.kind || 'run', keyId: r.keyId, skill: r.skill,
+                                       startedAt: r.startedAt, replica: r.replica }));
+  for (const s of live.sandboxes || []) {
+    if (s.state !== 'running') continue;
+    rows.push({ id: s.id, kind: 'live', keyId: '', skill: s.image || '', startedAt: Date.parse(s.createdAt), replica: '' });
+  }
+  return rows;
 }
 
-async function killSandbox(id) {
-  await api('DELETE', '/v1/runs/' + encodeURIComponent(id));
+async function killSandbox(row) {
+  if (row.kind === 'live') await api('DELETE', '/v1/sandboxes/' + encodeURIComponent(row.id));
+  else await api('DELETE', '/v1/runs/' + encodeURIComponent(row.id));
 }
 
 async function loadSandboxes() {
@@ -200,7 +208,7 @@ async function loadSandboxes() {
     kill.addEventListener('click', async () => {
       kill.disabled = true;
       try {
-        await killSandbox(r.id);
+        await killSandbox(r);
         $('sbx-msg').textContent = 'Kill requested for ' + r.id + '.';
         for (let i = 0; i < 40; i++) {
           const left = await liveSandboxes();

@@ -94,8 +94,9 @@ typedef struct skd_audit {
     const char *key_id;
     const char *skill;
     const char *version;
-    const char *status;     /* "success" or "error" */
-    const char *error_code; /* NULL on success */
+    const char *status;        /* "success" or "error" */
+    const char *error_code;    /* NULL on success */
+    const char *error_message; /* NULL on success; stored cut to 300 bytes */
     int64_t duration_ms;
     int64_t created_ms;
     const char *input_digest; /* hex SHA-256 of the compact input JSON */

@@ -296,6 +296,18 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
     /* networkEnabled runs: the destinations go into the row too. */
     const json_t *eg = json_is_object(result) ? json_object_get(result, "egress") : NULL;
     char *egress = json_is_array(eg) ? json_dumps(eg, JSON_COMPACT) : NULL;
+    /* A failed call's message, cut at 300 bytes on a UTF-8 boundary. */
+    char emsg[301] = "";
+    const char *m = ok ? NULL
+                       : json_string_value(json_object_get(
+                             json_object_get((json_t *)result, "error"), "message"));
+    if (m) {
+        size_t n = strlen(m) > 300 ? 300 : strlen(m);
+        while (n > 0 && n < strlen(m) && ((unsigned char)m[n] & 0xC0) == 0x80)
+            n--;
+        memcpy(emsg, m, n);
+        emsg[n] = '\0';
+    }
     skd_audit a = {
         .id = exec_id,
         .key_id = c->key_id,
@@ -303,6 +315,7 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
         .version = s ? skd_skill_version(s) : (c->version ? c->version : ""),
         .status = ok ? "success" : "error",
         .error_code = ok ? NULL : skd_result_code(result),
+        .error_message = m ? emsg : NULL,
         .duration_ms = skd_mono_ms() - started,
         .created_ms = skd_wall_ms(),
         .input_digest = digest,

@@ -27,12 +27,13 @@
 
 #define AUDIT_COLS                                                                                 \
     "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress,"        \
-    "sandbox_runs,cpu_us,mem_peak_bytes,egress_bytes,workspace_bytes"
+    "sandbox_runs,cpu_us,mem_peak_bytes,egress_bytes,workspace_bytes,error_message"
 /* Rows queued at most before a caller flushes the queue itself. */
 #define QUEUE_CAP 1024
 
-static skd__sql q_add = SKD__SQL("INSERT INTO executions(" AUDIT_COLS
-                                 ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
+static skd__sql q_add =
+    SKD__SQL("INSERT INTO executions(" AUDIT_COLS
+             ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)");
 static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
 static skd__sql q_get =
@@ -82,6 +83,7 @@ static int insert_row(skd__conn *c, const skd_audit *a, skd_err *err)
     skd__q_int(&q, 13, a->mem_peak_bytes);
     skd__q_int(&q, 14, a->egress_bytes);
     skd__q_int(&q, 15, a->workspace_bytes);
+    skd__q_text(&q, 16, a->error_message); /* cut by copy_row or the engine */
     rc = skd__q_run(&q, NULL, err);
     skd__q_end(&q);
     return rc;
@@ -266,19 +268,19 @@ void skd__audit_free(skd_store *st)
 /* a copied into one allocation. */
 static struct row *copy_row(const skd_audit *a)
 {
-    const char *src[8] = {a->id,     a->key_id,     a->skill,        a->version,
-                          a->status, a->error_code, a->input_digest, a->egress};
-    size_t len[8], total = 0;
-    for (int i = 0; i < 8; i++) {
+    const char *src[9] = {a->id,         a->key_id,       a->skill,  a->version,      a->status,
+                          a->error_code, a->input_digest, a->egress, a->error_message};
+    size_t len[9], total = 0;
+    for (int i = 0; i < 9; i++) {
         len[i] = src[i] ? strlen(src[i]) + 1 : 0;
         total += len[i];
     }
     struct row *r = malloc(sizeof(*r) + total);
     if (!r)
         return NULL;
-    const char *dst[8];
+    const char *dst[9];
     char *p = r->text;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < 9; i++) {
         dst[i] = src[i] ? p : NULL;
         if (src[i]) {
             memcpy(p, src[i], len[i]);
@@ -295,6 +297,7 @@ static struct row *copy_row(const skd_audit *a)
     r->a.error_code = dst[5];
     r->a.input_digest = dst[6];
     r->a.egress = dst[7];
+    r->a.error_message = dst[8];
     return r;
 }
 
@@ -350,6 +353,9 @@ static json_t *row_json(skd__q *q)
     if (o) {
         const char *code = skd__q_col(q, 5);
         json_object_set_new(o, "errorCode", code ? json_string(code) : json_null());
+        const char *emsg = skd__q_col(q, 15);
+        if (emsg) /* a failed call's message, as its caller got it (cut) */
+            json_object_set_new(o, "errorMessage", json_string(emsg));
         /* The egress record as the engine wrote it from the run's result; a
          * row without one has no "egress". */
         const char *eg = skd__q_col(q, 9);

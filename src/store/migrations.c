@@ -92,6 +92,9 @@ static const char *const sqlite_migrations[] = {
     "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
     "  csrf TEXT NOT NULL, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
     "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
+    /* 13: a failed call's error message (its first 300 bytes), for the console's
+     * detail view; NULL on success */
+    "ALTER TABLE executions ADD COLUMN error_message TEXT;",
 };
 
 static const char *const pg_migrations[] = {
@@ -161,6 +164,8 @@ static const char *const pg_migrations[] = {
     "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
     "  csrf TEXT NOT NULL, created_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL);"
     "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
+    /* 13 */
+    "ALTER TABLE executions ADD COLUMN error_message TEXT;",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

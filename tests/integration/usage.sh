@@ -51,6 +51,12 @@ req POST /v1/execute "${KA[@]}" -d '{"skill":"execute_command","input":{"command
 expect_status "past its CPU budget a sandboxed call is refused (quota_exceeded: 507)" 507
 expect_json "the refusal is quota_exceeded and names the budget" \
     'j["error"]["code"]=="quota_exceeded" and "SKILLS_KEY_CPU_SECONDS_PER_DAY=1" in j["error"]["message"]'
+REFUSED=$(json_get "$BODY" 'j["executionId"]')
+req GET "/v1/executions/$REFUSED" "${KA[@]}"
+expect_json "the refused call's audit row keeps its code and message" \
+    'j["errorCode"]=="quota_exceeded" and "SKILLS_KEY_CPU_SECONDS_PER_DAY=1" in j["errorMessage"] and j["usage"]["sandboxRuns"]==0'
+req GET "/v1/executions/$LOOP_ID" "${KA[@]}"
+expect_json "a successful call's row has no error message" '"errorMessage" not in j'
 req POST /v1/execute "${KA[@]}" -d '{"skill":"file_write","input":{"path":"a.txt","content":"a"}}'
 expect_status "a call without a sandbox is not held to the CPU budget" 200
 req POST /v1/execute "${KB[@]}" -d '{"skill":"execute_command","input":{"command":"true"}}'

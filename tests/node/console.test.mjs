@@ -142,6 +142,13 @@ try {
     assert(await page.isVisible('#exec-empty'), 'no empty state');
     assert((await page.textContent('#exec-empty')).includes('Run a skill'), 'the empty state says nothing to do');
   });
+  await check('the detail of a failed call shows its error code and message', async () => {
+    await filter({});
+    await page.click(`#exec-table tr[data-id="${r.body.executionId}"]`);
+    await page.waitForSelector('#exec-detail:not([hidden])');
+    const text = await page.textContent('#exec-detail');
+    assert(text.includes('not_found') && text.includes(r.body.error.message), text.slice(0, 400));
+  });
   await check('the detail view opens from the keyboard and shows the result and its egress', async () => {
     await filter({});
     const row = page.locator(`#exec-table tr[data-id="${loop.body.executionId}"]`);
@@ -173,6 +180,23 @@ try {
     await until('its processes to be gone', async () => procsWith(token) === 0);
     await until('the row to go', async () => !(await page.$(`#sbx-table tr[data-id="${id}"]`)));
     assert(await page.isVisible('#sbx-empty'), 'no empty state once nothing runs');
+  });
+
+  await check('a live sandbox is listed and killed from the console, and it is gone', async () => {
+    const made = await api(admin.secret, 'POST', '/v1/sandboxes', {});
+    assert(made.status === 201 && made.body.id, JSON.stringify(made.body).slice(0, 200));
+    const id = made.body.id;
+    await page.goto(`${srv.url}/ui#sandboxes`);
+    await until('the live sandbox on the page', async () => {
+      await page.click('#sbx-refresh');
+      return page.$(`#sbx-table tr[data-id="${id}"]`);
+    });
+    assert((await page.textContent(`#sbx-table tr[data-id="${id}"]`)).includes('live'), 'not shown as live');
+    await page.click(`#sbx-table button[data-kill="${id}"]`);
+    await until('the live sandbox to end', async () =>
+      (await api(admin.secret, 'GET', `/v1/sandboxes/${id}`)).status === 404 ||
+      (await api(admin.secret, 'GET', `/v1/sandboxes/${id}`)).body.state !== 'running');
+    await until('its row to go', async () => !(await page.$(`#sbx-table tr[data-id="${id}"]`)));
   });
 
   await check('a key is created (its secret shown once) and revoked from the console', async () => {
