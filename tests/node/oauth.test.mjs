@@ -442,6 +442,26 @@ try {
     }
   });
 
+  await check('a key the provider drops stops its tokens, remembered ones too', async () => {
+    // A token of k1 is verified once (and remembered), then the provider
+    // keeps only k3. The first k3 token after the 30 s refetch interval
+    // (polled for) makes skilld read the new set; the k1 token is then
+    // checked again and refused.
+    const k3 = await signingKey('k3');
+    const old = await mint(k1, { sub: 'remembered' });
+    assert((await probe(old)).status === 200, 'the k1 token before the change');
+    assert((await probe(old)).status === 200, 'the k1 token again (remembered)');
+    startIdp([k3]);
+    const fresh = await mint(k3, { sub: 'fresh' });
+    const deadline = Date.now() + 60000;
+    let st = 0;
+    while (Date.now() < deadline && (st = (await probe(fresh)).status) !== 200)
+      await new Promise((r) => setTimeout(r, 500));
+    assert(st === 200, `the k3 token: ${st}`);
+    const { status, www } = await probe(old);
+    assert(status === 401 && /invalid_token/.test(www), `the k1 token after k1 left: ${status} ${www}`);
+  });
+
   await check('the server stops cleanly (under ASan: no leak)', async () => {
     const code = await srv.stop();
     assert(code === 0, `exit ${code}: ${srv.log().slice(-500)}`);
