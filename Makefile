@@ -12,7 +12,7 @@
 
 BUILD    ?= build
 CC       ?= gcc
-PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libcrypto nettle libxml-2.0 libarchive libsystemd \
+PKGS     := jansson libmicrohttpd libcurl libseccomp sqlite3 libpq libssl libcrypto nettle libxml-2.0 libarchive libsystemd \
             cjose
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell pkg-config --libs $(PKGS) 2>/dev/null)
@@ -26,7 +26,7 @@ LDLIBS   := $(PKG_LIBS) -lpthread $(EXTRA_LDLIBS)
 # a command that needs none of them does not pay the loader for them and
 # their dependencies. x86-64 only (the trampolines are assembly); elsewhere,
 # or with LAZY_PKGS=, they are linked as usual. Tests link everything.
-LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libcrypto nettle libpq libsystemd cjose
+LAZY_PKGS ?= libcurl libxml-2.0 libarchive libmicrohttpd sqlite3 libssl libcrypto nettle libpq libsystemd cjose
 ifneq ($(shell uname -m),x86_64)
 LAZY_PKGS :=
 endif

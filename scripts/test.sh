@@ -25,9 +25,10 @@
 #
 # What runs beside what (two cores): the ASan+UBSan and fuzz builds are made
 # in the background while the release unit tests run; the valgrind ring and
-# the fuzz replays run one program per core; everything that starts servers
-# or sandboxes runs one program at a time, as each may assert on what is
-# left behind. Counts go to files ($LOG/counts), so a program run in the
+# the fuzz replays run one program per core; the platform ring (its
+# sandboxes inside a qemu guest) runs in the background beside the
+# integration ring; every other program that starts servers or sandboxes
+# runs one at a time, as each may assert on what is left behind on the host. Counts go to files ($LOG/counts), so a program run in the
 # background counts like one in the foreground.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -169,6 +170,19 @@ if build_wait fuzz-build; then
     wait_par
 fi
 
+# The platform ring runs in the background beside the integration ring:
+# its sandboxes are inside a qemu guest, so nothing it starts or leaves is
+# seen by the host's tests; its output is shown after the node tests.
+plat_rings=()
+for t in tests/platform/ring*.sh; do runnable "$t" && plat_rings+=("$t"); done
+(
+    for t in "${plat_rings[@]}"; do
+        # A cold run builds the VM image first (debootstrap, a few minutes).
+        SHOW_PASS=1 TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
+    done
+) >"$LOG/platform.out" 2>&1 &
+plat_pid=$!
+
 echo "== integration"
 export SKILLD="$ROOT/build/skilld" SKILLD_ROOT="$ROOT"
 for t in tests/integration/*.sh tests/security/*.sh tests/providers/*.sh; do
@@ -191,12 +205,9 @@ for t in tests/node/*.test.mjs; do
     run_prog "${t#tests/}" node "$t"
 done
 
-echo "== platform (Debian 12 VM under qemu)"
-for t in tests/platform/ring*.sh; do
-    runnable "$t" || continue
-    # A cold run builds the VM image first (debootstrap, a few minutes).
-    SHOW_PASS=1 TEST_TIMEOUT=${SKILLD_RING_TIMEOUT:-2400} run_prog "${t#tests/}" "$t"
-done
+echo "== platform (Debian 12 VM under qemu; ran beside the integration ring)"
+wait "$plat_pid"
+cat "$LOG/platform.out"
 
 # ---- store ring: the functional suite against PostgreSQL (src/store, docs/store.md) ----
 # One PostgreSQL 15 cluster started here (tests/store/pg_lib.sh); every test

@@ -67,6 +67,27 @@ uint64_t skd_net_blocked_total(void);
 #define SKD_NET_URL_MAX 8192
 int skd_net_url_check(const char *url, int code, skd_err *err);
 
+/*
+ * A secret as the egress proxy uses it (src/net/egress_secret.c): the
+ * sandbox holds only the placeholder; the proxy puts the value in its place
+ * in request headers named by headers (comma-separated, lower case; "" for
+ * any) on connections to a host that matches hosts (comma-separated
+ * patterns, "*.example.org" for the names below example.org). Every string
+ * is owned by the array (skd_secrets_free).
+ */
+typedef struct skd_secret {
+    char *name;
+    char *placeholder;
+    char *value;
+    char *hosts;
+    char *headers;
+} skd_secret;
+/* Wipe every value and free the n secrets and s. NULL ok. */
+void skd_secrets_free(skd_secret *s, size_t n);
+/* A deep copy of the n secrets in *out (caller frees with skd_secrets_free);
+ * SKD_ENOMEM. n 0 gives NULL. */
+int skd_secrets_copy(const skd_secret *s, size_t n, skd_secret **out);
+
 /* Redirects followed at most by skd_http_fetch. */
 #define SKD_HTTP_MAX_REDIRECTS 5
 

@@ -26,6 +26,7 @@
 #include "skilld/config.h"
 #include "skilld/error.h"
 #include "skilld/limits.h"
+#include "skilld/net.h"
 #include "skilld/registry.h"
 #include "skilld/util.h"
 
@@ -236,6 +237,23 @@ void skd_runner_free(skd_runner *r);
  * run can start afterwards. skd_runner_free then waits. For a caller with
  * work left to do meanwhile (skilld exec writes its audit row). NULL ok. */
 void skd_runner_stop(skd_runner *r);
+
+/*
+ * Where a run's secrets come from (src/engine/secrets.c): fn fills *out
+ * with key_id's secrets, opened (a new array of *n, the runner frees it
+ * with skd_secrets_free), or returns an SKD_E* code with err set; the run
+ * is then refused (fail closed). Called on the submitting thread for a run
+ * with networkEnabled and a key. The run's environment gets NAME=placeholder
+ * for each, and its egress proxy the values.
+ */
+typedef int (*skd_sandbox_secrets_fn)(void *arg, const char *key_id, skd_secret **out, size_t *n,
+                                      skd_err *err);
+void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg);
+
+/* 1 when NAME (or NAME=value) is a variable the sandbox's environment sets
+ * itself: PATH, HOME, the proxy and CA variables, any SKILLD_ or SKILLS_
+ * name. A secret may not take such a name. */
+int skd_sandbox_env_reserved(const char *name);
 
 /* Run and wait. Fills res (caller releases with skd_sandbox_result_free)
  * and returns 0 when the run was attempted — res->error then says whether

@@ -235,6 +235,33 @@ int skd_store_run_state(skd_store *st, const char *key_id, const char *id, char 
  * leaseUntil, cancelRequested}]. New ref. */
 json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state, int limit,
                            skd_err *err);
+/*
+ * Secrets of a key (src/store/secrets.c). The store holds the value only
+ * sealed (the engine seals and opens it, src/engine/secrets.c); a row names
+ * where the egress proxy may put it and the placeholder that stands for it.
+ */
+typedef struct skd_secret_row {
+    char name[129];
+    char placeholder[64];
+    char fingerprint[64];
+    char *hosts;   /* host patterns, comma-separated, lower case */
+    char *headers; /* header names, comma-separated, lower case; "" for any */
+    char *nonce;   /* hex */
+    char *sealed;  /* hex: ciphertext and tag */
+    int64_t created_ms;
+} skd_secret_row;
+/* Insert or replace key_id's row->name (borrowed). A new name is refused
+ * with SKD_EQUOTA when the key holds max_per_key secrets already. */
+int skd_store_secret_put(skd_store *st, const char *key_id, const skd_secret_row *row,
+                         int max_per_key, skd_err *err);
+/* key_id's secrets by name: *rows is a new array of *n rows (caller frees
+ * with skd_store_secret_rows_free). */
+int skd_store_secret_rows(skd_store *st, const char *key_id, skd_secret_row **rows, size_t *n,
+                          skd_err *err);
+void skd_store_secret_rows_free(skd_secret_row *rows, size_t n); /* NULL ok */
+/* SKD_ENOENT when key_id has no secret name. */
+int skd_store_secret_delete(skd_store *st, const char *key_id, const char *name, skd_err *err);
+
 /* fn(arg) is called from the replica thread when another process changed
  * the stored custom skills. One watcher. */
 void skd_store_watch_skills(skd_store *st, void (*fn)(void *arg), void *arg);

@@ -82,6 +82,20 @@ int skd_engine_create_key(skd_engine *e, const skd_actor *who, const char *name,
                           char **secret, skd_key_info *info, skd_err *err);
 int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, skd_err *err);
 
+/*
+ * Secrets (src/engine/secrets.c): a key's own; with skills:admin, key may
+ * name another (NULL or "": the caller's). set takes {name, value, hosts,
+ * headers?, key?} (borrowed) and returns {name, hosts, headers?,
+ * fingerprint, createdAt} (new ref), or NULL with err (SKD_EINVAL naming the
+ * field, SKD_EQUOTA past SKILLS_SECRETS_MAX_PER_KEY). list returns the same
+ * objects, never a value. delete: SKD_ENOENT when there is no such name.
+ */
+json_t *skd_engine_secret_set(skd_engine *e, const skd_actor *who, const json_t *body,
+                              skd_err *err);
+json_t *skd_engine_secret_list(skd_engine *e, const skd_actor *who, const char *key, skd_err *err);
+int skd_engine_secret_delete(skd_engine *e, const skd_actor *who, const char *name, const char *key,
+                             skd_err *err);
+
 /* Sandbox runs and A2A tasks in the store's run table, over every replica
  * (docs/store.md): the caller's own, or every key's with skills:admin;
  * state NULL for all. New ref. */

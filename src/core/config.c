@@ -124,6 +124,18 @@ static const struct key keys[] = {
      "a proxy connection with no byte either way is closed after this"},
     {"SKILLS_SANDBOX_EGRESS_CONN_MS", K_INT, "600000", 100, 86400000, 0,
      "the longest a proxy connection may live"},
+    {"SKILLS_EGRESS_UPSTREAM_CA_FILE", K_STR, "", 0, 0, 0,
+     "PEM file of CAs the egress proxy trusts, besides the system's, for upstreams it speaks "
+     "TLS to (the hosts a secret is bound to)"},
+    {"SKILLS_EGRESS_SCRUB_MAX_BYTES", K_INT, "1048576", 4096, 67108864, 0,
+     "the largest response the egress proxy reads whole on a connection that carries a "
+     "secret, to replace an echoed value by its placeholder; a larger one is cut"},
+    {"SKILLS_SECRETS_MAX_PER_KEY", K_INT, "32", 1, 64, 0,
+     "secrets a key may hold (POST /v1/secrets); each is put into its sandboxes' requests by "
+     "the egress proxy"},
+    {"SKILLD_SECRETS_KEY_FILE", K_STR, "", 0, 0, 0,
+     "file holding the 32-byte key (raw, or 64 hex digits) that seals secrets in the store "
+     "(empty: $DATA_DIR/secrets.key, made on first use, mode 0600)"},
     /* server */
     {"SKILLD_ALLOWED_HOSTS", K_STR, "localhost,127.0.0.1,[::1]", 0, 0, 0,
      "Host header values accepted (port ignored)"},

@@ -68,6 +68,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     e->cfg = cfg;
     pthread_mutex_init(&e->runner_mu, NULL);
+    pthread_mutex_init(&e->secrets_mu, NULL);
     e->reg = skd_registry_new();
     e->stats = skd__exec_stats_new();
     if (!e->reg || !e->stats) {
@@ -149,6 +150,8 @@ void skd_engine_close(skd_engine *e)
     }
     skd_runner_free(e->runner);
     pthread_mutex_destroy(&e->runner_mu);
+    pthread_mutex_destroy(&e->secrets_mu);
+    explicit_bzero(e->secrets_key, sizeof(e->secrets_key));
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);
     skd__skills_free(e->skills);
@@ -182,6 +185,7 @@ void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
     pthread_mutex_lock(&e->runner_mu);
     skd_runner *old = e->runner;
     e->runner = r;
+    skd__engine_secrets_attach(e, r);
     pthread_mutex_unlock(&e->runner_mu);
     skd_runner_free(old);
 }
@@ -189,8 +193,8 @@ void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
 skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
 {
     pthread_mutex_lock(&e->runner_mu);
-    if (!e->runner)
-        skd_runner_new(e->cfg, NULL, &e->runner, err);
+    if (!e->runner && skd_runner_new(e->cfg, NULL, &e->runner, err) == 0)
+        skd__engine_secrets_attach(e, e->runner);
     skd_runner *r = e->runner;
     pthread_mutex_unlock(&e->runner_mu);
     return r;

@@ -20,12 +20,21 @@ struct skd_engine {
     const skd_config *cfg;
     skd_store *store;
     skd_registry *reg;
-    pthread_mutex_t runner_mu; /* guards the lazy start of runner */
-    skd_runner *runner;        /* NULL until the first sandbox run */
-    skd__exec_stats *stats;    /* exec_stats.c: executions by skill */
-    int one_call;              /* SKD_ENGINE_NO_SKILLS: no run touches the store */
-    skd_oauth *oauth;          /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
+    pthread_mutex_t runner_mu;  /* guards the lazy start of runner */
+    skd_runner *runner;         /* NULL until the first sandbox run */
+    skd__exec_stats *stats;     /* exec_stats.c: executions by skill */
+    int one_call;               /* SKD_ENGINE_NO_SKILLS: no run touches the store */
+    pthread_mutex_t secrets_mu; /* guards the first read of secrets_key */
+    unsigned char secrets_key[32];
+    int secrets_key_ok;
+    skd_oauth *oauth; /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
 };
+
+/* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
+void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
+/* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */
+int skd__engine_secrets_open(void *arg, const char *key_id, skd_secret **out, size_t *n,
+                             skd_err *err);
 
 /* Execution counters by skill (exec_stats.c). new: NULL when out of
  * memory; free: NULL ok. add counts one call of skill ("name" or

@@ -98,7 +98,19 @@ void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
     if (c) {
         r->bytes_up += c->bytes_up;
         r->bytes_down += c->bytes_down;
+        r->used |= c->used;
+        r->elsewhere |= c->elsewhere;
     }
+}
+
+/* The names of the run's secrets whose bits are set in m, or NULL. */
+static json_t *secret_names(const struct skd_egress_run *run, uint64_t m)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < run->nsecrets && i < SKD_EGRESS_MAX_SECRETS; i++)
+        if (m >> i & 1)
+            json_array_append_new(a, json_string(run->secrets[i].name));
+    return a;
 }
 
 static json_t *records_json(const struct skd_egress_run *run)
@@ -112,6 +124,10 @@ static json_t *records_json(const struct skd_egress_run *run)
                               "bytesDown", (json_int_t)r->bytes_down, "verdict", r->verdict);
         if (o && r->reason[0])
             json_object_set_new(o, "reason", json_string(r->reason));
+        if (o && r->used)
+            json_object_set_new(o, "substituted", secret_names(run, r->used));
+        if (o && r->elsewhere)
+            json_object_set_new(o, "placeholderElsewhere", secret_names(run, r->elsewhere));
         if (!o || json_array_append_new(a, o)) {
             json_decref(a);
             return NULL;
@@ -232,6 +248,7 @@ static void run_free(struct skd_egress_run *run)
         return;
     for (size_t i = 0; i < run->nstrs; i++)
         free(run->strs[i]);
+    skd_secrets_free(run->secrets, run->nsecrets);
     free(run);
 }
 
@@ -285,6 +302,13 @@ int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
     for (size_t i = 0; i < p->ndeny; i++)
         if (p->deny[i] && !(run->policy.deny[run->policy.ndeny++] = run_keep(run, p->deny[i])))
             goto nomem;
+    /* A run with secrets needs the CA (made on the first such run). */
+    if (p->nsecrets && (rc = skd__egress_ca_pem(e, NULL, err)) < 0)
+        goto fail;
+    size_t nsec = p->nsecrets < SKD_EGRESS_MAX_SECRETS ? p->nsecrets : SKD_EGRESS_MAX_SECRETS;
+    if (skd_secrets_copy(p->secrets, nsec, &run->secrets))
+        goto nomem;
+    run->nsecrets = nsec;
     run->ep.kind = EP_LISTEN;
     run->ep.run = run;
     pthread_mutex_lock(&e->mu);
@@ -335,6 +359,7 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run)
                 *pp = run->cmd_next;
                 break;
             }
+        skd__egress_workers_stop(e, run);
         run_close(e, run);
         skd__egress_reap(e);
     }
@@ -343,6 +368,18 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run)
     json_t *a = records_json(run);
     run_free(run);
     return a;
+}
+
+int skd__egress_ca_pem(skd_egress *e, char **pem, skd_err *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&e->mu);
+    if (!e->tls)
+        rc = skd__egress_tls_new(e->cfg, &e->tls, err);
+    if (rc == 0 && pem && !(*pem = strdup(skd__egress_tls_ca_pem(e->tls))))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&e->mu);
+    return rc;
 }
 
 int skd__egress_active_runs(skd_egress *e)
@@ -361,9 +398,16 @@ static void run_close(skd_egress *e, struct skd_egress_run *run)
         close(run->lfd);
         run->lfd = -1;
     }
-    for (struct egress_conn *c = e->conns; c; c = c->next)
-        if (c->run == run && !c->dead)
+    for (struct egress_conn *c = e->conns; c; c = c->next) {
+        if (c->run != run || c->dead)
+            continue;
+        if (c->st == CONN_WORKER) { /* its thread ends, then the loop ends it */
+            shutdown(c->cfd, SHUT_RDWR);
+            shutdown(c->ufd, SHUT_RDWR);
+        } else {
             skd__egress_conn_end(e, c, NULL, "the run ended");
+        }
+    }
     run->listed = 0;
 }
 
@@ -394,8 +438,12 @@ static void take_commands(skd_egress *e)
         if (detach) {
             run_close(e, run);
             pthread_mutex_lock(&e->mu);
-            run->detached = 1;
-            pthread_cond_broadcast(&e->done_cv);
+            if (run->nworkers) {
+                run->closing = 1; /* detached when its last worker is taken */
+            } else {
+                run->detached = 1;
+                pthread_cond_broadcast(&e->done_cv);
+            }
             pthread_mutex_unlock(&e->mu);
         }
     }
@@ -432,6 +480,7 @@ static void *loop_main(void *arg)
         }
         if (e->again)
             skd__egress_again(e);
+        skd__egress_workers_take(e);
         skd__egress_reap(e);
         take_answers(e);
         take_commands(e);
@@ -457,6 +506,8 @@ int skd__egress_new(const skd_config *cfg, skd_egress **out, skd_err *err)
     if (!e)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     e->epfd = e->wakefd = -1;
+    e->cfg = cfg;
+    e->scrub_max = (size_t)skd_config_int(cfg, "SKILLS_EGRESS_SCRUB_MAX_BYTES");
     int rc = skd_net_guard_new(cfg, &e->guard, err);
     if (rc)
         goto fail;
@@ -528,6 +579,11 @@ void skd__egress_free(skd_egress *e)
         pthread_join(e->loop, NULL);
     for (int i = 0; i < e->nresolvers; i++)
         pthread_join(e->resolvers[i], NULL);
+    if (e->sync_ready) {
+        pthread_mutex_lock(&e->mu);
+        skd__egress_workers_stop(e, NULL);
+        pthread_mutex_unlock(&e->mu);
+    }
     /* Runs not detached: close their sockets; their handles stay valid for
      * nothing (skd__egress_detach must not be called after this). */
     for (struct egress_conn *c = e->conns; c; c = c->next)
@@ -553,5 +609,6 @@ void skd__egress_free(skd_egress *e)
     }
     free(e->pins);
     skd_net_guard_free(e->guard);
+    skd__egress_tls_free(e->tls);
     free(e);
 }

@@ -24,8 +24,11 @@
  * anything it does not fully understand. The configuration is trusted.
  *
  * Threads: one event-loop thread (epoll) serves every run's sockets, with
- * two helper threads for blocking name resolution. There is no thread per
- * connection. The functions below are thread-safe.
+ * two helper threads for blocking name resolution. A connection that
+ * carries a secret (a CONNECT to a host one is bound to, intercepted; a
+ * plain-HTTP request a value went into) is handed, once connected, to a
+ * thread of its own (egress_worker.c); every other one stays on the loop.
+ * The functions below are thread-safe.
  */
 #ifndef SKILLD_NET_EGRESS_H
 #define SKILLD_NET_EGRESS_H
@@ -79,6 +82,54 @@ int skd__egress_parse_head(const char *buf, size_t len, skd_egress_req *req, cha
  * that host. Case and one trailing dot of a pattern are ignored. */
 int skd__egress_host_match(const char *patterns, const char *host);
 
+/* ---- secrets (egress_secret.c) ------------------------------------------ */
+
+/* Secrets a run may carry at most (bits of a uint64_t). */
+#define SKD_EGRESS_MAX_SECRETS 64
+/* The longest request head once placeholders are replaced; a longer one is
+ * refused (431). */
+#define SKD_EGRESS_SUBST_MAX (48 * 1024)
+
+/* Bit i set when secret i is bound to host. */
+uint64_t skd__egress_secrets_bound(const skd_secret *s, size_t n, const char *host);
+
+/*
+ * Copy the request head in[0..inlen) to out (cap bytes), replacing in the
+ * header lines (never the request line) each placeholder of a secret bound
+ * to host, in a header the secret allows, by its value. Bit i of *used is
+ * set for a secret put in, of *elsewhere for a placeholder of secret i left
+ * as it was (another host, or a header it may not go in). 0 with *outlen,
+ * or SKD_ETOOBIG when out is too small. Everything borrowed.
+ */
+int skd__egress_subst_head(const skd_secret *s, size_t n, const char *host, const char *in,
+                           size_t inlen, char *out, size_t cap, size_t *outlen, uint64_t *used,
+                           uint64_t *elsewhere);
+
+/* The head again for a connection that carries a secret: the headers that
+ * would keep it open or upgrade it, and Accept-Encoding, dropped (so a
+ * response comes as plain bytes the scrub can read), then
+ * "Accept-Encoding: identity" and "Connection: close". 0 with *outlen,
+ * SKD_ETOOBIG, or SKD_EINVAL when in holds no complete head. */
+int skd__egress_close_head(const char *in, size_t inlen, char *out, size_t cap, size_t *outlen);
+
+/* The status of the response at buf (HTTP/1.x NNN), or -1. */
+int skd__egress_resp_status(const char *buf, size_t len);
+
+/* The length of the complete response at buf[0..len) (the head and the
+ * body its framing gives; no_body for the answer to HEAD), 0 when more is
+ * needed, -1 when it lasts until the connection ends. */
+long skd__egress_resp_complete(const char *buf, size_t len, int no_body);
+
+/*
+ * The response in[0..len) with every value of s replaced by its
+ * placeholder, in its head and its body (a chunked body is decoded first,
+ * so a value split across chunks is found; the answer then carries a
+ * Content-Length). Returns 0 when nothing changes (forward in as it is), 1
+ * with *out (a new buffer, caller frees) and *outlen, or SKD_ENOMEM.
+ */
+int skd__egress_scrub(const skd_secret *s, size_t n, const char *in, size_t len, int no_body,
+                      char **out, size_t *outlen);
+
 /* ---- one run's policy -------------------------------------------------- */
 
 typedef struct skd_egress_limits {
@@ -101,6 +152,10 @@ typedef struct skd_egress_policy {
     size_t nallow;
     const char *deny[SKD_EGRESS_MAX_LISTS];
     size_t ndeny;
+    /* The key's secrets (borrowed; attach copies them), at most
+     * SKD_EGRESS_MAX_SECRETS. */
+    const skd_secret *secrets;
+    size_t nsecrets;
 } skd_egress_policy;
 
 /* The operator's policy from cfg (borrowed; the strings point into it):
@@ -155,6 +210,11 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run);
  * at a limit, since the process started (for /metrics). Thread-safe. */
 uint64_t skd_egress_refused_total(void);
 uint64_t skd_egress_cut_total(void);
+
+/* The egress CA's certificate (PEM) as a new string in *pem (NULL: only
+ * make sure it exists), made in DATA_DIR on first use (egress_tls.c). 0,
+ * or SKD_E* with err: a run with secrets then does not start. */
+int skd__egress_ca_pem(skd_egress *e, char **pem, skd_err *err);
 
 /* Runs being served at this moment (for doctor and tests). */
 int skd__egress_active_runs(skd_egress *e);

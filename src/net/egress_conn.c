@@ -283,8 +283,28 @@ static void head_done(skd_egress *e, struct egress_conn *c, const char *fwd, siz
         skd__egress_conn_end(e, c, "failed", "out of pipes");
         return;
     }
+    /* Plain HTTP with secrets: placeholders in the headers become values
+     * when the host (the URI's, as resolved here) is bound to them; the
+     * connection then goes to a worker that scrubs the response. A CONNECT
+     * to a bound host is intercepted (TLS terminated) by a worker. */
+    if (!c->req.connect && c->run->nsecrets) {
+        size_t sublen = 0, fl = 0;
+        if (skd__egress_subst_head(c->run->secrets, c->run->nsecrets, c->req.host, fwd, fwdlen,
+                                   e->sub, sizeof(e->sub), &sublen, &c->used, &c->elsewhere) ||
+            (c->used && skd__egress_close_head(e->sub, sublen, e->fwd, sizeof(e->fwd), &fl))) {
+            reply(e, c, 431, "refused",
+                  "the request head is too large once its secrets are put in");
+            return;
+        }
+        fwd = c->used ? e->fwd : e->sub;
+        fwdlen = c->used ? fl : sublen;
+        c->intercept = c->used != 0;
+    } else if (c->req.connect && c->run->nsecrets) {
+        c->intercept =
+            skd__egress_secrets_bound(c->run->secrets, c->run->nsecrets, c->req.host) != 0;
+    }
     /* What goes upstream first: the rewritten head, then whatever the client
-     * sent after its head (both bounded by SKD_EGRESS_HEAD_MAX, so they fit). */
+     * sent after its head (both bounded, so they fit a fresh pipe). */
     size_t extra = c->head_len - c->req.head_len;
     xput(&c->up, fwd, fwdlen);
     xput(&c->up, c->head + c->req.head_len, extra);
@@ -431,9 +451,10 @@ struct flow {
     int src, dst;
     struct xpipe *b;
     int *rd, *eof, *wr;
-    int64_t *conn_bytes, *run_bytes; /* counted when taken */
-    int64_t cap;                     /* the run's byte cap this way */
-    const char *what, *setting;      /* for the cut's reason */
+    int64_t *conn_bytes; /* counted when taken */
+    _Atomic int64_t *run_bytes;
+    int64_t cap;                /* the run's byte cap this way */
+    const char *what, *setting; /* for the cut's reason */
 };
 
 /* Move what one direction can move now: take from src (never past the
@@ -529,8 +550,13 @@ static void connected(skd_egress *e, struct egress_conn *c)
         try_connect(e, c);
         return;
     }
-    c->st = CONN_TUNNEL;
     c->verdict = "allowed";
+    if (c->intercept) {
+        if (skd__egress_worker_start(e, c))
+            skd__egress_conn_end(e, c, "failed", "cannot start a worker thread");
+        return;
+    }
+    c->st = CONN_TUNNEL;
     c->u_rd = c->u_wr = c->c_rd = c->c_wr = 1;
     if (c->req.connect) {
         static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
@@ -568,6 +594,8 @@ void skd__egress_conn_event(skd_egress *e, struct egress_conn *c, int kind, uint
     case CONN_TUNNEL:
     case CONN_REPLY:
         pump(e, c);
+        break;
+    case CONN_WORKER: /* its thread owns the sockets */
         break;
     }
 }
@@ -638,7 +666,7 @@ int64_t skd__egress_timers(skd_egress *e, int64_t now)
 {
     int64_t next = -1;
     for (struct egress_conn *c = e->conns; c; c = c->next) {
-        if (c->dead)
+        if (c->dead || c->st == CONN_WORKER) /* a worker keeps its own time */
             continue;
         const skd_egress_limits *lim = &c->run->policy.limits;
         int64_t idle = c->st == CONN_REPLY ? SKD__EGRESS_REPLY_MS : lim->idle_ms;

@@ -10,7 +10,9 @@
 #include "net/pin.h"
 
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 
 #define SKD__EGRESS_PIPE (256 * 1024) /* bytes buffered each way per connection (a pipe) */
@@ -45,6 +47,7 @@ struct egress_record {
     const char *verdict; /* static: allowed, refused, cut, failed */
     char reason[200];
     int64_t connections, bytes_up, bytes_down;
+    uint64_t used, elsewhere; /* secrets put in; placeholders left as they were */
 };
 
 enum { CMD_NONE, CMD_ATTACH, CMD_DETACH };
@@ -55,10 +58,14 @@ struct skd_egress_run {
     skd_egress_policy policy; /* strings owned (strs) */
     char *strs[2 * SKD_EGRESS_MAX_LISTS];
     size_t nstrs;
-    int listed;   /* lfd is in the epoll set */
-    int nconns;   /* live connections */
-    int64_t up;   /* bytes from the sandbox so far */
-    int64_t down; /* bytes to the sandbox so far */
+    skd_secret *secrets; /* owned: the key's secrets (values wiped at free) */
+    size_t nsecrets;
+    int listed;           /* lfd is in the epoll set */
+    int nconns;           /* live connections */
+    _Atomic int64_t up;   /* bytes from the sandbox so far (workers add too) */
+    _Atomic int64_t down; /* bytes to the sandbox so far */
+    int nworkers;         /* connections served by a worker thread */
+    int closing;          /* detach waits for the workers to finish */
     struct egress_record records[SKD__EGRESS_MAX_RECORDS];
     size_t nrecords;
     int64_t records_dropped;
@@ -77,7 +84,16 @@ struct xpipe {
     size_t cap, len, hold;
 };
 
-enum conn_state { CONN_HEAD, CONN_RESOLVING, CONN_CONNECTING, CONN_TUNNEL, CONN_REPLY };
+/* CONN_WORKER: a connection that carries a secret, served by a thread of
+ * its own (egress_worker.c) that owns its descriptors until it is done. */
+enum conn_state {
+    CONN_HEAD,
+    CONN_RESOLVING,
+    CONN_CONNECTING,
+    CONN_TUNNEL,
+    CONN_REPLY,
+    CONN_WORKER
+};
 
 struct egress_conn {
     struct egress_conn *next, *prev; /* e->conns */
@@ -103,7 +119,35 @@ struct egress_conn {
     char reason[200];
     int64_t started, last_io;
     int64_t bytes_up, bytes_down;
+    uint64_t used, elsewhere; /* secrets put in; placeholders left as they were */
+    int intercept;            /* served by a worker: TLS terminated, or a secret put in */
+    struct egress_worker *worker;
 };
+
+/* A worker thread's connection (egress_worker.c). The loop hands it the
+ * descriptors and reads the results once it is on e->wdone. */
+struct egress_worker {
+    struct egress_worker *next;
+    pthread_t th;
+    skd_egress *e;
+    struct egress_conn *c; /* the loop's; the worker reads only what is set below */
+    int cfd, ufd, tls, no_body;
+    char host[SKD_EGRESS_HOST_MAX + 1];
+    char *pre; /* plain HTTP: the head (and body bytes) for the upstream */
+    size_t prelen;
+    const skd_secret *secrets; /* the run's (it outlives its workers) */
+    size_t nsecrets;
+    skd_egress_limits lim;
+    _Atomic int64_t *run_up, *run_down;
+    size_t scrub_max;
+    /* results */
+    int64_t bytes_up, bytes_down;
+    uint64_t used, elsewhere;
+    const char *verdict; /* NULL: allowed */
+    char reason[200];
+};
+
+struct skd__egress_tls; /* egress_tls.c */
 
 struct egress_job {
     struct egress_job *next;
@@ -131,6 +175,7 @@ struct skd_egress {
     uint64_t next_id;
     int again;                           /* some connection has c->again */
     char fwd[SKD_EGRESS_HEAD_MAX + 512]; /* the head to send upstream */
+    char sub[SKD_EGRESS_SUBST_MAX];      /* the same with placeholders replaced */
     /* under mu */
     pthread_mutex_t mu;
     pthread_cond_t jobs_cv, done_cv;
@@ -140,6 +185,10 @@ struct skd_egress {
     struct skd_egress_run *cmds;
     struct egress_job *jobs, *answers;
     int active;
+    struct egress_worker *wdone; /* finished workers, for the loop */
+    struct skd__egress_tls *tls; /* the CA, made on the first run with secrets */
+    const skd_config *cfg;
+    size_t scrub_max;
 };
 
 void skd__egress_wake(skd_egress *e);
@@ -153,6 +202,27 @@ void skd__egress_count(const char *verdict);
  * records under verdict and reason. */
 void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
                         const char *verdict, const char *reason);
+
+/* egress_tls.c: the CA in DATA_DIR (made when missing), the leaf minting,
+ * and the two TLS contexts. */
+int skd__egress_tls_new(const skd_config *cfg, struct skd__egress_tls **out, skd_err *err);
+void skd__egress_tls_free(struct skd__egress_tls *t); /* NULL ok */
+const char *skd__egress_tls_ca_pem(const struct skd__egress_tls *t);
+/* An SSL that presents host's leaf on fd; NULL on failure. */
+SSL *skd__egress_tls_accept_new(struct skd__egress_tls *t, const char *host, int fd);
+/* An SSL that connects to host on fd and verifies it (name and chain). */
+SSL *skd__egress_tls_connect_new(struct skd__egress_tls *t, const char *host, int fd);
+
+/* egress_worker.c: hand c (connected) to a worker thread; 0, or -1 (c is
+ * then ended). */
+int skd__egress_worker_start(skd_egress *e, struct egress_conn *c);
+/* Loop thread (or after the loop ended): record the finished workers and
+ * end their connections. */
+void skd__egress_workers_take(skd_egress *e);
+/* Stop (shutdown their sockets) and wait for the workers of run (NULL:
+ * all), then take them. Only when the loop is not running; the caller
+ * holds e->mu. */
+void skd__egress_workers_stop(skd_egress *e, struct skd_egress_run *run);
 
 /* egress_conn.c */
 void skd__egress_accept(skd_egress *e, struct skd_egress_run *run);

@@ -7,11 +7,15 @@
  * (a caller's entry of the same name replaces a BASE one). PROXY rows are
  * the egress proxy's: a run with networkEnabled gets them in place of any
  * entry of those names, so no tool inside can be pointed around the proxy.
+ * TRUST rows name the trust bundle (the system's roots and the egress CA)
+ * given to a run with secrets (docs/egress.md, Secrets): TLS to a host a
+ * secret is bound to is terminated by the proxy with a leaf of that CA.
  */
 #ifndef SKILLD_SANDBOX_ENV_H
 #define SKILLD_SANDBOX_ENV_H
 
 #define SKD__SANDBOX_PROXY_URL "http://127.0.0.1:3128" /* SKD_EGRESS_PORT, net/egress.h */
+#define SKD__SANDBOX_TRUST_BUNDLE "/.skilld-trust.pem" /* in the sandbox's root */
 
 /* X(name, value, kind) */
 #define SKD__SANDBOX_ENV(X)                                                                        \
@@ -27,12 +31,18 @@
     X(all_proxy, SKD__SANDBOX_PROXY_URL, PROXY)                                                    \
     X(NO_PROXY, "", PROXY) /* nothing bypasses the proxy */                                        \
     X(no_proxy, "", PROXY)                                                                         \
-    X(NODE_USE_ENV_PROXY, "1", PROXY) /* node >= 24 then honours the ones above */
+    X(NODE_USE_ENV_PROXY, "1", PROXY) /* node >= 24 then honours the ones above */                 \
+    X(SSL_CERT_FILE, SKD__SANDBOX_TRUST_BUNDLE, TRUST) /* OpenSSL, Python */                       \
+    X(REQUESTS_CA_BUNDLE, SKD__SANDBOX_TRUST_BUNDLE, TRUST)                                        \
+    X(NODE_EXTRA_CA_CERTS, SKD__SANDBOX_TRUST_BUNDLE, TRUST)                                       \
+    X(CURL_CA_BUNDLE, SKD__SANDBOX_TRUST_BUNDLE, TRUST)                                            \
+    X(GIT_SSL_CAINFO, SKD__SANDBOX_TRUST_BUNDLE, TRUST)
 
-/* The BASE and the PROXY rows as "NAME=value" strings, NULL-terminated,
+/* The BASE, PROXY and TRUST rows as "NAME=value" strings, NULL-terminated,
  * static. */
 extern const char *const skd__sandbox_env_base[];
 extern const char *const skd__sandbox_env_proxy[];
+extern const char *const skd__sandbox_env_trust[];
 
 /* 1 when the NAME=value entry (or a bare NAME) names a PROXY row. */
 int skd__sandbox_env_is_proxy(const char *entry);

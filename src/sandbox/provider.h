@@ -47,6 +47,10 @@ typedef struct skd__sandbox_req {
     const char *skill_dir;         /* host directory mounted read-only at /skill, or NULL */
     int workspace_fd;              /* directory fd of workspace (the spawner's copy), or -1 */
     int skill_fd;                  /* directory fd of skill_dir, or -1 */
+    /* networkEnabled with secrets: the egress CA's certificate (PEM), put
+     * with the system's roots in the sandbox's trust bundle
+     * (SKD__SANDBOX_TRUST_BUNDLE, sandbox/env.h); NULL: none. */
+    const char *ca_pem;
     /* Server side only (the remote provider): the spawner to ask, and the
      * runtime name the spawner resolves (native|docker|podman|auto). */
     skd__spawner_client *spawner;

@@ -71,6 +71,8 @@ void skd__run_free(struct run *run)
     free(run->skill_dir);
     free(run->egress_allow);
     free(run->egress_deny);
+    skd_secrets_free(run->secrets, run->nsecrets);
+    free(run->ca_pem);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -116,6 +118,90 @@ static int add_proxy_env(struct run *run, skd_err *err)
         if (!(v[k++] = strdup(skd__sandbox_env_proxy[i])))
             return skd_err_set(err, SKD_ENOMEM, "out of memory");
     return 0;
+}
+
+void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->secrets_fn = fn;
+    r->secrets_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}
+
+/* Put entries (NAME=value, n of them, stolen) into run's environment in
+ * place of any entry of the same names. */
+static int put_env(struct run *run, char **add, size_t nadd, skd_err *err)
+{
+    size_t n = 0, k = 0;
+    while (run->envp[n])
+        n++;
+    char **v = calloc(n + nadd + 1, sizeof(*v));
+    if (!v) {
+        for (size_t j = 0; j < nadd; j++)
+            free(add[j]);
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strcspn(run->envp[i], "=");
+        int same = 0;
+        for (size_t j = 0; j < nadd && !same; j++)
+            same = strncmp(add[j], run->envp[i], len) == 0 && add[j][len] == '=';
+        if (same)
+            free(run->envp[i]);
+        else
+            v[k++] = run->envp[i];
+    }
+    for (size_t j = 0; j < nadd; j++)
+        v[k++] = add[j];
+    free(run->envp);
+    run->envp = v;
+    return 0;
+}
+
+/* networkEnabled with a key: the key's secrets for the egress proxy, and
+ * NAME=placeholder for each in place of any entry of that name; with any,
+ * the egress CA for the sandbox's trust bundle and the TRUST rows naming
+ * it (native; a container gets no bundle, so TLS to a bound host fails
+ * there rather than anything else breaking). */
+static int add_secrets(skd_runner *r, struct run *run, const char *rt, skd_err *err)
+{
+    pthread_mutex_lock(&r->mu);
+    skd_sandbox_secrets_fn fn = r->secrets_fn;
+    void *arg = r->secrets_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (!fn || !run->key[0])
+        return 0;
+    int rc = fn(arg, run->key, &run->secrets, &run->nsecrets, err);
+    if (rc)
+        return rc;
+    if (!run->nsecrets)
+        return 0;
+    char *add[SKD_EGRESS_MAX_SECRETS + 8];
+    size_t nadd = 0;
+    for (size_t j = 0; j < run->nsecrets && j < SKD_EGRESS_MAX_SECRETS; j++) {
+        size_t len = strlen(run->secrets[j].name) + strlen(run->secrets[j].placeholder) + 2;
+        if (!(add[nadd] = malloc(len)))
+            goto nomem;
+        snprintf(add[nadd++], len, "%s=%s", run->secrets[j].name, run->secrets[j].placeholder);
+    }
+    if (!is_container_runtime(rt)) {
+        skd_egress *e = skd__runner_egress(r, err);
+        if (!e || (rc = skd__egress_ca_pem(e, &run->ca_pem, err)) != 0) {
+            for (size_t j = 0; j < nadd; j++)
+                free(add[j]);
+            return e ? rc : SKD_ESANDBOX;
+        }
+        for (size_t j = 0; skd__sandbox_env_trust[j]; j++)
+            if (!(add[nadd++] = strdup(skd__sandbox_env_trust[j]))) {
+                nadd--;
+                goto nomem;
+            }
+    }
+    return put_env(run, add, nadd, err);
+nomem:
+    for (size_t j = 0; j < nadd; j++)
+        free(add[j]);
+    return skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
 /* Build a run from spec for runtime rt: copies, validation, the
@@ -170,6 +256,8 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
+    if (run->cfg.network_enabled && (rc = add_secrets(r, run, rt, err)))
+        goto fail;
     if (run->cwd[0] != '/') {
         rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");
         goto fail;
@@ -204,6 +292,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         .skill_dir = run->skill_dir,
         .workspace_fd = -1,
         .skill_fd = -1,
+        .ca_pem = run->ca_pem,
     };
     *out = run;
     return 0;

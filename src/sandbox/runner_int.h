@@ -46,6 +46,10 @@ struct run {
     char *skill_dir;                  /* read-only at /skill, or NULL (Agent Skills folders) */
     char *egress_allow, *egress_deny; /* narrowing host patterns, or NULL */
     skd_egress_run *egress;           /* networkEnabled: its proxy, while running */
+    skd_secret *secrets;              /* networkEnabled: the key's secrets (values
+                                         only ever here and in the proxy) */
+    size_t nsecrets;
+    char *ca_pem; /* with secrets: the egress CA for the trust bundle */
     skd_sandbox_config cfg;
     skd__sandbox_req req; /* points into the fields above */
     unsigned char *in;    /* stdin bytes */
@@ -91,10 +95,12 @@ struct skd_runner {
     int spawner_ready; /* under mu: 1 ok, -1 failed */
     pthread_cond_t spawner_cv;
     skd_err spawner_err;
-    const skd_config *cfg; /* borrowed */
-    struct run *dead;      /* completed runs, freed after the batch (supervisor only) */
-    skd_egress *egress;    /* the egress proxy, made on the first networkEnabled run
-                              (under mu) */
+    const skd_config *cfg;             /* borrowed */
+    struct run *dead;                  /* completed runs, freed after the batch (supervisor only) */
+    skd_egress *egress;                /* the egress proxy, made on the first networkEnabled run
+                                          (under mu) */
+    skd_sandbox_secrets_fn secrets_fn; /* under mu; NULL: no secrets */
+    void *secrets_arg;
 };
 
 /* The runner's egress proxy, started on first use (thread-safe); NULL with

@@ -186,6 +186,8 @@ static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err 
         close(egress_fd);
         return SKD_ESANDBOX;
     }
+    p.secrets = run->secrets;
+    p.nsecrets = run->nsecrets;
     return skd__egress_attach(r->egress, egress_fd, &p, &run->egress, err);
 }
 

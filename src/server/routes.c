@@ -2,7 +2,8 @@
  * The route table: every HTTP endpoint of skilld in one place. Rows are
  * matched in order; a path that matches with another method gets 405 with
  * an Allow header. Scopes: skills:read to look, skills:execute to run
- * (checked again by the engine), skills:admin for keys. Flags: handlers run
+ * (checked again by the engine), skills:admin for keys; a key's secrets
+ * are read with skills:read and set with skills:execute. Flags: handlers run
  * on a worker unless SKD_ROUTE_INLINE (they must then never block) or
  * SKD_ROUTE_QUICK and the call is a quick one (http.h); refusals
  * made before a SKD_ROUTE_JSONRPC handler are JSON-RPC errors.
@@ -11,6 +12,7 @@
 #include "server/http.h"
 
 #define R SKD_SCOPE_READ
+#define X SKD_SCOPE_EXECUTE
 #define A SKD_SCOPE_ADMIN
 
 const skd_route skd__routes[] = {
@@ -29,6 +31,10 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},
+    /* secrets of the calling key (secrets_rest.c); ?key= with skills:admin */
+    {"GET", "/v1/secrets", 1, R, skd__rest_secret_list, 0},
+    {"POST", "/v1/secrets", 1, X, skd__rest_secret_set, 0},
+    {"DELETE", "/v1/secrets/{}", 1, X, skd__rest_secret_delete, 0},
     /* custom skills and A2A (custom_rest.c, a2a_http.c); scopes checked by src/skills/custom.c */
     {"POST", "/v1/skills", 1, 0, skd__rest_skill_register, 0},
     {"DELETE", "/v1/skills/{}", 1, 0, skd__rest_skill_delete, 0},

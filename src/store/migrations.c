@@ -72,6 +72,12 @@ static const char *const sqlite_migrations[] = {
     /* 9: per-key request rate buckets shared by every replica (ratelimit.c) */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens INTEGER NOT NULL,"
      "  updated_ms INTEGER NOT NULL, ok INTEGER NOT NULL);"),
+    /* 10: secrets a key's sandboxes use through the egress proxy (secrets.c):
+     * the value sealed with AES-256-GCM (nonce and sealed bytes in hex) */
+    "CREATE TABLE secrets ("
+    "  key_id TEXT NOT NULL, name TEXT NOT NULL, hosts TEXT NOT NULL, headers TEXT NOT NULL,"
+    "  placeholder TEXT NOT NULL, fingerprint TEXT NOT NULL, nonce TEXT NOT NULL,"
+    "  sealed TEXT NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (key_id, name));",
 };
 
 static const char *const pg_migrations[] = {
@@ -125,6 +131,11 @@ static const char *const pg_migrations[] = {
     /* 9 */
     ("CREATE TABLE rate_buckets (key_id TEXT PRIMARY KEY, tokens BIGINT NOT NULL,"
      "  updated_ms BIGINT NOT NULL, ok INTEGER NOT NULL);"),
+    /* 10 */
+    "CREATE TABLE secrets ("
+    "  key_id TEXT NOT NULL, name TEXT NOT NULL, hosts TEXT NOT NULL, headers TEXT NOT NULL,"
+    "  placeholder TEXT NOT NULL, fingerprint TEXT NOT NULL, nonce TEXT NOT NULL,"
+    "  sealed TEXT NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (key_id, name));",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

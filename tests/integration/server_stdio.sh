@@ -122,6 +122,10 @@ ok(r.returncode != 0 and r.stdout == b"" and r.stderr, "unknown --key is refused
 
 # SIGTERM cancels a running call and exits.
 p = subprocess.Popen([skilld, "--data-dir", data, "mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+# A ping's answer shows the server is up (its signal handling installed)
+# before the call and the signal; a slow start would otherwise be killed.
+send({"jsonrpc": "2.0", "id": 0, "method": "ping"})
+m, _ = until(lambda m: m.get("id") == 0, 60)
 send({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "debug_sleep", "arguments": {"ms": 60000}}})
 time.sleep(0.3)
 p.terminate()

@@ -61,9 +61,13 @@ export async function startServer(dataDir, extraEnv = {}, opts = {}) {
   child.stdout.on('data', (d) => { log += d; });
   child.stderr.on('data', (d) => { log += d; });
   const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 200; i++) {
+  // A deadline, not a count: a sanitizer build on a loaded machine may take
+  // seconds to start; a server that never answers is an error, not a pass.
+  const deadline = Date.now() + 60000;
+  for (;;) {
     try { const r = await fetch(`${url}/healthz`); if (r.ok) break; } catch { /* not yet */ }
     if (child.exitCode !== null) throw new Error(`skilld serve exited: ${log}`);
+    if (Date.now() > deadline) { child.kill('SIGKILL'); throw new Error(`skilld serve did not answer /healthz within 60 s: ${log}`); }
     await new Promise((r) => setTimeout(r, 50));
   }
   return {

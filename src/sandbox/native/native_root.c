@@ -7,6 +7,7 @@
  * overlay, the skill folder, the image root). The child formats nothing:
  * every path is absolute here.
  */
+#include "sandbox/env.h"
 #include "sandbox/native/native_int.h"
 
 #include <dirent.h>
@@ -97,8 +98,9 @@ static int add_host_root(struct nstate *s)
 
 static int skip_image_entry(const char *n)
 {
-    static const char *const skip[] = {".",         "..",  "proc",          "dev",  "tmp",
-                                       "workspace", "sys", ".skilld-image", "skill"};
+    static const char *const skip[] = {
+        ".",         "..",  "proc",          "dev",   "tmp",
+        "workspace", "sys", ".skilld-image", "skill", SKD__SANDBOX_TRUST_BUNDLE + 1};
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
         if (strcmp(n, skip[i]) == 0)
             return 1;
@@ -262,6 +264,34 @@ void skd__native_set_opts(struct nstate *s)
              t < (64 << 20) ? t : (64 << 20));
 }
 
+/* The sandbox's trust bundle: the system's roots and the egress CA, in a
+ * file of the root (written by the child into the root's tmpfs). */
+static int add_trust_bundle(struct nstate *s, const char *ca_pem)
+{
+    static const char sys_bundle[] = "/etc/ssl/certs/ca-certificates.crt";
+    size_t cap = 768 * 1024, len = 0;
+    char *text = malloc(cap + strlen(ca_pem) + 2);
+    if (!text)
+        return -1;
+    int fd = open(sys_bundle, O_RDONLY | O_CLOEXEC);
+    while (fd >= 0 && len < cap) {
+        ssize_t n = read(fd, text + len, cap - len);
+        if (n <= 0)
+            break;
+        len += (size_t)n;
+    }
+    if (fd >= 0)
+        close(fd);
+    if (len == cap) /* a system bundle this large is not ours to cut */
+        len = 0;
+    if (len && text[len - 1] != '\n')
+        text[len++] = '\n';
+    memcpy(text + len, ca_pem, strlen(ca_pem) + 1);
+    int rc = add_ent(s, MNT_WRITE_FILE, SKD__SANDBOX_TRUST_BUNDLE + 1, text, 0);
+    free(text);
+    return rc;
+}
+
 int skd__native_fill_child(struct nstate *s, skd_err *err)
 {
     static const char *const rels[] = {"proc",      "dev",           "tmp",  "dev/shm",
@@ -286,6 +316,8 @@ int skd__native_fill_child(struct nstate *s, skd_err *err)
     }
     if (rc == 0 && skd__nat.rootless && q->skill_dir)
         rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_dir, 0);
+    if (rc == 0 && q->ca_pem)
+        rc = add_trust_bundle(s, q->ca_pem);
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;

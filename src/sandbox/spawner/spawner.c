@@ -65,7 +65,7 @@ struct srun {
     skd__sandbox_req req;
     skd_sandbox_config cfg;
     char id[SKD_UUID_LEN + 1];
-    char *image, *rootfs, *cwd, *ws_path, *skill_path;
+    char *image, *rootfs, *cwd, *ws_path, *skill_path, *ca_pem;
     char **argv, **envp;
     int ws_fd, skill_fd;
     int pidfd; /* our copy, watched for the exit */
@@ -126,6 +126,7 @@ static void srun_free(struct srun *r)
     free(r->image);
     free(r->rootfs);
     free(r->cwd);
+    free(r->ca_pem);
     free(r->ws_path);
     free(r->skill_path);
     free_vec(r->argv);
@@ -235,6 +236,24 @@ static int fd_dir_path(int fd, char **path, skd_err *err)
     return 0;
 }
 
+/* One PEM certificate and nothing else (it is written into the sandbox's
+ * trust bundle): the armour lines around base64 text, at most 8 KiB. */
+static int valid_pem_cert(const char *s)
+{
+    static const char begin[] = "-----BEGIN CERTIFICATE-----\n";
+    static const char end[] = "-----END CERTIFICATE-----\n";
+    size_t n = strlen(s), bl = sizeof(begin) - 1, el = sizeof(end) - 1;
+    if (n > 8192 || n < bl + el || strncmp(s, begin, bl) != 0 || strcmp(s + n - el, end) != 0)
+        return 0;
+    for (size_t i = bl; i < n - el; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/' || c == '=' || c == '\n'))
+            return 0;
+    }
+    return 1;
+}
+
 static int check_request(skd__spawn_msg *m, skd_err *err)
 {
     if (!valid_uuid(m->id))
@@ -250,6 +269,8 @@ static int check_request(skd__spawn_msg *m, skd_err *err)
                                "sandbox spawner: environment entry is not "
                                "NAME=value");
     }
+    if (m->ca_pem && !valid_pem_cert(m->ca_pem))
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     if (S.nruns >= MAX_RUNS)
         return skd_err_set(err, SKD_EBUSY, "sandbox spawner: too many runs");
     return check_limits(&m->cfg, err);
@@ -288,7 +309,8 @@ static void on_prepare(skd__spawn_msg *m)
     r->cwd = strdup(m->cwd);
     r->argv = copy_vec(m->argv, m->argc);
     r->envp = copy_vec(m->envp, m->envc);
-    if (!r->image || !r->cwd || !r->argv || !r->envp) {
+    r->ca_pem = m->ca_pem ? strdup(m->ca_pem) : NULL;
+    if (!r->image || !r->cwd || !r->argv || !r->envp || (m->ca_pem && !r->ca_pem)) {
         rc = skd_err_set(&err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
@@ -317,6 +339,7 @@ static void on_prepare(skd__spawn_msg *m)
         .skill_dir = r->skill_path,
         .workspace_fd = r->ws_fd,
         .skill_fd = r->skill_fd,
+        .ca_pem = r->ca_pem,
     };
     if ((rc = r->prov->prepare(&r->req, &r->pstate, &err)) != 0)
         goto fail;

@@ -142,6 +142,8 @@ static int remote_prepare(const skd__sandbox_req *req, void **state, skd_err *er
     skd__spawn_out_str(&o, SKD__T_ID, req->id);
     skd__spawn_out_str(&o, SKD__T_IMAGE, req->image);
     skd__spawn_out_str(&o, SKD__T_CWD, req->cwd);
+    if (req->ca_pem)
+        skd__spawn_out_str(&o, SKD__T_CA_PEM, req->ca_pem);
     for (char *const *a = req->argv; *a; a++)
         skd__spawn_out_str(&o, SKD__T_ARG, *a);
     for (char *const *e = req->envp; *e; e++)

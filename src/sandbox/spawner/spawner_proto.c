@@ -362,6 +362,10 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             if (set_once(&m->cwd, take_str(m, &off, p, n)))
                 return bad(m, err, "bad working directory");
             break;
+        case SKD__T_CA_PEM:
+            if (set_once(&m->ca_pem, take_str(m, &off, p, n)))
+                return bad(m, err, "bad CA certificate");
+            break;
         case SKD__T_MESSAGE:
             if (set_once(&m->message, take_str(m, &off, p, n)))
                 return bad(m, err, "bad message");

@@ -71,6 +71,7 @@ enum skd__spawn_tag {
     SKD__T_KILLED,       /* i32: the runner killed it (REQ_CLEANUP) */
     SKD__T_WORKSPACE,    /* REP_OUTCOME: i32 code (0: kept), pad, u64 bytes: the quota overlay */
     SKD__T_WS_MESSAGE,   /* REP_OUTCOME: string: why the workspace changes were not kept */
+    SKD__T_CA_PEM,       /* string: the egress CA's certificate for the sandbox's trust bundle */
     SKD__T_MAX
 };
 
@@ -95,6 +96,7 @@ typedef struct skd__spawn_msg {
     uint16_t type;
     uint64_t handle;
     const char *provider, *id, *image, *cwd, *message;
+    const char *ca_pem; /* NULL when not sent */
     char **argv, **envp;
     size_t argc, envc;
     int has_config; /* every limit arrived (nlimits == SKD_LIMIT_N) */
