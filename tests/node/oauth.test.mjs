@@ -312,7 +312,7 @@ try {
     assert(/error="insufficient_scope"/.test(www) && /scope="skills:execute"/.test(www) && /resource_metadata=/.test(www), www);
   });
 
-  await check('REST and A2A accept the tokens and give the same challenges', async () => {
+  await check('REST and A2A accept the tokens and give the same challenges; secrets are per tenant', async () => {
     const full = await mint(k1, { sub: 'rest-user' });
     const ro = await mint(k1, { sub: 'reader', scope: 'skills:read' });
     const post = (path, token, body) => fetch(`${PUBLIC}${path}`, {
@@ -340,6 +340,13 @@ try {
       const d = JSON.stringify(c.securitySchemes);
       assert(d.includes(`${PUBLIC}/.well-known/oauth-protected-resource/mcp`), `${card}: ${d}`);
     }
+    // Secrets are per tenant too.
+    const put = await post('/v1/secrets', full, { name: 'REST_USER_TOKEN', value: 's3cret', hosts: ['api.example.com'] });
+    assert(put.status === 201, `POST /v1/secrets: ${put.status} ${await put.text()}`);
+    const mine = await (await fetch(`${PUBLIC}/v1/secrets`, { headers: { authorization: `Bearer ${full}` } })).json();
+    const theirs = await (await fetch(`${PUBLIC}/v1/secrets`, { headers: { authorization: `Bearer ${ro}` } })).json();
+    assert(mine.secrets.map((x) => x.name).join() === 'REST_USER_TOKEN', JSON.stringify(mine));
+    assert(theirs.secrets.length === 0, JSON.stringify(theirs));
     const listed = await fetch(`${PUBLIC}/v1/skills`, { headers: { authorization: `Bearer ${ro}` } });
     assert(listed.status === 200, `GET /v1/skills read-only: ${listed.status}`);
   });
