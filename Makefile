@@ -49,7 +49,10 @@ TEST_SUPPORT := $(filter-out $(TEST_SRCS),$(wildcard tests/unit/*.c)) $(FIXTURE_
 EXAMPLE_SRCS := $(wildcard examples/*.c)
 BENCH_SRCS := $(wildcard bench/*.c)
 
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+# The operator console (ui/*), embedded in the library as a generated C
+# file (scripts/embed-ui.sh; src/server/console.c serves it at /ui).
+UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/ui_assets.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 FIXTURE_OBJS := $(FIXTURE_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -69,6 +72,16 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	@$(CC) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/gen/ui_assets.c: $(UI_FILES) scripts/embed-ui.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN   $@"
+	@scripts/embed-ui.sh $@ $(UI_FILES)
+
+$(BUILD)/obj/gen/ui_assets.o: $(BUILD)/gen/ui_assets.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/libskilld.a: $(LIB_OBJS)
 	@mkdir -p $(dir $@)

@@ -37,12 +37,25 @@ enum skd_mode { SKD_MODE_DIRECT, SKD_MODE_SANDBOX };
 /* Progress report from a running handler: progress of total (total may be 0
  * when unknown), with an optional message. Called on the handler's thread. */
 typedef void (*skd_progress_fn)(void *arg, double progress, double total, const char *message);
+/* A chunk of a running command's output (stream: "stdout" or "stderr"). */
+typedef void (*skd_output_fn)(void *arg, const char *stream, const char *data, size_t len);
 
 /* What a handler knows about the call. Everything is borrowed for the
  * duration of the call. A handler reaches the engine only through this
  * object (its fields and runner()), never by calling skd_engine_*: the
  * engine calls the built-ins, not the other way round
  * (scripts/check-layers.sh). */
+/* What one call used, metered where it happened (DESIGN.md, "Metering"):
+ * filled by the handlers that run sandboxes or write the workspace, and
+ * written by the engine with the call's audit row. */
+typedef struct skd_usage {
+    int64_t sandbox_runs;
+    int64_t cpu_us;          /* CPU time of its sandboxes, microseconds */
+    int64_t mem_peak_bytes;  /* the largest memory high-water mark of its sandboxes */
+    int64_t egress_bytes;    /* bytes through the egress proxy, both ways */
+    int64_t workspace_bytes; /* bytes of files it wrote into the workspace */
+} skd_usage;
+
 typedef struct skd_ctx {
     const char *key_id;    /* the caller's API key id; never NULL */
     unsigned scopes;       /* SKD_SCOPE_* bits */
@@ -58,6 +71,12 @@ typedef struct skd_ctx {
     skd_progress_fn progress; /* may be NULL */
     void *progress_arg;
     const char *execution_id; /* UUID of this execution (audit row id) */
+    skd_usage *usage;         /* may be NULL: what the call used goes here */
+    /* May be NULL: output of a running command as it arrives (stream
+     * "stdout" or "stderr"), for transports that stream it (SSE, MCP
+     * progress). Called on the calling thread; may block briefly. */
+    skd_output_fn output;
+    void *output_arg;
 } skd_ctx;
 
 /* A handler gets the validated input (borrowed) and returns a new reference

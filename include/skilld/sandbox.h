@@ -152,12 +152,24 @@ typedef struct skd_sandbox_result {
     int ws_error;
     uint64_t ws_bytes;
     char ws_message[SKD_ERR_MSG_MAX];
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
+    /* Metering, read from the run's own cgroup when it ended (native):
+     * CPU time in microseconds and the memory high-water mark in bytes;
+     * 0 where the kernel or the provider does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak_bytes;
 } skd_sandbox_result;
 
 /* ws_bytes of a run that wrote nothing: its workspace is as it was, so it
  * is not walked (a walk costs a stat per entry, in the spawner every key
  * shares). The result then says "changed": false and no bytes. */
 #define SKD_WS_BYTES_UNCHANGED UINT64_MAX
+
+/* Add what run r used to u (NULL ok: nothing metered): one sandbox run,
+ * its CPU time, its memory peak (the largest of the call's runs), the
+ * bytes its egress record says went up and down, and the bytes it wrote
+ * into the workspace. */
+void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r);
 
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
 void skd_sandbox_result_free(skd_sandbox_result *r);
@@ -197,6 +209,22 @@ typedef struct skd_sandbox_spec {
      * must match the operator's SKILLS_SANDBOX_EGRESS_ALLOW_HOSTS and this. */
     const char *egress_allow;
     const char *egress_deny;
+    /* Set by skd_live_exec only: run in this live sandbox (its UUID),
+     * whose workspace and image are its own. */
+    const char *live_id;
+    /* May be NULL. Called on the supervisor thread with every chunk the
+     * command writes (stream 1: stdout, 2: stderr) as it arrives, kept or
+     * not; it must not block and must not call into the runner. */
+    void (*on_output)(void *arg, int stream, const char *data, size_t len);
+    void *output_arg;
+    /* skd_sandbox_run only: call on_output on the waiting thread instead
+     * (there it may block); chunks wait in a queue of at most 1 MiB, past
+     * which they are dropped (the result still holds the kept output). */
+    int output_on_caller;
+    /* With live_id only: a process that keeps running after the call (no
+     * timeout; it ends with its sandbox, or when it is killed), not
+     * counted against the caps of concurrent runs. */
+    int background;
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it
@@ -308,5 +336,73 @@ int skd_sandbox_provider_detect(const char *runtime, skd_err *err);
 /* The engine's runner, started on first use (thread-safe). Borrowed; it
  * lives until skd_engine_close. NULL with err set when it cannot start. */
 skd_runner *skd_engine_runner(skd_engine *e, skd_err *err);
+
+/* ---- live sandboxes (src/sandbox/live.c; DESIGN.md, "Live sandboxes") ----
+ *
+ * A live sandbox lives across calls: its processes, its /tmp and its
+ * cgroup (the limits hold for the sandbox as a whole) stay until it is
+ * deleted, its idle timeout or lifetime is over, its key is revoked or the
+ * server ends. Each belongs to the key that made it; every call below
+ * takes that key, and another key's sandbox is SKD_ENOENT, as one that
+ * does not exist. Native runtime only. */
+typedef struct skd_live_opts {
+    const char *image;                /* NULL or "host": the host image */
+    const skd_sandbox_config *config; /* NULL: the runner's defaults */
+    const char *workspace;            /* host directory at /workspace, or NULL */
+    int64_t idle_timeout_ms;          /* 0: SKILLS_SANDBOX_IDLE_TIMEOUT_MS (also the ceiling) */
+    int64_t lifetime_ms;              /* 0: SKILLS_SANDBOX_LIFETIME_MS (also the ceiling) */
+} skd_live_opts;
+
+/* Make a live sandbox for key. *out: a new object {id, state, image,
+ * createdAt, expiresAt, idleExpiresAt, limits, idleTimeoutMs, lifetimeMs,
+ * workspace}. SKD_EINVAL naming a field above its ceiling; SKD_EBUSY past
+ * SKILLS_SANDBOX_MAX_LIVE_PER_KEY or SKILLS_SANDBOX_MAX_LIVE; SKD_ESANDBOX
+ * when it cannot be made (fail closed). Blocks while the spawner makes it. */
+int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json_t **out,
+                    skd_err *err);
+/* key's live sandboxes, an array of the objects above. New reference. */
+json_t *skd_live_list(skd_runner *r, const char *key);
+/* One of key's: 0 and *out (new reference), or SKD_ENOENT. */
+int skd_live_get(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err);
+/* End one of key's: every process killed, its cgroup and layers removed.
+ * 0 or SKD_ENOENT. */
+int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err);
+/* End every live sandbox of key (its revocation). Returns how many. */
+int skd_live_delete_key(skd_runner *r, const char *key);
+
+typedef struct skd_live_exec_opts {
+    /* argv, env, stdin, cwd (NULL: /workspace when the sandbox has one,
+     * else /tmp), cancel, tick; runtime, image, workspace and config are
+     * the sandbox's and ignored. Borrowed. */
+    const skd_sandbox_spec *spec;
+    int64_t timeout_ms; /* 0: the sandbox's timeout */
+} skd_live_exec_opts;
+
+/* Run one command in key's live sandbox id and wait, as skd_sandbox_run
+ * does (the same result). SKD_ENOENT when there is no such sandbox of key
+ * or it ended. */
+int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live_exec_opts *o,
+                  skd_sandbox_result *res, skd_err *err);
+
+/* Start a background process in key's live sandbox id and return at once
+ * with its processId: it keeps running after the call (no timeout) until
+ * it exits, is killed (skd_live_kill) or the sandbox ends. Its output is
+ * kept up to the sandbox's outputLimit per stream. A sandbox keeps 16
+ * processes (running, or ended and still readable); SKD_EBUSY when all 16
+ * run. SKD_ENOENT for no such sandbox of key. */
+int skd_live_exec_background(skd_runner *r, const char *key, const char *id,
+                             const skd_live_exec_opts *o, char process_id[SKD_UUID_LEN + 1],
+                             skd_err *err);
+/* process_id NULL: an array of {processId, command, running, startedAt,
+ * and when ended exitCode, signal, killed, oomKilled, durationMs}. Else
+ * that one process with its kept output from the byte offsets given
+ * (stdout, stderr, stdoutOffset and stderrOffset to read on from,
+ * truncated). *out is a new reference. SKD_ENOENT for no such sandbox of
+ * key or no such process in it. */
+int skd_live_processes(skd_runner *r, const char *key, const char *id, const char *process_id,
+                       int64_t out_off, int64_t err_off, json_t **out, skd_err *err);
+/* Kill a background process (and everything it started). 0 or SKD_ENOENT. */
+int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *process_id,
+                  skd_err *err);
 
 #endif

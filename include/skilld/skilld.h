@@ -59,6 +59,8 @@ typedef struct skd_call {
     skd_cancel *cancel;       /* optional */
     skd_progress_fn progress; /* optional */
     void *progress_arg;
+    skd_output_fn output; /* optional: a sandboxed command's output as it arrives */
+    void *output_arg;
     /* optional, with cancel: the transport's own id for this call (an A2A
      * task). The engine records it in the run table (kind "task") while
      * the call runs, so that a cancel through another replica reaches it

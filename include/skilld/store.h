@@ -100,6 +100,8 @@ typedef struct skd_audit {
     int64_t created_ms;
     const char *input_digest; /* hex SHA-256 of the compact input JSON */
     const char *egress;       /* networkEnabled runs: the egress record (JSON text), else NULL */
+    /* What the call used (skd_usage, include/skilld/registry.h). */
+    int64_t sandbox_runs, cpu_us, mem_peak_bytes, egress_bytes, workspace_bytes;
 } skd_audit;
 
 /* Queue a (copied) for the audit writer; with opts.audit_sync, or when the
@@ -112,9 +114,47 @@ int skd_store_audit_add(skd_store *st, const skd_audit *a, skd_err *err);
 int skd_store_audit_flush(skd_store *st, skd_err *err);
 /* The key's executions, newest first, at most limit. New ref (array). */
 json_t *skd_store_audit_list(skd_store *st, const char *key_id, int limit, skd_err *err);
-/* One execution of the key; NULL with SKD_ENOENT when absent or another
- * key's. New ref. */
+/* Executions matching every field set in f, newest first. */
+typedef struct skd_audit_filter {
+    const char *key_id; /* NULL: every key's */
+    const char *skill;  /* NULL: any */
+    const char *status; /* "success", "error" or NULL */
+    int64_t since_ms;   /* created at or after */
+    int64_t until_ms;   /* and before (0: no end) */
+    int limit;          /* 1..1000; else 100 */
+} skd_audit_filter;
+json_t *skd_store_audit_query(skd_store *st, const skd_audit_filter *f, skd_err *err);
+/* One execution of the key (key_id NULL: of any key); NULL with SKD_ENOENT
+ * when absent or another key's. New ref. */
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err);
+
+/* Usage summed per key over the audit rows created in [since_ms, until_ms)
+ * (src/store/usage.c): [{keyId, keyName, executions, sandboxRuns,
+ * sandboxCpuMs, sandboxCpuUs, sandboxMemoryPeakBytes (the largest of one
+ * call), egressBytes, workspaceBytes}] ordered by key id; key_id NULL: every
+ * key, else that key's row only (none when it made no call). New ref. */
+json_t *skd_store_usage(skd_store *st, const char *key_id, int64_t since_ms, int64_t until_ms,
+                        skd_err *err);
+/* The same per key and per time bucket of bucket_ms (>= 1):
+ * [{keyId, t (the bucket's start, ms), executions, sandboxCpuMs}] ordered by
+ * t then key id. New ref. */
+json_t *skd_store_usage_series(skd_store *st, const char *key_id, int64_t since_ms,
+                               int64_t until_ms, int64_t bucket_ms, skd_err *err);
+/* The sandbox CPU time (us) of key_id's calls created at or after since_ms
+ * into *cpu_us (the CPU budget, src/engine/usage.c). */
+int skd_store_usage_cpu(skd_store *st, const char *key_id, int64_t since_ms, int64_t *cpu_us,
+                        skd_err *err);
+
+/* Operator console sessions (src/store/ui_sessions.c), by the SHA-256 (hex)
+ * of the cookie's token. put stores one (and drops expired ones); get
+ * gives the live session's key id (cap 64) and CSRF token (cap 65), or
+ * SKD_ENOENT when absent or expired at now_ms; del removes it (0 even when
+ * absent). */
+int skd_store_ui_session_put(skd_store *st, const char *id_sha256, const char *key_id,
+                             const char *csrf, int64_t now_ms, int64_t expires_ms, skd_err *err);
+int skd_store_ui_session_get(skd_store *st, const char *id_sha256, int64_t now_ms, char key_id[64],
+                             char csrf[65], skd_err *err);
+int skd_store_ui_session_del(skd_store *st, const char *id_sha256, skd_err *err);
 
 /*
  * A small key/value cache with expiry (src/store/cache.c), used for
@@ -223,8 +263,8 @@ typedef struct skd_run_req {
 int skd_store_run_begin(skd_store *st, const skd_run_req *r, skd_err *err);
 /* The run ended in state ("done", "error", "cancelled"). */
 void skd_store_run_end(skd_store *st, const char *id, const char *state);
-/* Ask the replica that runs the key's run id to cancel it. SKD_ENOENT when
- * the key has no such running run. */
+/* Ask the replica that runs the key's run id (key_id NULL: any key's run)
+ * to cancel it. SKD_ENOENT when there is no such running run. */
 int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_err *err);
 /* The state of the key's run id ("running", "done", "lost", ...) into
  * state (cap bytes). SKD_ENOENT when there is none. */

@@ -40,8 +40,14 @@ json_t *skd_engine_get_skill(skd_engine *e, const skd_actor *who, const char *re
 json_t *skd_engine_list_executions(skd_engine *e, const skd_actor *who, const char *of_key,
                                    int limit, skd_err *err);
 
+/* Execution rows matching f (skd_store_audit_query), newest first: f->key_id
+ * NULL is who's own, "*" every key's; another key's (or "*") needs
+ * skills:admin. Needs skills:read. New reference or NULL. */
+json_t *skd_engine_query_executions(skd_engine *e, const skd_actor *who, skd_audit_filter *f,
+                                    skd_err *err);
+
 /* One execution row of who's own (another key's id is not_found, as if it
- * did not exist). New reference or NULL with err. */
+ * did not exist; skills:admin reads any key's). New reference or NULL. */
 json_t *skd_engine_get_execution(skd_engine *e, const skd_actor *who, const char *id, skd_err *err);
 
 /* 1 when who may see a metric label naming skill (a built-in, a global
@@ -60,6 +66,49 @@ typedef struct skd_exec_stat {
  * none or out of memory. Every row, whoever may see it: the caller filters
  * with skd_engine_metric_label_visible. */
 skd_exec_stat *skd_engine_exec_stats(skd_engine *e, size_t *n);
+
+/* Usage by key and skill, counted by skd_engine_execute (metering): the
+ * key is a key id or "_other" (past SKILLD_METRICS_MAX_KEYS keys, or a
+ * full table), the skill a name or "other". */
+typedef struct skd_key_stat {
+    char key[72];
+    char skill[72];
+    unsigned long ok, failed;
+    uint64_t sandbox_runs, cpu_us, egress_bytes, workspace_bytes;
+} skd_key_stat;
+/* A copy of e's rows (caller frees with free()); *n rows, NULL with *n 0
+ * when there are none. Every key's: the caller shows a key without
+ * skills:admin its own rows only (skd_engine_key_label_visible). */
+skd_key_stat *skd_engine_key_stats(skd_engine *e, size_t *n);
+/* 1 when who may see the per-key metric rows of key ("_other" included):
+ * skills:admin sees all, a key its own. */
+int skd_engine_key_label_visible(const skd_actor *who, const char *key);
+
+/* Usage per key over [since_ms, until_ms) from the audit (every replica's
+ * calls): {since, until, usage: [...]} as skd_store_usage, plus series:
+ * [...] as skd_store_usage_series when bucket_ms > 0. A key sees its own
+ * row only; of_key names one key (another's: skills:admin only), NULL for
+ * every key the actor may see. Needs skills:read. New ref or NULL. */
+json_t *skd_engine_usage(skd_engine *e, const skd_actor *who, const char *of_key, int64_t since_ms,
+                         int64_t until_ms, int64_t bucket_ms, skd_err *err);
+
+/* Operator console sessions (src/engine/console.c). A session acts as the
+ * admin key that signed in, for as long as that key is live and keeps
+ * skills:admin, until it expires (SKILLD_UI_SESSION_SECONDS). */
+#define SKD_UI_TOKEN_LEN 64 /* hex characters of a session or CSRF token */
+/* Sign in with an API key's secret: it must be live and have skills:admin
+ * (else SKD_EUNAUTH / SKD_EFORBIDDEN). Fills token (the cookie's value,
+ * never stored), csrf, *info and *expires_ms. */
+int skd_engine_ui_signin(skd_engine *e, const char *secret, char token[SKD_UI_TOKEN_LEN + 1],
+                         char csrf[SKD_UI_TOKEN_LEN + 1], skd_key_info *info, int64_t *expires_ms,
+                         skd_err *err);
+/* The session of token: 0 with *info and csrf set; SKD_EUNAUTH when there
+ * is none, it expired, or its key was revoked or lost skills:admin;
+ * SKD_ESTORE when the store fails. */
+int skd_engine_ui_session(skd_engine *e, const char *token, skd_key_info *info,
+                          char csrf[SKD_UI_TOKEN_LEN + 1], skd_err *err);
+/* End the session of token (0 when there was none). */
+int skd_engine_ui_signout(skd_engine *e, const char *token, skd_err *err);
 
 /* The key a bearer secret belongs to (live keys only): 0 with *info set, or
  * SKD_EUNAUTH. With OAuth configured (SKILLD_OAUTH_ISSUER), a secret that

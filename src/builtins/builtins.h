@@ -19,6 +19,11 @@ void skd__builtin_execute_command_def(skd_skill_def *d);
 void skd__builtin_eval_code_def(skd_skill_def *d);
 void skd__builtin_skills_register_def(skd_skill_def *d);
 void skd__builtin_skill_run_def(skd_skill_def *d);
+void skd__builtin_sandbox_create_def(skd_skill_def *d); /* sandbox_live.c */
+void skd__builtin_sandbox_exec_def(skd_skill_def *d);
+void skd__builtin_sandbox_list_def(skd_skill_def *d);
+void skd__builtin_sandbox_delete_def(skd_skill_def *d);
+void skd__builtin_sandbox_processes_def(skd_skill_def *d);
 
 /* skilld exec's skill, registered by the command line in its one-call
  * engine only (src/builtins/exec.c); not in the list below. */
@@ -29,6 +34,9 @@ void skd__builtin_exec_def(skd_skill_def *d);
     skd__builtin_file_read_def, skd__builtin_file_write_def, skd__builtin_file_list_def,           \
         skd__builtin_file_delete_def, skd__builtin_http_request_def, skd__builtin_web_fetch_def,   \
         skd__builtin_web_search_def, skd__builtin_execute_command_def, skd__builtin_eval_code_def, \
-        skd__builtin_skills_register_def, skd__builtin_skill_run_def, /* end */
+        skd__builtin_skills_register_def, skd__builtin_skill_run_def,                              \
+        skd__builtin_sandbox_create_def, skd__builtin_sandbox_exec_def,                            \
+        skd__builtin_sandbox_list_def, skd__builtin_sandbox_delete_def,                            \
+        skd__builtin_sandbox_processes_def, /* end */
 
 #endif

@@ -88,6 +88,7 @@ static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
     if (!r || skd_sandbox_run(r, &spec, &res, &err) != 0) {
         out = skd_result_from_err(&err);
     } else {
+        skd_sandbox_usage_add(ctx->usage, &res);
         out = shape(&res);
         skd_sandbox_result_free(&res);
     }

@@ -279,6 +279,8 @@ out:
         close(j.dirfd);
     if (rc)
         return skd_result_from_err(&err);
+    if (ctx->usage) /* metering: the bytes this call wrote */
+        ctx->usage->workspace_bytes += (int64_t)j.len;
     return json_pack("{s:b, s:s, s:I}", "success", 1, "path", j.path, "bytes", (json_int_t)j.len);
 }
 

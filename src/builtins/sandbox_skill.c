@@ -28,14 +28,14 @@ static int env_name_ok(const char *k)
 /* Build "NAME=value" strings: the defaults, then the caller's (which
  * replace a default of the same name). *out is NULL-terminated, malloc'd
  * strings; free with free_env. */
-static void free_env(char **env)
+void skd__sandbox_skill_env_free(char **env)
 {
     for (char **p = env; p && *p; p++)
         free(*p);
     free(env);
 }
 
-static json_t *build_env(const json_t *extra, char ***out)
+json_t *skd__sandbox_skill_env(const json_t *extra, char ***out)
 {
     size_t n = json_is_object(extra) ? json_object_size(extra) : 0;
     if (n > MAX_ENV)
@@ -57,13 +57,13 @@ static json_t *build_env(const json_t *extra, char ***out)
     }
     json_object_foreach ((json_t *)extra, key, v) {
         if (!env_name_ok(key) || !json_is_string(v)) {
-            free_env(env);
+            skd__sandbox_skill_env_free(env);
             return skd_result_error(SKD_EINVAL, "env: '%.64s' must be a NAME with a string value",
                                     key);
         }
         size_t len = strlen(key) + json_string_length(v) + 2;
         if (strlen(json_string_value(v)) != json_string_length(v)) {
-            free_env(env);
+            skd__sandbox_skill_env_free(env);
             return skd_result_error(SKD_EINVAL, "env: %s contains a NUL byte", key);
         }
         if (!(env[k] = malloc(len)))
@@ -73,7 +73,7 @@ static json_t *build_env(const json_t *extra, char ***out)
     *out = env;
     return NULL;
 nomem:
-    free_env(env);
+    skd__sandbox_skill_env_free(env);
     return skd_result_error(SKD_ENOMEM, "out of memory");
 }
 
@@ -88,6 +88,13 @@ static void tick(void *arg, int64_t elapsed)
     char msg[64];
     snprintf(msg, sizeof(msg), "running for %lld ms", (long long)elapsed);
     p->ctx->progress(p->ctx->progress_arg, (double)elapsed, (double)p->timeout_ms, msg);
+}
+
+/* The run's output to the transport as it arrives (ctx->output). */
+static void to_transport(void *arg, int stream, const char *data, size_t len)
+{
+    const skd_ctx *ctx = arg;
+    ctx->output(ctx->output_arg, stream == 1 ? "stdout" : "stderr", data, len);
 }
 
 /* "output": stdout, then stderr, as one text (OmniRoute's combined view).
@@ -158,12 +165,12 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
     skd_err err = {0};
     const skd_config *cfg = ctx->cfg;
     char **env = NULL;
-    json_t *bad = build_env(call->env, &env);
+    json_t *bad = skd__sandbox_skill_env(call->env, &env);
     if (bad)
         return bad;
     skd_runner *runner = ctx->runner(ctx, &err);
     if (!runner) {
-        free_env(env);
+        skd__sandbox_skill_env_free(env);
         return skd_result_from_err(&err);
     }
     skd_sandbox_config sc;
@@ -187,14 +194,29 @@ json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call)
         .cancel = ctx->cancel,
         .tick = ctx->progress ? tick : NULL,
         .tick_arg = &pr,
+        .cwd = call->cwd,
+        .on_output = ctx->output ? to_transport : NULL,
+        .output_arg = (void *)ctx,
+        .output_on_caller = 1,
     };
     skd_sandbox_result res;
-    int rc = skd_sandbox_run(runner, &spec, &res, &err);
-    free_env(env);
+    int rc;
+    if (call->live_id) {
+        skd_live_exec_opts lo = {.spec = &spec, .timeout_ms = call->timeout_ms};
+        rc = skd_live_exec(runner, ctx->key_id, call->live_id, &lo, &res, &err);
+    } else {
+        rc = skd_sandbox_run(runner, &spec, &res, &err);
+    }
+    skd__sandbox_skill_env_free(env);
     if (rc)
         return skd_result_from_err(&err);
+    skd_sandbox_usage_add(ctx->usage, &res);
     json_t *out = shape(&res, skd_cancel_is_set(ctx->cancel));
     skd_sandbox_result_free(&res);
+    if (out && call->live_id) { /* the live sandbox's id; the run's apart */
+        json_object_set(out, "runId", json_object_get(out, "sandboxId"));
+        json_object_set_new(out, "sandboxId", json_string(call->live_id));
+    }
     return out ? out : skd_result_error(SKD_ENOMEM, "out of memory");
 }
 

@@ -19,6 +19,8 @@ typedef struct skd__sbx_call {
         timeout_ms; /* 0: SKILLS_SANDBOX_TIMEOUT_MS; above SKILLS_SANDBOX_MAX_TIMEOUT_MS: refused */
     int network_enabled;   /* -1: not asked (false); 1 needs SKILLS_SANDBOX_NETWORK_ENABLED */
     const char *skill_dir; /* host folder mounted read-only at /skill, or NULL */
+    const char *live_id;   /* run in the caller's live sandbox of this id, or NULL */
+    const char *cwd;       /* working directory inside, or NULL: the default */
 } skd__sbx_call;
 
 /* The input schema of a sandbox skill: text (its own properties) with
@@ -33,5 +35,11 @@ json_t *skd__sandbox_skill_schema(const char *text);
  * killed, timedOut, oomKilled, signal, sandboxId, runtime; an error object
  * when it timed out, was cancelled, or could not run. */
 json_t *skd__sandbox_skill_run(const skd_ctx *ctx, const skd__sbx_call *call);
+
+/* The command's environment: the defaults, then extra's (an object of
+ * strings or NULL), each a NAME. NULL with *out set (free it with
+ * skd__sandbox_skill_env_free), or an error result (new reference). */
+json_t *skd__sandbox_skill_env(const json_t *extra, char ***out);
+void skd__sandbox_skill_env_free(char **env);
 
 #endif

@@ -62,6 +62,16 @@ static const struct key keys[] = {
      "unprivileged user the server drops to when started as root"},
     /* workspace and file skills */
     {"SKILLS_MAX_FILE_BYTES", K_INT, "1048576", 1, I64MAX, 0, "bytes per file read or write"},
+    /* metering (src/engine/usage.c, docs/usage.md) */
+    {"SKILLS_KEY_CPU_SECONDS_PER_DAY", K_INT, "0", 0, I64MAX, 0,
+     "sandbox CPU-seconds a key may use per UTC day; past it its sandboxed calls are refused "
+     "with quota_exceeded (0: no budget)"},
+    {"SKILLD_METRICS_MAX_KEYS", K_INT, "100", 1, 10000, 0,
+     "keys with their own label in the per-key metrics; the rest are summed under "
+     "key=\"_other\""},
+    /* the operator console (src/server/console.c, docs/console.md) */
+    {"SKILLD_UI_SESSION_SECONDS", K_INT, "28800", 60, 2592000, 0,
+     "how long a console sign-in lasts"},
     {"SKILLS_WORKSPACE_QUOTA_BYTES", K_INT, "104857600", 1, I64MAX, 0,
      "bytes a workspace may hold (file skills and sandboxed code alike)"},
     {"SKILLS_WORKSPACE_MAX_ENTRIES", K_INT, "100000", 1, I64MAX, 0,
@@ -102,6 +112,16 @@ static const struct key keys[] = {
      "concurrent sandboxes (0: 4 x cores)"},
     {"SKILLS_SANDBOX_MAX_PER_KEY", K_INT, "0", 0, 4096, 0,
      "concurrent sandboxes per key (0: half the global cap)"},
+    /* live sandboxes (src/sandbox/live.c, docs/sandbox.md) */
+    {"SKILLS_SANDBOX_MAX_LIVE_PER_KEY", K_INT, "4", 0, 4096, 0,
+     "live sandboxes a key may hold at once (0: none)"},
+    {"SKILLS_SANDBOX_MAX_LIVE", K_INT, "64", 0, 65536, 0, "live sandboxes at once, all keys"},
+    {"SKILLS_SANDBOX_IDLE_TIMEOUT_MS", K_INT, "600000", 1000, 86400000, 0,
+     "a live sandbox with no exec for this long ends (the default and the ceiling of "
+     "idleTimeoutMs)"},
+    {"SKILLS_SANDBOX_LIFETIME_MS", K_INT, "3600000", 1000, 604800000, 0,
+     "a live sandbox ends this long after its creation (the default and the ceiling of "
+     "lifetimeMs)"},
     {"SKILLS_IMAGE_MAX_BYTES", K_INT, "4294967296", 1, I64MAX, 0,
      "bytes of file data an imported image may hold"},
     {"SKILLS_IMAGE_MAX_ENTRIES", K_INT, "1000000", 1, I64MAX, 0,

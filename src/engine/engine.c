@@ -4,7 +4,8 @@
  * one call"): look the skill up as the caller sees it, check scope and
  * enabled state, validate the input against the skill's schema, open the
  * caller's workspace, run the handler (a sandbox skill as a row of the run
- * table), count the execution, write the audit row. Transports only
+ * table; a key past its CPU budget is refused first), count the execution
+ * and what it used (metering: usage.c), write the audit row. Transports only
  * translate to and from skd_call. The engine reaches the built-ins through
  * their list and custom skills through the skd_skills object; they reach it
  * only through the skd_ctx it passes. Listing, keys and metric labels are
@@ -70,7 +71,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     pthread_mutex_init(&e->runner_mu, NULL);
     pthread_mutex_init(&e->secrets_mu, NULL);
     e->reg = skd_registry_new();
-    e->stats = skd__exec_stats_new();
+    e->stats = skd__exec_stats_new((size_t)skd_config_int(cfg, "SKILLD_METRICS_MAX_KEYS"));
     if (!e->reg || !e->stats) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
@@ -242,7 +243,7 @@ static skd_runner *ctx_runner(const skd_ctx *ctx, skd_err *err)
 }
 
 static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
-                           const char *exec_id)
+                           const char *exec_id, skd_usage *usage)
 {
     skd_err err = {0};
     skd_workspace *ws = NULL;
@@ -260,7 +261,10 @@ static json_t *run_handler(skd_engine *e, const skd_call *c, skd_skill *s, const
         .cancel = c->cancel,
         .progress = c->progress,
         .progress_arg = c->progress_arg,
+        .output = c->output,
+        .output_arg = c->output_arg,
         .execution_id = exec_id,
+        .usage = usage,
     };
     json_t *result = skd_skill_invoke(s, &ctx, input);
     skd_workspace_close(ws);
@@ -284,7 +288,7 @@ static void input_digest(const json_t *input, char digest[SKD_SHA256_HEX_LEN + 1
 }
 
 static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const json_t *input,
-                  const json_t *result, const char *exec_id, int64_t started)
+                  const json_t *result, const char *exec_id, int64_t started, const skd_usage *u)
 {
     char digest[SKD_SHA256_HEX_LEN + 1];
     input_digest(input, digest);
@@ -303,6 +307,11 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
         .created_ms = skd_wall_ms(),
         .input_digest = digest,
         .egress = egress,
+        .sandbox_runs = u->sandbox_runs,
+        .cpu_us = u->cpu_us,
+        .mem_peak_bytes = u->mem_peak_bytes,
+        .egress_bytes = u->egress_bytes,
+        .workspace_bytes = u->workspace_bytes,
     };
     skd_err err = {0};
     if (skd_store_audit_add(e->store, &a, &err))
@@ -318,10 +327,13 @@ static void audit(skd_engine *e, const skd_call *c, const skd_skill *s, const js
  * but its audit row; its runner is stopped as soon as the run is over, so
  * the spawner tears down while that row is written. */
 static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, const json_t *input,
-                            const char *exec_id)
+                            const char *exec_id, skd_usage *usage)
 {
+    json_t *refused = skd__usage_budget_check(e, c->key_id);
+    if (refused)
+        return refused;
     if (e->one_call) {
-        json_t *result = run_handler(e, c, s, input, exec_id);
+        json_t *result = run_handler(e, c, s, input, exec_id, usage);
         pthread_mutex_lock(&e->runner_mu);
         if (e->runner)
             skd_runner_stop(e->runner);
@@ -346,7 +358,7 @@ static json_t *run_recorded(skd_engine *e, const skd_call *c, skd_skill *s, cons
     if (skd_store_run_begin(e->store, &rq, &err) != 0) {
         result = skd_result_from_err(&err);
     } else {
-        result = run_handler(e, &cc, s, input, exec_id);
+        result = run_handler(e, &cc, s, input, exec_id, usage);
         const char *state = skd_result_success(result)     ? "done"
                             : skd_cancel_is_set(cc.cancel) ? "cancelled"
                                                            : "error";
@@ -411,11 +423,12 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
     }
     int task = task_begin(e, c);
+    skd_usage usage = {0};
     json_t *result = prepare(e, c, input, &s);
     if (!result && s && skd_skill_mode(s) == SKD_MODE_SANDBOX)
-        result = run_recorded(e, c, s, input, id);
+        result = run_recorded(e, c, s, input, id, &usage);
     else if (!result && s)
-        result = run_handler(e, c, s, input, id);
+        result = run_handler(e, c, s, input, id, &usage);
     else if (!result) /* prepare could not even build its refusal */
         result = skd_result_error(SKD_ENOMEM, "out of memory");
     if (task)
@@ -423,8 +436,9 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
                           skd_cancel_is_set(c->cancel) ? "cancelled" : "done");
     int ok = skd_result_success(result);
     skd__exec_stats_add(e->stats, c->skill, ok, skd_mono_ms() - started);
+    skd__exec_stats_add_usage(e->stats, c->key_id, c->skill, ok, &usage);
     if (result)
-        audit(e, c, s, input, result, id, started);
+        audit(e, c, s, input, result, id, started, &usage);
     skd_debug("execution %s key=%s skill=%s success=%d", id, c->key_id, c->skill, ok);
     skd_skill_unref(s);
     json_decref(empty);

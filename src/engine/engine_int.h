@@ -40,8 +40,18 @@ int skd__engine_secrets_open(void *arg, const char *key_id, skd_secret **out, si
  * memory; free: NULL ok. add counts one call of skill ("name" or
  * "name@x.y.z", counted under name; a name the registry would refuse
  * counts under "other"). */
-skd__exec_stats *skd__exec_stats_new(void);
+skd__exec_stats *skd__exec_stats_new(size_t max_keys);
 void skd__exec_stats_free(skd__exec_stats *st);
 void skd__exec_stats_add(skd__exec_stats *st, const char *skill, int success, int64_t duration_ms);
+/* Count one call of skill by key_id and what it used (u NULL: nothing
+ * metered) under the per-key labels: the first max_keys keys (of new) have
+ * their own, later ones are summed under "_other". */
+void skd__exec_stats_add_usage(skd__exec_stats *st, const char *key_id, const char *skill,
+                               int success, const skd_usage *u);
+
+/* The CPU budget (usage.c): NULL when key_id may start a sandboxed call
+ * now, else the refusal (a new result object: quota_exceeded with the
+ * reason, or the store's error: a budget that cannot be checked refuses). */
+json_t *skd__usage_budget_check(skd_engine *e, const char *key_id);
 
 #endif

@@ -6,6 +6,8 @@
  * its own rows.
  */
 #include "engine/engine_int.h"
+#include "skilld/log.h"
+#include "skilld/sandbox.h"
 #include "skilld/tenancy.h"
 #include "skilld/util.h"
 
@@ -110,8 +112,33 @@ json_t *skd_engine_get_execution(skd_engine *e, const skd_actor *who, const char
         return NULL;
     }
     /* The store looks the row up for this key only: another key's id is
-     * indistinguishable from one that does not exist. */
-    return skd_store_audit_get(e->store, who->key_id, id, err);
+     * indistinguishable from one that does not exist. skills:admin reads
+     * any key's (the operator console's detail view). */
+    return skd_store_audit_get(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, id,
+                               err);
+}
+
+json_t *skd_engine_query_executions(skd_engine *e, const skd_actor *who, skd_audit_filter *f,
+                                    skd_err *err)
+{
+    if (need_scope(who, SKD_SCOPE_READ, err) || need_store(e, err))
+        return NULL;
+    if (f->limit < 1 || f->limit > 500) {
+        skd_err_set(err, SKD_EINVAL, "limit must be an integer from 1 to 500");
+        return NULL;
+    }
+    if (f->status && strcmp(f->status, "success") != 0 && strcmp(f->status, "error") != 0) {
+        skd_err_set(err, SKD_EINVAL, "status must be success or error");
+        return NULL;
+    }
+    if (!f->key_id) /* one's own */
+        f->key_id = who->key_id;
+    else if (strcmp(f->key_id, "*") == 0) /* every key's */
+        f->key_id = NULL;
+    if ((!f->key_id || !who->key_id || strcmp(f->key_id, who->key_id) != 0) &&
+        need_scope(who, SKD_SCOPE_ADMIN, err))
+        return NULL; /* another key's rows are the admin's to read */
+    return skd_store_audit_query(e->store, f, err);
 }
 
 int skd_engine_metric_label_visible(skd_engine *e, const skd_actor *who, const char *skill)
@@ -139,7 +166,9 @@ int skd_engine_cancel_run(skd_engine *e, const skd_actor *who, const char *id, s
     int rc = need_scope(who, SKD_SCOPE_EXECUTE, err);
     if (rc || (rc = need_store(e, err)))
         return rc;
-    return skd_store_run_cancel(e->store, who->key_id, id, err);
+    /* skills:admin cancels any key's run (the operator console's kill). */
+    return skd_store_run_cancel(e->store, has_scope(who, SKD_SCOPE_ADMIN) ? NULL : who->key_id, id,
+                                err);
 }
 
 int skd_engine_health(skd_engine *e, const char **backend, skd_err *err)
@@ -233,5 +262,16 @@ int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, s
     int rc = need_scope(who, SKD_SCOPE_ADMIN, err);
     if (rc || (rc = need_store(e, err)) != 0)
         return rc;
-    return skd_store_key_revoke(e->store, id, err);
+    if ((rc = skd_store_key_revoke(e->store, id, err)) != 0)
+        return rc;
+    /* A revoked key keeps nothing running: its live sandboxes end. */
+    pthread_mutex_lock(&e->runner_mu);
+    skd_runner *r = e->runner;
+    if (r) {
+        int n = skd_live_delete_key(r, id);
+        if (n > 0)
+            skd_info("key %s revoked: %d live sandbox(es) ended", id, n);
+    }
+    pthread_mutex_unlock(&e->runner_mu);
+    return 0;
 }

@@ -51,6 +51,7 @@ typedef struct skd__sandbox_req {
      * with the system's roots in the sandbox's trust bundle
      * (SKD__SANDBOX_TRUST_BUNDLE, sandbox/env.h); NULL: none. */
     const char *ca_pem;
+    const char *live; /* an exec into this live sandbox (its UUID), or NULL */
     /* Server side only (the remote provider): the spawner to ask, and the
      * runtime name the spawner resolves (native|docker|podman|auto). */
     skd__spawner_client *spawner;
@@ -94,7 +95,13 @@ typedef struct skd__outcome {
     int ws_checked;
     int ws_error;
     uint64_t ws_bytes;
+    uint64_t ws_written; /* bytes of files the run's kept changes wrote */
     char ws_message[SKD_ERR_MSG_MAX];
+    /* Set by cleanup from the run's cgroup (metering): CPU time in
+     * microseconds and the memory high-water mark in bytes; 0 when the
+     * kernel does not keep them. */
+    int64_t cpu_us;
+    int64_t mem_peak;
 } skd__outcome;
 
 typedef struct skd__provider {

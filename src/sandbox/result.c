@@ -4,6 +4,7 @@
  * timedOut, oomKilled). Output bytes come from untrusted programs: anything
  * that is not UTF-8 becomes U+FFFD so the JSON is always valid.
  */
+#include "sandbox/runner_int.h"
 #include "skilld/sandbox.h"
 #include "skilld/json.h"
 
@@ -24,8 +25,26 @@ void skd_sandbox_result_free(skd_sandbox_result *r)
     r->out_len = r->err_len = 0;
 }
 
+void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r)
+{
+    if (!u || !r)
+        return;
+    u->sandbox_runs++;
+    u->cpu_us += r->cpu_us > 0 ? r->cpu_us : 0;
+    if (r->mem_peak_bytes > u->mem_peak_bytes)
+        u->mem_peak_bytes = r->mem_peak_bytes;
+    u->workspace_bytes += (int64_t)(r->ws_written & INT64_MAX);
+    size_t i;
+    const json_t *d;
+    json_array_foreach (r->egress, i, d) { /* counted by the proxy (src/net/egress.c) */
+        json_int_t up = json_integer_value(json_object_get(d, "bytesUp"));
+        json_int_t down = json_integer_value(json_object_get(d, "bytesDown"));
+        u->egress_bytes += (up > 0 ? up : 0) + (down > 0 ? down : 0);
+    }
+}
+
 /* A JSON string of the n bytes at p with invalid UTF-8 replaced. */
-static json_t *lossy_string(const char *p, size_t n)
+json_t *skd__lossy_string(const char *p, size_t n)
 {
     if (!p)
         return json_string("");
@@ -69,8 +88,8 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
     bad |= json_object_set_new(o, "exitCode",
                                r->exited && !r->error ? json_integer(r->exit_code) : json_null());
     bad |= json_object_set_new(o, "signal", sig ? json_string(signame) : json_null());
-    bad |= json_object_set_new(o, "stdout", lossy_string(r->out, r->out_len));
-    bad |= json_object_set_new(o, "stderr", lossy_string(r->err, r->err_len));
+    bad |= json_object_set_new(o, "stdout", skd__lossy_string(r->out, r->out_len));
+    bad |= json_object_set_new(o, "stderr", skd__lossy_string(r->err, r->err_len));
     bad |= json_object_set_new(o, "truncated", json_boolean(r->truncated));
     bad |= json_object_set_new(o, "duration", json_integer(r->duration_ms));
     bad |= json_object_set_new(o, "killed", json_boolean(r->killed));

@@ -73,6 +73,7 @@ void skd__run_free(struct run *run)
     free(run->egress_deny);
     skd_secrets_free(run->secrets, run->nsecrets);
     free(run->ca_pem);
+    free(run->live);
     free(run->cwd);
     free(run->in);
     skd_buf_free(&run->out.buf);
@@ -251,6 +252,10 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->skill_dir = dup_or_null(spec->skill_dir, &bad);
     run->egress_allow = dup_or_null(spec->egress_allow, &bad);
     run->egress_deny = dup_or_null(spec->egress_deny, &bad);
+    run->live = dup_or_null(spec->live_id, &bad);
+    run->background = spec->live_id && spec->background;
+    run->on_output = spec->on_output;
+    run->output_arg = spec->output_arg;
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -293,6 +298,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         .workspace_fd = -1,
         .skill_fd = -1,
         .ca_pem = run->ca_pem,
+        .live = run->live,
     };
     *out = run;
     return 0;
@@ -351,12 +357,65 @@ int skd_sandbox_start(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_d
 }
 
 /* Blocking run. */
+#define RELAY_MAX (1u << 20)
+
+struct chunk {
+    struct chunk *next;
+    int stream;
+    size_t len;
+    char data[];
+};
+
 struct waiter {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int done;
     skd_sandbox_result *res;
+    struct chunk *head, *tail; /* output for the caller (output_on_caller) */
+    size_t queued;
 };
+
+/* On the supervisor thread: queue the chunk for the waiting thread. */
+static void relay_output(void *arg, int stream, const char *data, size_t len)
+{
+    struct waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    struct chunk *c = w->queued + len <= RELAY_MAX ? malloc(sizeof(*c) + len) : NULL;
+    if (c) {
+        c->next = NULL;
+        c->stream = stream;
+        c->len = len;
+        memcpy(c->data, data, len);
+        if (w->tail)
+            w->tail->next = c;
+        else
+            w->head = c;
+        w->tail = c;
+        w->queued += len;
+        pthread_cond_signal(&w->cv);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* On the waiting thread, w->mu held: hand the queued chunks to fn. */
+static void flush_output(struct waiter *w, const skd_sandbox_spec *spec)
+{
+    while (w->head) {
+        struct chunk *c = w->head;
+        w->head = NULL;
+        w->tail = NULL;
+        w->queued = 0;
+        pthread_mutex_unlock(&w->mu);
+        while (c) {
+            struct chunk *next = c->next;
+            if (spec)
+                spec->on_output(spec->output_arg, c->stream, c->data, c->len);
+            free(c);
+            c = next;
+        }
+        pthread_mutex_lock(&w->mu);
+    }
+}
 
 static void waiter_done(void *arg, skd_sandbox_result *res)
 {
@@ -392,12 +451,23 @@ int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_res
     pthread_condattr_destroy(&ca);
     pthread_mutex_init(&w.mu, NULL);
     int64_t t0 = skd_mono_ms();
-    int rc = skd_sandbox_start(r, spec, waiter_done, &w, hook.id, err);
+    skd_sandbox_spec relayed;
+    int relay = spec->on_output && spec->output_on_caller;
+    if (relay) {
+        relayed = *spec;
+        relayed.on_output = relay_output;
+        relayed.output_arg = &w;
+    }
+    int rc = skd_sandbox_start(r, relay ? &relayed : spec, waiter_done, &w, hook.id, err);
     if (rc == 0) {
         if (spec->cancel)
             skd_cancel_set_hook(spec->cancel, cancel_run, &hook);
         pthread_mutex_lock(&w.mu);
-        while (!w.done) {
+        while (!w.done || w.head) {
+            if (w.head) {
+                flush_output(&w, spec);
+                continue;
+            }
             struct timespec ts;
             clock_gettime(CLOCK_MONOTONIC, &ts);
             ts.tv_sec += 1;
@@ -411,6 +481,9 @@ int skd_sandbox_run(skd_runner *r, const skd_sandbox_spec *spec, skd_sandbox_res
         if (spec->cancel)
             skd_cancel_set_hook(spec->cancel, NULL, NULL);
     }
+    pthread_mutex_lock(&w.mu);
+    flush_output(&w, NULL); /* a start that failed after a chunk: free it */
+    pthread_mutex_unlock(&w.mu);
     pthread_cond_destroy(&w.cv);
     pthread_mutex_destroy(&w.mu);
     return rc;
@@ -547,6 +620,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
                              &bad);
     skd_sandbox_config_defaults(&r->defaults, cfg);
     skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
+    skd__live_init(r, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
@@ -564,6 +638,7 @@ void skd_runner_stop(skd_runner *r)
 {
     if (!r || !r->thread_started)
         return;
+    skd__live_stop(r);
     pthread_mutex_lock(&r->mu);
     r->stopping = 1;
     for (struct run *run = r->head; run; run = run->next)
@@ -588,6 +663,7 @@ void skd_runner_free(skd_runner *r)
     skd__egress_free(r->egress); /* after the supervisor: every run is detached */
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->spawner_cv);
+    skd__live_free(r);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);

@@ -36,6 +36,8 @@ struct stream {
     uint64_t total; /* every byte read, kept or not */
 };
 
+struct skd__live_rec; /* live.c */
+
 struct run {
     struct run *next;      /* r->head list, in submission order */
     struct run *kill_next; /* supervisor-local list of runs to kill */
@@ -45,9 +47,13 @@ struct run {
     char *image, *rootfs, *workspace, *cwd;
     char *skill_dir;                  /* read-only at /skill, or NULL (Agent Skills folders) */
     char *egress_allow, *egress_deny; /* narrowing host patterns, or NULL */
-    skd_egress_run *egress;           /* networkEnabled: its proxy, while running */
-    skd_secret *secrets;              /* networkEnabled: the key's secrets (values
-                                         only ever here and in the proxy) */
+    char *live;                       /* an exec into this live sandbox, or NULL */
+    int background;                   /* live only: no timer, not counted against the caps */
+    void (*on_output)(void *arg, int stream, const char *data, size_t len);
+    void *output_arg;
+    skd_egress_run *egress; /* networkEnabled: its proxy, while running */
+    skd_secret *secrets;    /* networkEnabled: the key's secrets (values
+                               only ever here and in the proxy) */
     size_t nsecrets;
     char *ca_pem; /* with secrets: the egress CA for the trust bundle */
     skd_sandbox_config cfg;
@@ -86,6 +92,7 @@ struct skd_runner {
     int stopping;
     struct run *head, *tail;
     int running, queued;
+    int running_bg; /* of running: background runs of live sandboxes */
     int max_conc, max_key, max_queued;
     char *runtime, *data_dir, *allowed;
     skd_sandbox_config defaults;
@@ -101,13 +108,30 @@ struct skd_runner {
                                           (under mu) */
     skd_sandbox_secrets_fn secrets_fn; /* under mu; NULL: no secrets */
     void *secrets_arg;
+    /* Live sandboxes (live.c), under live_mu. */
+    pthread_mutex_t live_mu;
+    pthread_cond_t live_cv;
+    pthread_t live_thread; /* the reaper, started by the first create */
+    int live_thread_started, live_stop;
+    struct skd__live_rec *lives;
+    int nlive, live_max, live_max_key;
+    int64_t live_idle, live_lifetime; /* defaults and ceilings, ms */
 };
+
+/* live.c: set up (from the operator's settings), stop the reaper and
+ * forget every record (the spawner ends the sandboxes as it goes), free. */
+void skd__live_init(skd_runner *r, const skd_config *cfg);
+void skd__live_stop(skd_runner *r);
+void skd__live_free(skd_runner *r);
 
 /* The runner's egress proxy, started on first use (thread-safe); NULL with
  * err set when it cannot start. */
 skd_egress *skd__runner_egress(skd_runner *r, skd_err *err);
 
 void skd__run_free(struct run *run);
+/* result.c: a JSON string of the n bytes at p (NULL: ""), invalid UTF-8
+ * replaced with U+FFFD. New reference, NULL when out of memory. */
+json_t *skd__lossy_string(const char *p, size_t n);
 void skd__runner_wake(skd_runner *r);
 int skd__supervisor_start(skd_runner *r, skd_err *err);
 

@@ -123,6 +123,9 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
     res.ws_checked = run->oc.ws_checked;
     res.ws_error = run->oc.ws_error;
     res.ws_bytes = run->oc.ws_bytes;
+    res.ws_written = run->oc.ws_written;
+    res.cpu_us = run->oc.cpu_us;
+    res.mem_peak_bytes = run->oc.mem_peak;
     skd_strlcpy(res.ws_message, run->oc.ws_message, sizeof(res.ws_message));
     res.duration_ms = run->started ? (run->ended ? run->ended : skd_mono_ms()) - run->started : 0;
     pthread_mutex_lock(&r->mu);
@@ -131,6 +134,8 @@ static void complete(skd_runner *r, struct run *run, int error, const char *msg)
         r->queued--;
     else
         r->running--;
+    if (run->state != RUN_QUEUED && run->background)
+        r->running_bg--;
     pthread_mutex_unlock(&r->mu);
     skd_debug("sandbox %s done: exit=%d signal=%d killed=%d timedOut=%d oom=%d error=%d", run->id,
               res.exit_code, res.signal, res.killed, res.timed_out, res.oom_killed, error);
@@ -215,9 +220,12 @@ static void start_run(skd_runner *r, struct run *run)
         egress_bad = attach_egress(r, run, sp.egress_fd, &e) != 0;
     else if (sp.egress_fd >= 0)
         close(sp.egress_fd);
-    run->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
-    int bad = run->timer_fd < 0 || egress_bad;
-    if (!bad) {
+    /* A background process of a live sandbox has no timeout: it ends with
+     * its sandbox (or when it is killed). */
+    run->timer_fd =
+        run->background ? -1 : timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+    int bad = (!run->background && run->timer_fd < 0) || egress_bad;
+    if (!bad && !run->background) {
         arm_timer(run->timer_fd, run->cfg.timeout_ms);
         bad |= watch(r, run, W_TIMER, run->timer_fd, EPOLLIN);
     }
@@ -248,12 +256,14 @@ static void start_run(skd_runner *r, struct run *run)
     }
 }
 
-static void read_stream(skd_runner *r, struct stream *s)
+static void read_stream(skd_runner *r, struct run *run, struct stream *s)
 {
     char buf[READ_CHUNK];
     for (int i = 0; i < READS_PER_EVENT; i++) {
         ssize_t n = read(s->fd, buf, sizeof(buf));
         if (n > 0) {
+            if (run->on_output)
+                run->on_output(run->output_arg, s == &run->out ? 1 : 2, buf, (size_t)n);
             s->total += (uint64_t)n;
             size_t room = s->buf.max - s->buf.len;
             size_t k = (size_t)n < room ? (size_t)n : room;
@@ -365,10 +375,10 @@ static void on_event(skd_runner *r, struct watch *w, uint32_t events)
         reap(r, run);
         break;
     case W_OUT:
-        read_stream(r, &run->out);
+        read_stream(r, run, &run->out);
         break;
     case W_ERR:
-        read_stream(r, &run->err);
+        read_stream(r, run, &run->err);
         break;
     case W_IN:
         write_stdin(r, run);
@@ -389,14 +399,16 @@ static int key_active_locked(skd_runner *r, const char *key)
 {
     int n = 0;
     for (struct run *run = r->head; run; run = run->next)
-        if (run->state != RUN_QUEUED && strcmp(run->key, key) == 0)
+        if (run->state != RUN_QUEUED && !run->background && strcmp(run->key, key) == 0)
             n++;
     return n;
 }
 
+/* Background processes of live sandboxes are bounded by their sandboxes'
+ * pids limits and the caps on live sandboxes, not by the caps on runs. */
 static struct run *next_startable_locked(skd_runner *r)
 {
-    if (r->running >= r->max_conc)
+    if (r->running - r->running_bg >= r->max_conc)
         return NULL;
     for (struct run *run = r->head; run; run = run->next)
         if (run->state == RUN_QUEUED && !run->kill_req &&
@@ -427,6 +439,7 @@ static int service_queue(skd_runner *r)
         run->state = RUN_STARTING;
         r->queued--;
         r->running++;
+        r->running_bg += run->background;
         pthread_mutex_unlock(&r->mu);
         start_run(r, run);
         pthread_mutex_lock(&r->mu);

@@ -75,6 +75,7 @@ struct skd__wsq {
     int64_t quota;
     int tmpfs_mounted, lower_mounted, overlay_mounted;
     int sandbox_gone; /* skd__wsq_sandbox_gone: the commit needs no unmount first */
+    uint64_t written; /* the last commit: bytes of the files it applied */
 };
 
 const char *skd__wsq_merged(const skd__wsq *q)
@@ -699,6 +700,7 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     if (rc != 0)
         goto out;
     *bytes = after;
+    q->written = p.added;
 out:
     if (up >= 0)
         close(up);
@@ -711,7 +713,9 @@ void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd_
 {
     skd_err err = {0};
     o->ws_checked = 1;
+    q->written = 0;
     o->ws_error = skd__wsq_commit(q, keep, reserve, &o->ws_bytes, &err);
+    o->ws_written = o->ws_error ? 0 : q->written;
     if (o->ws_error)
         skd_strlcpy(o->ws_message, skd_err_msg(&err), sizeof(o->ws_message));
     if (o->ws_error == SKD_EIO)

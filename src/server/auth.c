@@ -91,6 +91,9 @@ static int anonymous(skd_http_req *req)
 int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
 {
     const char *h = skd__http_header(req, MHD_HTTP_HEADER_AUTHORIZATION);
+    int rc = h ? SKD_ENOENT : skd__ui_auth(req, out); /* the console's cookie */
+    if (rc != SKD_ENOENT)
+        return rc;
     if (!h && anonymous(req) == 0)
         return 0;
     if (!h) {
@@ -107,7 +110,7 @@ int skd__auth_bearer(skd_http_req *req, skd_http_reply *out)
     while (*secret == ' ')
         secret++;
     skd_err err = {0};
-    int rc = skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err);
+    rc = skd_engine_authenticate(skd__server_engine(req->srv), secret, &req->key, &err);
     if (rc != 0 &&
         rc != SKD_EUNAUTH) { /* the store or the issuer failed: the credential may be fine */
         skd__http_from_err(out, &err);

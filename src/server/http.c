@@ -251,36 +251,51 @@ json_t *skd__http_body_object(skd_http_req *req, skd_http_reply *out)
 
 /* ---- routing ---------------------------------------------------------- */
 
-/* Does path match pattern? Sets *param to the "{}" segment (in path). */
-static int path_match(const char *pattern, const char *path, const char **param)
+/* Does path match pattern? Each "{}" matches one non-empty segment: the
+ * first is copied into buf (as *param), the second into buf2 (*param2),
+ * each at most cap - 1 bytes. */
+static int path_match(const char *pattern, const char *path, const char **param, char *buf,
+                      const char **param2, char *buf2, size_t cap)
 {
-    const char *brace = strstr(pattern, "{}");
-    *param = NULL;
-    if (!brace)
-        return strcmp(pattern, path) == 0;
-    size_t pre = (size_t)(brace - pattern);
-    if (strncmp(pattern, path, pre) != 0)
-        return 0;
-    const char *seg = path + pre;
-    if (!*seg || strchr(seg, '/') || strlen(seg) > 256)
-        return 0;
-    *param = seg;
-    return 1;
+    int n = 0;
+    *param = *param2 = NULL;
+    while (*pattern) {
+        const char *brace = strstr(pattern, "{}");
+        if (!brace)
+            return strcmp(pattern, path) == 0;
+        size_t pre = (size_t)(brace - pattern);
+        if (strncmp(pattern, path, pre) != 0 || n >= 2)
+            return 0;
+        const char *seg = path + pre;
+        size_t len = strcspn(seg, "/");
+        if (!len || len >= cap || len > 256)
+            return 0;
+        char *b = n == 0 ? buf : buf2;
+        memcpy(b, seg, len);
+        b[len] = '\0';
+        *(n == 0 ? param : param2) = b;
+        n++;
+        pattern = brace + 2;
+        path = seg + len;
+    }
+    return *path == '\0';
 }
 
 /* Find the route; NULL with *path_known set when only the method differs
  * (allow then lists the methods). */
-static const skd_route *route_find(const char *method, const char *path, const char **param,
-                                   int *path_known, char *allow, size_t allow_cap)
+static const skd_route *route_find(skd_http_req *req, int *path_known, char *allow,
+                                   size_t allow_cap)
 {
     *path_known = 0;
     allow[0] = '\0';
     for (const skd_route *r = skd__routes; r->method; r++) {
-        const char *p;
-        if (!path_match(r->pattern, path, &p))
+        const char *p, *p2;
+        if (!path_match(r->pattern, req->path, &p, req->param_buf, &p2, req->param2_buf,
+                        sizeof(req->param_buf)))
             continue;
-        if (strcmp(r->method, method) == 0) {
-            *param = p;
+        if (strcmp(r->method, req->method) == 0) {
+            req->param = p;
+            req->param2 = p2;
             return r;
         }
         *path_known = 1;
@@ -320,8 +335,7 @@ static const skd_route *check_headers(skd_server *srv, skd_http_req *req, skd_ht
     int path_known;
     if (skd__auth_host_origin(req, out) != 0)
         return NULL;
-    const skd_route *r =
-        route_find(req->method, req->path, &req->param, &path_known, allow, sizeof(allow));
+    const skd_route *r = route_find(req, &path_known, allow, sizeof(allow));
     if (!r) {
         if (path_known) {
             skd__http_error(out, MHD_HTTP_METHOD_NOT_ALLOWED, "method_not_allowed",

@@ -30,11 +30,15 @@ typedef struct skd_http_req {
     skd_server *srv;
     struct MHD_Connection *conn;
     const char *method;
-    const char *path;  /* without the query string */
-    const char *param; /* the "{}" path segment of the route (decoded), or NULL */
-    const char *body;  /* NUL-terminated; body_len bytes */
+    const char *path;    /* without the query string */
+    const char *param;   /* the "{}" path segment of the route (decoded), or NULL */
+    const char *param2;  /* the second "{}" segment ("/v1/sandboxes/{}/processes/{}"), or NULL */
+    char param_buf[260]; /* where param and param2 are copied */
+    char param2_buf[260];
+    const char *body; /* NUL-terminated; body_len bytes */
     size_t body_len;
-    int authed; /* 1 when key is valid */
+    int authed;      /* 1 when key is valid */
+    int via_session; /* authenticated by the console's session cookie (console.c) */
     skd_key_info key;
     skd_cancel *cancel; /* fired when the client goes away (borrowed) */
     void *priv;         /* http.c's request state */
@@ -54,7 +58,8 @@ typedef void (*skd_route_fn)(skd_http_req *req, skd_http_reply *out);
 
 typedef struct skd_route {
     const char *method;  /* "GET", "POST", "DELETE", ... */
-    const char *pattern; /* "/v1/skills" or "/v1/skills/{}" ({} = one segment, last) */
+    const char *pattern; /* "/v1/skills", "/v1/skills/{}" or "/v1/sandboxes/{}/exec" ({} = one
+                            segment) */
     int auth;            /* 1: a valid bearer secret is required */
     unsigned scope;      /* SKD_SCOPE_* bits the key must have (with auth) */
     skd_route_fn fn;
@@ -78,6 +83,19 @@ extern const skd_route skd__routes[];
 /* Route handlers (rest.c, mcp_http.c, ...). */
 void skd__rest_healthz(skd_http_req *req, skd_http_reply *out);
 void skd__rest_runs(skd_http_req *req, skd_http_reply *out);
+void skd__rest_usage(skd_http_req *req, skd_http_reply *out);
+/* The operator console (console.c). */
+void skd__ui_index(skd_http_req *req, skd_http_reply *out);
+void skd__ui_file(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signin(skd_http_req *req, skd_http_reply *out);
+void skd__ui_whoami(skd_http_req *req, skd_http_reply *out);
+void skd__ui_signout(skd_http_req *req, skd_http_reply *out);
+/* Authenticate by the console's session cookie: SKD_ENOENT when the
+ * request has none (or the path does not take it: /v1/... and /ui/session
+ * only), 0 when req->key is its key, else the refusal is in out (401; 403
+ * for a state-changing request from another origin or without the CSRF
+ * token). */
+int skd__ui_auth(skd_http_req *req, skd_http_reply *out);
 void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out);
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out);
 void skd__rest_skills(skd_http_req *req, skd_http_reply *out);
@@ -94,6 +112,15 @@ void skd__rest_keys_revoke(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_set(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_list(skd_http_req *req, skd_http_reply *out);
 void skd__rest_secret_delete(skd_http_req *req, skd_http_reply *out);
+/* rest_sandboxes.c: live sandboxes. */
+void skd__rest_sandbox_create(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_list(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_get(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_delete(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out);
+void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_post(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_get(skd_http_req *req, skd_http_reply *out);
 void skd__mcp_http_delete(skd_http_req *req, skd_http_reply *out);

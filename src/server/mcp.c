@@ -156,6 +156,30 @@ void skd__mcp_progress_cb(void *arg, double progress, double total, const char *
     pthread_mutex_unlock(&m->mu);
 }
 
+/* A running command's output (sandbox_exec, execute_command, ...) as
+ * progress notifications, one per chunk, the chunk as the message: only
+ * for a call with a progress token, as any progress. */
+void skd__mcp_output_cb(void *arg, const char *stream, const char *data, size_t len)
+{
+    (void)stream;
+    struct mcp_call *c = arg;
+    skd_mcp *m = c->s->m;
+    char *text = malloc(len + 1);
+    if (!text)
+        return;
+    memcpy(text, data, len);
+    text[len] = '\0';
+    if (!skd_utf8_valid(text, len)) { /* the result carries it, with U+FFFD */
+        free(text);
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    c->handler_progress = 1;
+    send_progress(c, c->last_progress + 1, 0, text);
+    pthread_mutex_unlock(&m->mu);
+    free(text);
+}
+
 /* While a call whose handler reports nothing runs, tell the client it is
  * alive: elapsed seconds as progress, every progress_ms. */
 static void *ticker_main(void *arg)

@@ -75,6 +75,7 @@ int skd__mcp_call_begin(skd_mcp *m, struct mcp_call *c);
 void skd__mcp_call_end(skd_mcp *m, struct mcp_call *c);
 /* The engine's progress callback; arg is the struct mcp_call. */
 void skd__mcp_progress_cb(void *arg, double progress, double total, const char *message);
+void skd__mcp_output_cb(void *arg, const char *stream, const char *data, size_t len);
 /* Send notifications/message at level (MCP level index) when the session
  * asked for it, on io (may be NULL). */
 void skd__mcp_log(skd_mcp_session *s, skd_mcp_io *io, int level, const char *fmt, ...)

@@ -190,6 +190,8 @@ static json_t *run_skill(skd_mcp_session *s, struct mcp_call *c, const char *ski
         .cancel = c->cancel,
         .progress = skd__mcp_progress_cb,
         .progress_arg = c,
+        .output = c->progress_token ? skd__mcp_output_cb : NULL,
+        .output_arg = c,
     };
     int64_t t0 = skd_mono_ms();
     skd__mcp_log(s, c->io, MCP_LOG_DEBUG, "running %s", skill);

@@ -68,8 +68,82 @@ void skd__metrics_reset(void)
     pthread_mutex_unlock(&mu);
 }
 
+static int by_key_skill(const void *a, const void *b)
+{
+    const skd_key_stat *x = a, *y = b;
+    int c = strcmp(x->key, y->key);
+    return c ? c : strcmp(x->skill, y->skill);
+}
+
+/* Per-key usage (metering): a caller without skills:admin sees only its
+ * own key's rows (key_visible), and their skill labels as visible says. */
+static int render_keys(skd_buf *b, skd_engine *e, int (*visible)(void *arg, const char *skill),
+                       int (*key_visible)(void *arg, const char *key), void *arg)
+{
+    size_t n = 0;
+    int rc = 0;
+    skd_key_stat *k = skd_engine_key_stats(e, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (key_visible && !key_visible(arg, k[i].key))
+            k[i].key[0] = '\0'; /* not this caller's to see */
+        else if (visible && strcmp(k[i].skill, "other") != 0 && !visible(arg, k[i].skill))
+            skd_strlcpy(k[i].skill, "other", sizeof(k[i].skill)); /* counted, not named */
+    }
+    if (n > 1) /* each key's rows together, and one skill's of a key next to each other */
+        qsort(k, n, sizeof(*k), by_key_skill);
+    rc |= skd_buf_puts(b, "# HELP skilld_key_executions_total Skill executions by key, skill "
+                          "and result.\n"
+                          "# TYPE skilld_key_executions_total counter\n");
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        unsigned long ok = 0, failed = 0;
+        for (; j < n && strcmp(k[j].key, k[i].key) == 0 && strcmp(k[j].skill, k[i].skill) == 0; j++)
+            ok += k[j].ok, failed += k[j].failed;
+        if (k[i].key[0])
+            rc |= skd_buf_printf(b,
+                                 "skilld_key_executions_total{key=\"%s\",skill=\"%s\","
+                                 "status=\"success\"} %lu\n"
+                                 "skilld_key_executions_total{key=\"%s\",skill=\"%s\","
+                                 "status=\"error\"} %lu\n",
+                                 k[i].key, k[i].skill, ok, k[i].key, k[i].skill, failed);
+        i = j;
+    }
+    /* The rest are per key: rows of one key summed over its skills. */
+    static const char *const names[] = {
+        "skilld_sandbox_runs_total", "skilld_sandbox_cpu_seconds_total",
+        "skilld_egress_bytes_total", "skilld_workspace_bytes_written_total"};
+    static const char *const help[] = {"Sandbox runs by key.",
+                                       "Sandbox CPU time by key, from each run's cgroup.",
+                                       "Bytes through the sandbox egress proxy by key, both ways.",
+                                       "Bytes of files written into the workspace by key."};
+    for (int m = 0; m < 4; m++) {
+        rc |= skd_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n", names[m], help[m], names[m]);
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            uint64_t sum = 0;
+            for (; j < n && strcmp(k[j].key, k[i].key) == 0; j++)
+                sum += m == 0   ? k[j].sandbox_runs
+                       : m == 1 ? k[j].cpu_us
+                       : m == 2 ? k[j].egress_bytes
+                                : k[j].workspace_bytes;
+            if (!k[i].key[0])
+                ; /* not this caller's to see */
+            else if (m == 1)
+                rc |= skd_buf_printf(b, "%s{key=\"%s\"} %.6f\n", names[m], k[i].key,
+                                     (double)sum / 1e6);
+            else
+                rc |= skd_buf_printf(b, "%s{key=\"%s\"} %llu\n", names[m], k[i].key,
+                                     (unsigned long long)sum);
+            i = j;
+        }
+    }
+    free(k);
+    return rc;
+}
+
 int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
-                        int (*visible)(void *arg, const char *skill), void *arg)
+                        int (*visible)(void *arg, const char *skill),
+                        int (*key_visible)(void *arg, const char *key), void *arg)
 {
     int rc = 0;
     /* A copy of the engine's rows: the visibility check (the engine, the
@@ -109,6 +183,7 @@ int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
                              rows[i].skill, rows[i].ok + rows[i].failed);
     }
     free(rows);
+    rc |= render_keys(b, e, visible, key_visible, arg);
     /* Outside the lock: a getter may take its owner's locks. */
     long running = rf ? rf() : 0;
     unsigned long rejected = jf ? jf() : 0;

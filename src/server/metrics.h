@@ -1,8 +1,8 @@
 /*
  * Server metrics in memory, rendered as Prometheus text for /metrics.
  * Counters only grow; label values come from a bounded set (route patterns,
- * status codes, skill names) and the tables are capped, so a client cannot
- * make them grow without bound.
+ * status codes, skill names, key ids up to SKILLD_METRICS_MAX_KEYS) and the tables are capped, so a
+ * client cannot make them grow without bound.
  */
 #ifndef SKILLD_SERVER_METRICS_H
 #define SKILLD_SERVER_METRICS_H
@@ -18,9 +18,12 @@ void skd__metrics_request(const char *route, unsigned status);
  * e's executions (skd_engine_exec_stats), in_flight (the number of skill
  * calls running in this server now) and the gauges. Rows labelled with a
  * skill name are rendered only when visible(arg, name) says 1 (NULL: every
- * row): the caller's view, decided by the engine. */
+ * row): the caller's view, decided by the engine. Per-key usage rows
+ * (skd_engine_key_stats) are rendered only when key_visible(arg, key)
+ * says 1 (NULL: every row) and their skill is visible. */
 int skd__metrics_render(skd_buf *b, skd_engine *e, size_t in_flight,
-                        int (*visible)(void *arg, const char *skill), void *arg);
+                        int (*visible)(void *arg, const char *skill),
+                        int (*key_visible)(void *arg, const char *key), void *arg);
 
 /* Forget everything (tests). */
 void skd__metrics_reset(void);

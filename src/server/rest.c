@@ -45,6 +45,12 @@ static int label_visible(void *arg, const char *skill)
     return skd_engine_metric_label_visible(f->e, &f->who, skill);
 }
 
+static int key_visible(void *arg, const char *key)
+{
+    struct label_filter *f = arg;
+    return skd_engine_key_label_visible(&f->who, key);
+}
+
 void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
 {
     skd_buf b;
@@ -53,11 +59,11 @@ void skd__rest_metrics(skd_http_req *req, skd_http_reply *out)
     /* Another key's private skill names never reach a caller without
      * skills:admin: the engine decides which labels it sees. */
     struct label_filter f = {skd__server_engine(req->srv), actor(req)};
-    char *text =
-        skd__metrics_render(&b, skd__server_engine(req->srv),
-                            skd__calls_count(skd__server_calls(req->srv)), label_visible, &f) == 0
-            ? skd_buf_steal(&b, &len)
-            : NULL;
+    char *text = skd__metrics_render(&b, skd__server_engine(req->srv),
+                                     skd__calls_count(skd__server_calls(req->srv)), label_visible,
+                                     key_visible, &f) == 0
+                     ? skd_buf_steal(&b, &len)
+                     : NULL;
     skd_buf_free(&b);
     if (!text) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal_error",
@@ -172,6 +178,23 @@ void skd__rest_execute(skd_http_req *req, skd_http_reply *out)
     json_decref(body);
 }
 
+/* A time of the query (ms since the epoch), or def when absent. */
+static int query_ms(skd_http_req *req, skd_http_reply *out, const char *name, int64_t def,
+                    int64_t *v)
+{
+    const char *q = skd__http_query(req, name);
+    *v = def;
+    if (q && skd_parse_i64(q, 0, INT64_MAX / 2, v) != 0) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "%s must be a time in milliseconds since the epoch", name);
+        return -1;
+    }
+    return 0;
+}
+
+/* GET /v1/executions?limit=&key=&skill=&status=&since=&until=: the
+ * caller's executions, newest first; key=ID another key's, key=* every
+ * key's (both skills:admin). */
 void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
 {
     int64_t limit = 50;
@@ -181,11 +204,21 @@ void skd__rest_executions(skd_http_req *req, skd_http_reply *out)
                         "limit must be an integer from 1 to 500");
         return;
     }
+    skd_audit_filter f = {
+        .key_id = skd__http_query(req, "key"),
+        .skill = skd__http_query(req, "skill"),
+        .status = skd__http_query(req, "status"),
+        .limit = (int)limit,
+    };
+    if (query_ms(req, out, "since", 0, &f.since_ms) || query_ms(req, out, "until", 0, &f.until_ms))
+        return;
+    /* Empty filters are no filter (a form's blank field). */
+    f.key_id = f.key_id && *f.key_id ? f.key_id : NULL;
+    f.skill = f.skill && *f.skill ? f.skill : NULL;
+    f.status = f.status && *f.status ? f.status : NULL;
     skd_err err = {0};
     skd_actor who = actor(req);
-    /* ?key=ID reads another key's rows: skills:admin only (the engine). */
-    json_t *rows = skd_engine_list_executions(skd__server_engine(req->srv), &who,
-                                              skd__http_query(req, "key"), (int)limit, &err);
+    json_t *rows = skd_engine_query_executions(skd__server_engine(req->srv), &who, &f, &err);
     if (!rows) {
         skd__http_from_err(out, &err);
         return;
@@ -305,4 +338,31 @@ void skd__rest_run_cancel(skd_http_req *req, skd_http_reply *out)
     }
     skd__http_json(out, MHD_HTTP_ACCEPTED,
                    json_pack("{s:s, s:s}", "id", req->param, "state", "cancel_requested"));
+}
+
+/* GET /v1/usage?since=&until=&key=&bucket=: what each key used (metering),
+ * summed from the audit of every replica; a key sees only itself, an admin
+ * every key or the one named. Times in ms since the epoch; the default is
+ * the last 30 days. bucket (ms) adds a series per key for charts. */
+void skd__rest_usage(skd_http_req *req, skd_http_reply *out)
+{
+    int64_t now = skd_wall_ms(), since, until, bucket;
+    if (query_ms(req, out, "until", now + 1, &until) ||
+        query_ms(req, out, "since", until - 30LL * 24 * 3600 * 1000, &since) ||
+        query_ms(req, out, "bucket", 0, &bucket))
+        return;
+    if (bucket > 0 && (until - since) / bucket > 1000) {
+        skd__http_error(out, MHD_HTTP_BAD_REQUEST, "invalid_input",
+                        "bucket is too small: at most 1000 buckets per key");
+        return;
+    }
+    skd_err err = {0};
+    skd_actor who = actor(req);
+    json_t *u = skd_engine_usage(skd__server_engine(req->srv), &who, skd__http_query(req, "key"),
+                                 since, until, bucket, &err);
+    if (!u) {
+        skd__http_from_err(out, &err);
+        return;
+    }
+    skd__http_json(out, MHD_HTTP_OK, u);
 }

@@ -14,9 +14,16 @@
 #define R SKD_SCOPE_READ
 #define X SKD_SCOPE_EXECUTE
 #define A SKD_SCOPE_ADMIN
+#define X SKD_SCOPE_EXECUTE
 
 const skd_route skd__routes[] = {
     {"GET", "/healthz", 0, 0, skd__rest_healthz, SKD_ROUTE_INLINE},
+    /* the operator console (console.c): its files, and its session */
+    {"GET", "/ui", 0, 0, skd__ui_index, SKD_ROUTE_INLINE},
+    {"POST", "/ui/session", 0, 0, skd__ui_signin, 0},
+    {"GET", "/ui/session", 1, A, skd__ui_whoami, 0},
+    {"DELETE", "/ui/session", 1, A, skd__ui_signout, 0},
+    {"GET", "/ui/{}", 0, 0, skd__ui_file, SKD_ROUTE_INLINE},
     {"GET", "/metrics", 1, R, skd__rest_metrics, 0},
     {"POST", "/mcp", 1, 0, skd__mcp_http_post, SKD_ROUTE_JSONRPC},
     {"GET", "/mcp", 1, 0, skd__mcp_http_get, SKD_ROUTE_JSONRPC},
@@ -27,7 +34,17 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/executions", 1, R, skd__rest_executions, 0},
     {"GET", "/v1/executions/{}", 1, R, skd__rest_execution, 0},
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
+    {"GET", "/v1/usage", 1, R, skd__rest_usage, 0},
     {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
+    /* live sandboxes (rest_sandboxes.c): skills:execute, checked by the engine */
+    {"POST", "/v1/sandboxes", 1, X, skd__rest_sandbox_create, 0},
+    {"GET", "/v1/sandboxes", 1, X, skd__rest_sandbox_list, 0},
+    {"GET", "/v1/sandboxes/{}", 1, X, skd__rest_sandbox_get, 0},
+    {"DELETE", "/v1/sandboxes/{}", 1, X, skd__rest_sandbox_delete, 0},
+    {"POST", "/v1/sandboxes/{}/exec", 1, X, skd__rest_sandbox_exec, 0},
+    {"GET", "/v1/sandboxes/{}/processes", 1, X, skd__rest_sandbox_processes, 0},
+    {"GET", "/v1/sandboxes/{}/processes/{}/output", 1, X, skd__rest_sandbox_process_output, 0},
+    {"DELETE", "/v1/sandboxes/{}/processes/{}", 1, X, skd__rest_sandbox_process_kill, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},

@@ -90,6 +90,11 @@ void skd__sse_poke(skd_sse *s, int64_t now_ms, int end)
 
 void skd__sse_send(void *arg, const json_t *msg)
 {
+    skd__sse_send_event(arg, "message", msg);
+}
+
+void skd__sse_send_event(void *arg, const char *event, const json_t *msg)
+{
     skd_sse *s = arg;
     char *data = json_dumps(msg, JSON_COMPACT);
     if (!data)
@@ -105,7 +110,8 @@ void skd__sse_send(void *arg, const json_t *msg)
             s->pos = 0;
         }
         size_t before = s->q.len;
-        if (skd_buf_puts(&s->q, "event: message\ndata: ") || skd_buf_puts(&s->q, data) ||
+        if (skd_buf_puts(&s->q, "event: ") || skd_buf_puts(&s->q, event) ||
+            skd_buf_puts(&s->q, "\ndata: ") || skd_buf_puts(&s->q, data) ||
             skd_buf_puts(&s->q, "\n\n")) {
             s->q.len = before;
             s->gone = 1; /* too much unsent data: end the stream */

@@ -31,6 +31,8 @@ void skd__sse_unref(skd_sse *s); /* NULL ok */
  * stream is closed; a message that would overflow the cap ends the stream.
  * Matches skd_mcp_send_fn (arg is the skd_sse). */
 void skd__sse_send(void *sse, const json_t *msg);
+/* The same as an "event: <event>" frame (event: a word without newline). */
+void skd__sse_send_event(void *sse, const char *event, const json_t *msg);
 
 /* No more messages: the response ends once the queue is drained. */
 void skd__sse_close(skd_sse *s);

@@ -167,6 +167,7 @@ static json_t *run_command(const skd_ctx *ctx, const json_t *input, void *udata)
         out = skd_result_from_err(&err);
         goto done;
     }
+    skd_sandbox_usage_add(ctx->usage, &res);
     if (res.error)
         out = skd_result_error(res.error, "%s", res.message);
     else

@@ -26,15 +26,21 @@
 #include <time.h>
 
 #define AUDIT_COLS                                                                                 \
-    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress"
+    "id,key_id,skill,version,status,error_code,duration_ms,created_ms,input_sha256,egress,"        \
+    "sandbox_runs,cpu_us,mem_peak_bytes,egress_bytes,workspace_bytes"
 /* Rows queued at most before a caller flushes the queue itself. */
 #define QUEUE_CAP 1024
 
-static skd__sql q_add =
-    SKD__SQL("INSERT INTO executions(" AUDIT_COLS ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10)");
+static skd__sql q_add = SKD__SQL("INSERT INTO executions(" AUDIT_COLS
+                                 ") VALUES(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)");
 static skd__sql q_list = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 "
                                   "ORDER BY created_ms DESC, rowid DESC LIMIT ?2");
-static skd__sql q_get = SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE key_id=?1 AND id=?2");
+static skd__sql q_get =
+    SKD__SQL("SELECT " AUDIT_COLS " FROM executions WHERE (?1 = '' OR key_id=?1) AND id=?2");
+static skd__sql q_query = SKD__SQL(
+    "SELECT " AUDIT_COLS " FROM executions WHERE (?1 = '' OR key_id=?1) AND (?2 = '' OR skill=?2)"
+    " AND (?3 = '' OR status=?3) AND created_ms >= ?4 AND created_ms < ?5"
+    " ORDER BY created_ms DESC, rowid DESC LIMIT ?6");
 
 struct row {
     struct row *next;
@@ -71,6 +77,11 @@ static int insert_row(skd__conn *c, const skd_audit *a, skd_err *err)
     skd__q_int(&q, 8, a->created_ms);
     skd__q_text(&q, 9, a->input_digest ? a->input_digest : "");
     skd__q_text(&q, 10, a->egress); /* NULL for a call without network */
+    skd__q_int(&q, 11, a->sandbox_runs);
+    skd__q_int(&q, 12, a->cpu_us);
+    skd__q_int(&q, 13, a->mem_peak_bytes);
+    skd__q_int(&q, 14, a->egress_bytes);
+    skd__q_int(&q, 15, a->workspace_bytes);
     rc = skd__q_run(&q, NULL, err);
     skd__q_end(&q);
     return rc;
@@ -347,6 +358,14 @@ static json_t *row_json(skd__q *q)
             json_object_set_new(o, "egress", ej);
         else
             json_decref(ej);
+        /* What the call used, as metered (skd_usage). */
+        json_object_set_new(o, "usage",
+                            json_pack("{s:I, s:I, s:I, s:I, s:I}", "sandboxRuns",
+                                      (json_int_t)skd__q_col_int(q, 10), "sandboxCpuMs",
+                                      (json_int_t)(skd__q_col_int(q, 11) / 1000),
+                                      "sandboxMemoryPeakBytes", (json_int_t)skd__q_col_int(q, 12),
+                                      "egressBytes", (json_int_t)skd__q_col_int(q, 13),
+                                      "workspaceBytes", (json_int_t)skd__q_col_int(q, 14)));
     }
     return o;
 }
@@ -371,6 +390,28 @@ out:
     return skd__list_end(st, c, &q, arr, rc);
 }
 
+json_t *skd_store_audit_query(skd_store *st, const skd_audit_filter *f, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    json_t *arr = NULL;
+    int rc;
+    int limit = f->limit <= 0 || f->limit > 1000 ? 100 : f->limit;
+    if ((rc = skd_store_audit_flush(st, err)) ||
+        (rc = skd__list_start(st, &q_query, &c, &q, &arr, err)))
+        goto out;
+    skd__q_text(&q, 1, f->key_id ? f->key_id : "");
+    skd__q_text(&q, 2, f->skill ? f->skill : "");
+    skd__q_text(&q, 3, f->status ? f->status : "");
+    skd__q_int(&q, 4, f->since_ms);
+    skd__q_int(&q, 5, f->until_ms > 0 ? f->until_ms : INT64_MAX / 2);
+    skd__q_int(&q, 6, limit);
+    while ((rc = skd__q_step(&q, err)) == 1)
+        json_array_append_new(arr, row_json(&q));
+out:
+    return skd__list_end(st, c, &q, arr, rc);
+}
+
 json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, skd_err *err)
 {
     skd__conn *c = NULL;
@@ -380,7 +421,7 @@ json_t *skd_store_audit_get(skd_store *st, const char *key_id, const char *id, s
     if ((rc = skd_store_audit_flush(st, err)) || (rc = skd__conn_get(st, &c, err)) ||
         (rc = skd__q_start(c, &q_get, &q, err)))
         goto out;
-    skd__q_text(&q, 1, key_id);
+    skd__q_text(&q, 1, key_id ? key_id : "");
     skd__q_text(&q, 2, id);
     rc = skd__q_step(&q, err);
     if (rc == 1)

@@ -78,6 +78,20 @@ static const char *const sqlite_migrations[] = {
     "  key_id TEXT NOT NULL, name TEXT NOT NULL, hosts TEXT NOT NULL, headers TEXT NOT NULL,"
     "  placeholder TEXT NOT NULL, fingerprint TEXT NOT NULL, nonce TEXT NOT NULL,"
     "  sealed TEXT NOT NULL, created_ms INTEGER NOT NULL, PRIMARY KEY (key_id, name));",
+    /* 11: what each call used (metering, src/store/usage.c): its sandbox runs,
+     * their CPU time (us) and largest memory peak, egress and workspace bytes;
+     * and the time index that ranges over every key read */
+    "ALTER TABLE executions ADD COLUMN sandbox_runs INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN cpu_us INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN mem_peak_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN egress_bytes INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN workspace_bytes INTEGER NOT NULL DEFAULT 0;"
+    "CREATE INDEX executions_time ON executions(created_ms);",
+    /* 12: operator console sessions (src/store/ui_sessions.c): the SHA-256 of the
+     * cookie's token, never the token; the CSRF token its requests carry */
+    "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
+    "  csrf TEXT NOT NULL, created_ms INTEGER NOT NULL, expires_ms INTEGER NOT NULL);"
+    "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
 };
 
 static const char *const pg_migrations[] = {
@@ -136,6 +150,17 @@ static const char *const pg_migrations[] = {
     "  key_id TEXT NOT NULL, name TEXT NOT NULL, hosts TEXT NOT NULL, headers TEXT NOT NULL,"
     "  placeholder TEXT NOT NULL, fingerprint TEXT NOT NULL, nonce TEXT NOT NULL,"
     "  sealed TEXT NOT NULL, created_ms BIGINT NOT NULL, PRIMARY KEY (key_id, name));",
+    /* 11 */
+    "ALTER TABLE executions ADD COLUMN sandbox_runs INTEGER NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN cpu_us BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN mem_peak_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN egress_bytes BIGINT NOT NULL DEFAULT 0;"
+    "ALTER TABLE executions ADD COLUMN workspace_bytes BIGINT NOT NULL DEFAULT 0;"
+    "CREATE INDEX executions_time ON executions(created_ms);",
+    /* 12 */
+    "CREATE TABLE ui_sessions (id_sha256 TEXT PRIMARY KEY, key_id TEXT NOT NULL,"
+    "  csrf TEXT NOT NULL, created_ms BIGINT NOT NULL, expires_ms BIGINT NOT NULL);"
+    "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

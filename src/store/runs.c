@@ -92,7 +92,10 @@ static skd__sql q_mine_lost = SKD__SQL2(
     "UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE " WHERE replica=?1 AND state='running'",
     "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
 static skd__sql q_cancel =
-    SKD__SQL("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND key_id=?2 AND state='running'");
+    SKD__SQL2("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND (?2 IS NULL OR key_id=?2) AND "
+              "state='running'",
+              "UPDATE runs SET cancel_requested=1 WHERE id=$1 AND ($2::text IS NULL OR key_id=$2) "
+              "AND state='running'");
 static skd__sql q_cancels =
     SKD__SQL("SELECT id FROM runs WHERE replica=?1 AND state='running' AND cancel_requested=1");
 static skd__sql q_state = SKD__SQL("SELECT state FROM runs WHERE id=?1 AND key_id=?2");
@@ -399,7 +402,13 @@ int skd_store_run_cancel(skd_store *st, const char *key_id, const char *id, skd_
     int rc = skd__conn_get(st, &c, err);
     if (rc)
         return rc;
-    rc = run1(c, &q_cancel, id, key_id, NULL, 0, &changed, err);
+    skd__q q;
+    if ((rc = skd__q_start(c, &q_cancel, &q, err)) == 0) {
+        skd__q_text(&q, 1, id);
+        skd__q_text(&q, 2, key_id); /* NULL: any key's (skills:admin) */
+        rc = skd__q_run(&q, &changed, err);
+        skd__q_end(&q);
+    }
     if (rc == 0 && changed == 0)
         rc = skd_err_set(err, SKD_ENOENT, "no running run %s for this key", id);
     if (rc == 0 && skd__conn_kind(c) == SKD__STORE_PG)

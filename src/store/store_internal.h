@@ -31,7 +31,7 @@ enum skd__store_kind { SKD__STORE_SQLITE = 1, SKD__STORE_PG = 2 };
 /* Statements a process may define (slots in each connection's cache). */
 #define SKD__MAX_STMTS 128
 /* Parameters one statement may take. */
-#define SKD__MAX_PARAMS 12
+#define SKD__MAX_PARAMS 16
 
 /* A statement's text, defined once by the file that runs it (static
  * storage). slot is assigned on first use. */

@@ -41,6 +41,8 @@ static void round_trip(const skd__spawn_msg *m)
         skd__spawn_out_str(&o, SKD__T_CWD, m->cwd);
     if (m->message)
         skd__spawn_out_str(&o, SKD__T_MESSAGE, m->message);
+    if (m->live)
+        skd__spawn_out_str(&o, SKD__T_LIVE, m->live);
     for (size_t i = 0; i < m->argc; i++)
         skd__spawn_out_str(&o, SKD__T_ARG, m->argv[i]);
     for (size_t i = 0; i < m->envc; i++)
@@ -59,6 +61,7 @@ static void round_trip(const skd__spawn_msg *m)
         abort();
     if (back.type != m->type || back.handle != m->handle || back.argc != m->argc ||
         back.envc != m->envc || (m->id && strcmp(back.id, m->id) != 0) ||
+        (m->live && (!back.live || strcmp(back.live, m->live) != 0)) ||
         back.limits_seen != m->limits_seen || back.has_config != m->has_config)
         abort();
     for (int i = 0; i < SKD_LIMIT_N; i++)
@@ -98,6 +101,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (m.has_config != (m.limits_seen == (1u << SKD_LIMIT_N) - 1))
         abort();
+    for (int i = 0; m.has_usage && i < 3; i++)
+        if (m.usage[i] < 0)
+            abort(); /* metering is never negative */
     /* The fds stay open, owned by the message, until taken or freed. */
     for (int i = 0; i < n; i++)
         if (fcntl(fds[i], F_GETFD) == -1)

@@ -17,7 +17,8 @@
 # and in each: doctor clean and agreeing with a real call,
 # tests/integration/sandbox_exec.sh and
 # tests/security/escape.sh, an MCP tools/call of execute_command with
-# memory, pids and cpu limits (read back from the run's cgroup), OOM
+# memory, pids and cpu limits (read back from the run's cgroup), metering
+# of a run's CPU and memory peak, OOM
 # reported, a timeout killing the whole cgroup, kill -9 of the server
 # leaving no process and no cgroup behind, 16 parallel calls, none hanging.
 P=/payload
@@ -184,6 +185,21 @@ mcp_checks() {
     local rest=${url%/mcp}/v1/execute
     out=$(rest "$rest" "$key" '{"command":"python3","args":["-c","b=[]\nwhile True: b.append(bytearray(4<<20))"],"timeoutMs":30000}')
     if [ "$(jf "$out" .oomKilled)" = true ]; then pass "OOM reported (oomKilled)"; else fail "OOM reported (oomKilled)" "${out:0:300}"; fi
+
+    # Metering on cgroup v2 (docs/usage.md): the run's CPU time (cpu.stat)
+    # and memory peak (memory.peak: Linux 5.19 and later) in its audit row.
+    # The loop counts its own CPU time, so an emulated CPU makes it slower,
+    # not shorter.
+    out=$(rest "$rest" "$key" '{"command":"python3","args":["-c","import time\nb=bytearray(16<<20)\nwhile time.process_time() < 0.3: pass"],"timeoutMs":60000}')
+    local row cpu peak
+    row=$(curl -sS -m 30 -H "Authorization: Bearer $key" "${url%/mcp}/v1/executions/$(jf "$out" .executionId)")
+    cpu=$(jf "$row" .usage.sandboxCpuMs)
+    peak=$(jf "$row" .usage.sandboxMemoryPeakBytes)
+    if [ "${cpu:-0}" -ge 250 ] && [ "${peak:-0}" -ge $((16 << 20)) ]; then
+        pass "a run's CPU time and memory peak are metered from its cgroup ($cpu ms, $peak bytes)"
+    else
+        fail "a run's CPU time and memory peak are metered from its cgroup" "${row:0:300} / ${out:0:200}"
+    fi
 
     local mark="ring-timeout-$RANDOM$RANDOM"
     # All four (the parent, three setsid children) must be seen running

@@ -6,7 +6,8 @@
 # oomKilled, pids limit, output cap; for the engines also no leftover
 # container after any of them, leftovers of a killed skilld removed by the
 # next one, and `skilld image import --engine all` serving every provider
-# from one tarball (a `docker save` archive). stdin, environment, kill and
+# from one tarball (a `docker save` archive), and metering of native and
+# (cgroup v1) podman runs. stdin, environment, kill and
 # kill_all through the runner API are in tests/unit/test_sandbox_providers.c.
 # scripts/setup-containers.sh starts dockerd and imports the test image.
 source "$(dirname "$0")/../lib.sh"
@@ -74,6 +75,25 @@ for R in native docker podman; do
     if [ "$(jget 'j["truncated"]')" = true ] && [ "$(jget 'len(j["stdout"])')" = 100 ]; then
         pass "$R: output cap"; else fail "$R: output cap" "$(echo "$OUT" | head -c 300)"; fi
     no_leftover "$R" output
+done
+
+# Metering (docs/usage.md): native runs from their own cgroup; podman on a
+# cgroup v1 host from the run's parent cgroup (container_cgroup.c), read
+# back from the audit row skilld exec writes. Docker keeps no cgroup of the
+# run that skilld can read, and podman on v2 none either: not metered.
+cpu_of_last_exec() {
+    sqlite3 "$DATA_DIR/skilld.db" "SELECT cpu_us || ' ' || mem_peak_bytes FROM executions WHERE skill='exec' ORDER BY created_ms DESC LIMIT 1"
+}
+meter_runtimes=(native)
+[ -f /sys/fs/cgroup/memory/memory.limit_in_bytes ] && meter_runtimes+=(podman)
+for R in "${meter_runtimes[@]}"; do
+    ex "$R" -- sh -c 'i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done'
+    read -r cpu peak <<<"$(cpu_of_last_exec)"
+    if [ "$RC" = 0 ] && [ "${cpu:-0}" -ge 50000 ] && [ "${peak:-0}" -gt 0 ]; then
+        pass "$R: a run's CPU time and memory peak are metered ($cpu us, $peak bytes)"
+    else
+        fail "$R: a run's CPU time and memory peak are metered" "rc=$RC cpu=${cpu:-} peak=${peak:-} $(cat "$TMP/err")"
+    fi
 done
 
 # A skilld whose spawner is killed with SIGKILL leaves its container running

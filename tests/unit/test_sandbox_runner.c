@@ -133,6 +133,44 @@ TEST(output_is_capped_and_counted)
     skd_sandbox_result_free(&res);
 }
 
+/* Metering: a run's CPU time and memory peak come from its own cgroup
+ * (v2 cpu.stat and memory.peak, v1 cpuacct.usage and
+ * memory.max_usage_in_bytes); the loop counts its own CPU time, so the
+ * check holds on a loaded machine too. */
+TEST(usage_from_the_cgroup)
+{
+    skd_sandbox_result res;
+    const char *argv[] = {"python3", "-c",
+                          "import time\n"
+                          "b = bytearray(32 << 20)\n"
+                          "while time.process_time() < 0.5: pass\n",
+                          NULL};
+    CHECK_EQ_INT(sbt_run(R, argv, NULL, NULL, NULL, &res), 0);
+    CHECK_EQ_INT(res.exit_code, 0);
+    CHECK(res.cpu_us >= 450000);
+    CHECK(res.cpu_us < 60000000);
+    CHECK(res.mem_peak_bytes >= (32 << 20));
+    skd_usage u = {0};
+    skd_sandbox_usage_add(&u, &res);
+    skd_sandbox_usage_add(&u, &res);
+    skd_sandbox_usage_add(NULL, &res); /* NULL: nothing metered */
+    CHECK_EQ_INT(u.sandbox_runs, 2);
+    CHECK(u.cpu_us == 2 * res.cpu_us);
+    CHECK(u.mem_peak_bytes == res.mem_peak_bytes); /* the largest, not a sum */
+    skd_sandbox_result_free(&res);
+    /* The egress record's bytes, both ways. */
+    skd_sandbox_result eg;
+    memset(&eg, 0, sizeof(eg));
+    eg.egress = json_pack("[{s:I, s:I}, {s:I, s:I}]", "bytesUp", (json_int_t)100, "bytesDown",
+                          (json_int_t)2000, "bytesUp", (json_int_t)5, "bytesDown", (json_int_t)0);
+    eg.ws_written = 777;
+    skd_usage v = {0};
+    skd_sandbox_usage_add(&v, &eg);
+    CHECK_EQ_INT(v.egress_bytes, 2105);
+    CHECK_EQ_INT(v.workspace_bytes, 777);
+    skd_sandbox_result_free(&eg);
+}
+
 /* Async completions for kill tests. */
 struct done_box {
     pthread_mutex_t mu;
@@ -366,6 +404,7 @@ int main(int argc, char **argv)
     RUN(timeout_keeps_partial_output);
     RUN(output_is_capped_and_counted);
     RUN(non_utf8_output_is_replaced);
+    RUN(usage_from_the_cgroup);
     RUN(kill_one_and_all);
     RUN(global_cap_queues_in_order);
     RUN(per_key_cap);

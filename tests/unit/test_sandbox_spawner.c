@@ -127,6 +127,46 @@ TEST(proto_workspace_outcome)
     close(sv[0]), close(sv[1]);
 }
 
+/* The run's metering (cpu_us, mem_peak, ws_written) crosses as one field;
+ * a negative count, a field of the wrong size or a second one is refused. */
+TEST(proto_usage_outcome)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    skd__spawn_out o;
+    skd__spawn_msg m;
+    skd_err e = {0};
+    int v[5] = {1, 0, 0, 0, 0};
+    int64_t u[3] = {1523456, 8 << 20, 200000};
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_outcome(&o, v);
+    skd__spawn_out_usage(&o, u);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), 0);
+    CHECK_EQ_INT(m.has_usage, 1);
+    CHECK(m.usage[0] == 1523456 && m.usage[1] == (8 << 20) && m.usage[2] == 200000);
+    skd__spawn_msg_free(&m);
+    int64_t neg[3] = {1, -5, 0};
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_usage(&o, neg);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_usage(&o, u);
+    skd__spawn_out_usage(&o, u);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    skd__spawn_out_init(&o, SKD__REP_OUTCOME, 7);
+    skd__spawn_out_i32(&o, SKD__T_USAGE, 1);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    close(sv[0]), close(sv[1]);
+}
+
 TEST(proto_large_message_by_memfd)
 {
     int sv[2];
@@ -442,6 +482,7 @@ int main(int argc, char **argv)
     tap_prog = "test_sandbox_spawner";
     RUN(proto_fields_and_fds);
     RUN(proto_workspace_outcome);
+    RUN(proto_usage_outcome);
     RUN(proto_large_message_by_memfd);
     RUN(proto_garbage_refused_fds_closed);
     RUN(hostile_requests_refused);

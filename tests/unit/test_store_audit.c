@@ -17,10 +17,15 @@
  *     between the two) is caught by the replica thread's poll, and with
  *     the signal file unusable every call reads the row and still refuses
  *     a revoked key at once; a signal file that is another name of some
- *     other file is not used, and a new one gets the database's mode.
+ *     other file is not used, and a new one gets the database's mode;
+ *   - metering: usage is summed per key over a time range, in buckets,
+ *     and as a key's CPU since a time; rows are filtered by key, skill,
+ *     status and time; console sessions are found by their digest until
+ *     they expire or are deleted.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
+#include "skilld/util.h"
 #include "store/store_internal.h"
 #include "tap.h"
 
@@ -409,6 +414,166 @@ TEST(the_signal_file_is_checked_and_given_the_database_mode)
     skd_store_close(a);
 }
 
+/* A key id no other test (or earlier run, on PostgreSQL) has used. */
+static void unique_key(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s-%d-%lld", name, (int)getpid(), (long long)skd_wall_ms());
+}
+
+static void add_metered(skd_store *st, const char *id, const char *key, const char *skill,
+                        const char *status, int64_t at, int64_t cpu_us, int64_t peak, int64_t ws)
+{
+    skd_audit a = {.id = id,
+                   .key_id = key,
+                   .skill = skill,
+                   .status = status,
+                   .created_ms = at,
+                   .sandbox_runs = cpu_us ? 1 : 0,
+                   .cpu_us = cpu_us,
+                   .mem_peak_bytes = peak,
+                   .egress_bytes = 7,
+                   .workspace_bytes = ws};
+    skd_err err = {0};
+    if (skd_store_audit_add(st, &a, &err) != 0)
+        printf("# audit_add %s: %s\n", id, err.msg);
+}
+
+static const json_t *row_of(const json_t *rows, const char *key)
+{
+    size_t i;
+    const json_t *r;
+    json_array_foreach (rows, i, r)
+        if (strcmp(json_string_value(json_object_get(r, "keyId")), key) == 0)
+            return r;
+    return NULL;
+}
+
+#define JINT(o, k) ((long long)json_integer_value(json_object_get((o), (k))))
+
+TEST(usage_is_summed_per_key_over_a_range)
+{
+    char where[256], k1[64], k2[64], id[96];
+    fresh_where(where, sizeof(where));
+    skd_store *st = open_with(where, 20);
+    CHECK(st != NULL);
+    unique_key(k1, sizeof(k1), "meter-a");
+    unique_key(k2, sizeof(k2), "meter-b");
+    int64_t t0 = 1000000000000LL + (skd_wall_ms() % 1000000) * 1000;
+    snprintf(id, sizeof(id), "%s-1", k1);
+    add_metered(st, id, k1, "execute_command", "success", t0, 1500000, 4 << 20, 200000);
+    snprintf(id, sizeof(id), "%s-2", k1);
+    add_metered(st, id, k1, "execute_command", "error", t0 + 10, 700, 9 << 20, 0);
+    snprintf(id, sizeof(id), "%s-3", k1);
+    add_metered(st, id, k1, "file_write", "success", t0 + 5000, 0, 0, 100);
+    snprintf(id, sizeof(id), "%s-1", k2);
+    add_metered(st, id, k2, "execute_command", "success", t0 + 20, 2000, 1 << 20, 0);
+    skd_err err = {0};
+    json_t *all = skd_store_usage(st, NULL, t0, t0 + 10000, &err);
+    CHECK(all != NULL);
+    const json_t *a = row_of(all, k1), *b = row_of(all, k2);
+    CHECK(a && b);
+    CHECK_EQ_INT(JINT(a, "executions"), 3);
+    CHECK_EQ_INT(JINT(a, "sandboxRuns"), 2);
+    CHECK_EQ_INT(JINT(a, "sandboxCpuUs"), 1500700);
+    CHECK_EQ_INT(JINT(a, "sandboxCpuMs"), 1500);
+    CHECK_EQ_INT(JINT(a, "sandboxMemoryPeakBytes"), 9 << 20); /* the largest, not a sum */
+    CHECK_EQ_INT(JINT(a, "egressBytes"), 21);
+    CHECK_EQ_INT(JINT(a, "workspaceBytes"), 200100);
+    CHECK_EQ_INT(JINT(b, "executions"), 1);
+    json_decref(all);
+    /* one key; a range that leaves the last row out */
+    json_t *one = skd_store_usage(st, k1, t0, t0 + 5000, &err);
+    CHECK(one && json_array_size(one) == 1);
+    CHECK_EQ_INT(JINT(json_array_get(one, 0), "executions"), 2);
+    json_decref(one);
+    /* buckets of a second: two for k1, one for k2 */
+    json_t *ser = skd_store_usage_series(st, k1, t0, t0 + 10000, 1000, &err);
+    CHECK(ser && json_array_size(ser) == 2);
+    CHECK_EQ_INT(JINT(json_array_get(ser, 0), "t"), t0);
+    CHECK_EQ_INT(JINT(json_array_get(ser, 0), "sandboxCpuMs"), 1500);
+    CHECK_EQ_INT(JINT(json_array_get(ser, 0), "executions"), 2);
+    CHECK_EQ_INT(JINT(json_array_get(ser, 1), "t"), t0 + 5000);
+    json_decref(ser);
+    int64_t cpu = -1;
+    CHECK_EQ_INT(skd_store_usage_cpu(st, k1, t0 + 1, &cpu, &err), 0);
+    CHECK(cpu == 700);
+    CHECK_EQ_INT(skd_store_usage_cpu(st, "no-such-key", 0, &cpu, &err), 0);
+    CHECK(cpu == 0);
+    skd_store_close(st);
+}
+
+static int query_count(skd_store *st, const skd_audit_filter *f)
+{
+    skd_err err = {0};
+    json_t *rows = skd_store_audit_query(st, f, &err);
+    int n = rows ? (int)json_array_size(rows) : -1;
+    json_decref(rows);
+    return n;
+}
+
+TEST(executions_are_filtered_by_key_skill_status_and_time)
+{
+    char where[256], k1[64], k2[64], id[96];
+    fresh_where(where, sizeof(where));
+    skd_store *st = open_with(where, 20);
+    CHECK(st != NULL);
+    unique_key(k1, sizeof(k1), "filter-a");
+    unique_key(k2, sizeof(k2), "filter-b");
+    int64_t t0 = 1100000000000LL + (skd_wall_ms() % 1000000) * 1000;
+    snprintf(id, sizeof(id), "%s-1", k1);
+    add_metered(st, id, k1, "file_read", "success", t0, 0, 0, 0);
+    snprintf(id, sizeof(id), "%s-2", k1);
+    add_metered(st, id, k1, "file_read", "error", t0 + 1, 0, 0, 0);
+    snprintf(id, sizeof(id), "%s-3", k1);
+    add_metered(st, id, k1, "file_write", "success", t0 + 2, 0, 0, 0);
+    snprintf(id, sizeof(id), "%s-1", k2);
+    add_metered(st, id, k2, "file_read", "success", t0 + 3, 0, 0, 0);
+    skd_audit_filter f = {.key_id = k1, .since_ms = t0, .until_ms = t0 + 100, .limit = 100};
+    CHECK_EQ_INT(query_count(st, &f), 3);
+    f.skill = "file_read";
+    CHECK_EQ_INT(query_count(st, &f), 2);
+    f.status = "error";
+    CHECK_EQ_INT(query_count(st, &f), 1);
+    f.status = NULL;
+    f.since_ms = t0 + 1;
+    CHECK_EQ_INT(query_count(st, &f), 1);
+    skd_audit_filter every = {
+        .skill = "file_read", .since_ms = t0, .until_ms = t0 + 4, .limit = 100};
+    CHECK_EQ_INT(query_count(st, &every), 3); /* both keys */
+    every.until_ms = t0 + 3;
+    CHECK_EQ_INT(query_count(st, &every), 2); /* until is exclusive */
+    skd_err err = {0};
+    snprintf(id, sizeof(id), "%s-1", k2);
+    json_t *row = skd_store_audit_get(st, NULL, id, &err); /* any key's: the admin's read */
+    CHECK(row != NULL);
+    json_decref(row);
+    CHECK(skd_store_audit_get(st, k1, id, &err) == NULL); /* another key's: not found */
+    CHECK_EQ_INT(err.code, SKD_ENOENT);
+    skd_store_close(st);
+}
+
+TEST(console_sessions_live_until_they_expire_or_are_deleted)
+{
+    char where[256], digest[65], key[64], csrf[65], k[64];
+    fresh_where(where, sizeof(where));
+    skd_store *st = open_with(where, 20);
+    CHECK(st != NULL);
+    unique_key(k, sizeof(k), "session-key");
+    skd_sha256_hex(k, strlen(k), digest);
+    skd_err err = {0};
+    int64_t now = skd_wall_ms();
+    CHECK_EQ_INT(skd_store_ui_session_put(st, digest, k, "c5rf", now, now + 60000, &err), 0);
+    CHECK_EQ_INT(skd_store_ui_session_get(st, digest, now, key, csrf, &err), 0);
+    CHECK_STR(key, k);
+    CHECK_STR(csrf, "c5rf");
+    CHECK_EQ_INT(skd_store_ui_session_get(st, digest, now + 60000, key, csrf, &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_store_ui_session_get(st, "0000", now, key, csrf, &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_store_ui_session_del(st, digest, &err), 0);
+    CHECK_EQ_INT(skd_store_ui_session_get(st, digest, now, key, csrf, &err), SKD_ENOENT);
+    CHECK_EQ_INT(skd_store_ui_session_del(st, digest, &err), 0); /* absent: still 0 */
+    skd_store_close(st);
+}
+
 int main(void)
 {
     TAP_BEGIN("store_audit");
@@ -428,6 +593,9 @@ int main(void)
     if (!pg_url)
         RUN(a_refused_batch_stays_queued);
     RUN(revoked_key_is_refused_at_once_by_every_handle);
+    RUN(usage_is_summed_per_key_over_a_range);
+    RUN(executions_are_filtered_by_key_skill_status_and_time);
+    RUN(console_sessions_live_until_they_expire_or_are_deleted);
     if (!pg_url) {
         RUN(an_unsignalled_revocation_is_caught_by_the_poll);
         RUN(without_the_signal_file_every_call_reads_the_row);

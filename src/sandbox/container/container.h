@@ -80,10 +80,13 @@ int skd__ctr_owner_alive(const char *owner);
  * skd__ctr_cg_make: make the run's parent memory cgroup with the limit;
  *   parent receives the --cgroup-parent value. 0 or SKD_ESANDBOX.
  * skd__ctr_cg_hit_limit: 1 when the parent's usage reached its limit.
+ * skd__ctr_cg_usage: the parent's CPU time (us) and memory peak (bytes),
+ *   0 where not kept (metering).
  * skd__ctr_cg_remove: remove the run's parent under every controller. */
 int skd__ctr_cg_v1(void);
 int skd__ctr_cg_make(const char *id, int64_t mem_bytes, char *parent, size_t cap, skd_err *err);
 int skd__ctr_cg_hit_limit(const char *id);
+void skd__ctr_cg_usage(const char *id, int64_t *cpu_us, int64_t *mem_peak);
 void skd__ctr_cg_remove(const char *id);
 
 /* Podman's per-run working directory SKD__CTR_RUNDIR/<id> (conmon writes

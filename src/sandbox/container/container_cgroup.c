@@ -12,8 +12,11 @@
  * still exists and tells whether its usage reached the limit
  * (memory.max_usage_in_bytes / memory.memsw.max_usage_in_bytes); a
  * SIGKILLed container that reached its limit was killed by the OOM killer.
- * The parent directories that podman made under every v1 controller are
- * removed once the container is gone.
+ * The parent also holds what the run used (metering, docs/usage.md): v1
+ * charges every ancestor as it goes, so the parent's cpuacct.usage and
+ * memory.max_usage_in_bytes still count the container once its own cgroup
+ * is gone. The parent directories that podman made under every v1
+ * controller are removed once the container is gone.
  *
  * skd__ctr_rundir_remove cleans podman's per-run working directory (see
  * docker.c) here too, so that leftovers of a crash can be removed with it.
@@ -104,6 +107,25 @@ int skd__ctr_cg_hit_limit(const char *id)
     int64_t sw_lim = read_i64(dir, "memory.memsw.limit_in_bytes");
     int64_t sw_max = read_i64(dir, "memory.memsw.max_usage_in_bytes");
     return (lim > 0 && max >= lim) || (sw_lim > 0 && sw_max >= sw_lim);
+}
+
+void skd__ctr_cg_usage(const char *id, int64_t *cpu_us, int64_t *mem_peak)
+{
+    char dir[256];
+    *cpu_us = *mem_peak = 0;
+    /* cpuacct on its own, or mounted with cpu (either name) */
+    static const char *const acct[] = {"cpuacct", "cpu,cpuacct", "cpuacct,cpu"};
+    for (size_t i = 0; i < sizeof(acct) / sizeof(acct[0]); i++) {
+        snprintf(dir, sizeof(dir), "%s/%s/%s/%s", CG_ROOT, acct[i], CG_PARENT, id);
+        int64_t ns = read_i64(dir, "cpuacct.usage");
+        if (ns >= 0) {
+            *cpu_us = ns / 1000;
+            break;
+        }
+    }
+    snprintf(dir, sizeof(dir), "%s/%s/%s", CG_MEM, CG_PARENT, id);
+    int64_t peak = read_i64(dir, "memory.max_usage_in_bytes");
+    *mem_peak = peak > 0 ? peak : 0;
 }
 
 void skd__ctr_cg_remove(const char *id)

@@ -677,6 +677,8 @@ static void ctr_cleanup(void *state, skd__outcome *o)
         remove_container(s, r);
     }
     free(r);
+    if (s->cg_parent) /* podman on v1: the run's parent cgroup, until state_free */
+        skd__ctr_cg_usage(s->id, &o->cpu_us, &o->mem_peak);
     if (s->wsq) /* the container is gone: commit its workspace changes, or not */
         skd__wsq_commit_outcome(s->wsq,
                                 s->client > 0 && !o->killed && !o->oom_killed && !o->setup_error[0],

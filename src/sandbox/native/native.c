@@ -461,8 +461,12 @@ void skd__native_cleanup(void *state, skd__outcome *out)
     if (s->ctl >= 0)
         close(s->ctl);
     skd__native_close_ends(&s->ends);
-    if (out && s->cg)
+    if (out && s->cg) {
         out->oom_killed = skd__cgroup_oom_killed(s->cg);
+        skd__cgroup_usage(s->cg, &out->cpu_us, &out->mem_peak); /* before it goes */
+        out->cpu_us = out->cpu_us > 0 ? out->cpu_us : 0;
+        out->mem_peak = out->mem_peak > 0 ? out->mem_peak : 0;
+    }
     /* Deferred only once the sandbox's init has exited (its pidfd is
      * readable): every task of its pid namespace is gone with it, so the
      * commit below cannot race a writer; otherwise destroy kills what is

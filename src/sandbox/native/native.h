@@ -73,6 +73,14 @@ int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
 void skd__cgroup_kill(skd__cgroup *cg);
 /* 1 when the kernel OOM-killed a process of this cgroup. */
 int skd__cgroup_oom_killed(skd__cgroup *cg);
+/* What the cgroup's processes used, from its own counters: CPU time in
+ * microseconds (v2 cpu.stat usage_usec; v1 cpuacct.usage) and the memory
+ * high-water mark in bytes (v2 memory.peak; v1 memory.max_usage_in_bytes);
+ * each -1 when the kernel does not keep it here. */
+void skd__cgroup_usage(skd__cgroup *cg, int64_t *cpu_us, int64_t *mem_peak);
+/* How many times the kernel OOM-killed a process of this cgroup so far
+ * (a live sandbox's exec compares it before and after). */
+long long skd__cgroup_oom_count(skd__cgroup *cg);
 /* Remove the cgroup (killing leftovers) and free. NULL ok. */
 void skd__cgroup_destroy(skd__cgroup *cg);
 /* Drop what this process found out about cgroups (a freshly forked
@@ -146,7 +154,7 @@ struct skd__native_child {
     unsigned long long fsize; /* RLIMIT_FSIZE */
     const struct sock_fprog *seccomp;
     int sync_fd;   /* read end: "g" after the id maps */
-    int cg_fds[4]; /* cgroup v1: the run's "tasks" files, written "0" first */
+    int cg_fds[8]; /* cgroup v1: the run's "tasks" files, written "0" first */
     int ncg;
     int status_fd; /* write end: failing step */
     int in_fd, out_fd, err_fd;
@@ -159,6 +167,17 @@ struct skd__native_child {
      * on ctl_fd for the one run it serves. */
     int warm;
     int ctl_fd;
+    /* A live sandbox's init (native_live.c): after the set-up it drops
+     * every privilege as a command would, closes every descriptor (the
+     * status pipe's EOF says it is ready) and only waits, holding the
+     * namespaces, until it is killed. */
+    int live;
+    /* An exec into a live sandbox (skd__native_enter_main): its namespaces
+     * (user first), and the pipe on which the entering process writes the
+     * relay's pid before it exits. */
+    int ns_fds[8];
+    int nns;
+    int pid_pipe;
 };
 
 /* What the spawner sends a pre-made sandbox when its run arrives (one
@@ -188,6 +207,15 @@ int skd__native_rootless(void);
  * child builds the run-independent part, then waits for its run on
  * c->ctl_fd (and exits quietly on EOF: the sandbox was discarded). */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
+/* Enter a live sandbox (c->ns_fds, its cgroup by c->cg_fds on v1 or by
+ * clone3 on v2), start a relay in its pid namespace with the spawner as
+ * its parent (CLONE_PARENT), write the relay's pid (as the spawner sees
+ * it) to c->pid_pipe and exit. The relay starts the command as the init of
+ * a pid namespace of its own and ends as the command ends; killing it
+ * kills the command and all it started. The command gets the same limits,
+ * capability drop, no_new_privs, seccomp filter and uid as a one-shot run.
+ * Never returns. */
+void skd__native_enter_main(const struct skd__native_child *c) __attribute__((noreturn));
 /* What a pre-made sandbox does first: move the descriptors of c (its
  * pipes, sockets, status pipe and cgroup files) above every inherited one
  * and close all others (ends the process on failure). For tests. */
@@ -212,6 +240,18 @@ void skd__native_warm_drop(void);
 void skd__native_defer_teardown(int on);
 void skd__native_flush(void);
 int skd__native_flush_one(void);
+
+/* Live sandboxes of this process (native_live.c). Create starts one for
+ * req (borrowed; req->id names it, req->argv is not used) and waits until
+ * its init is ready: 0, SKD_EEXISTS, or SKD_ESANDBOX naming the step.
+ * Delete kills every process of it and removes its cgroup: 0 or
+ * SKD_ENOENT. drop_all ends every one (the spawner's exit). An exec into
+ * one is a run of skd__provider_native_live, whose req->live names it. */
+int skd__native_live_create(const skd__sandbox_req *req, skd_err *err);
+int skd__native_live_delete(const char *id);
+void skd__native_live_drop_all(void);
+size_t skd__native_live_count(void);
+extern const skd__provider skd__provider_native_live;
 size_t skd__native_deferred(void); /* runs whose teardown is owed */
 
 #endif

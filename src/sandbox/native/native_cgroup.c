@@ -27,7 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer"};
+static const char *const ctl_names[C_COUNT] = {"memory", "pids", "cpu", "freezer", "cpuacct"};
 
 struct skd__cg_tree skd__cg;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -429,30 +429,44 @@ static int setup_v1(void)
     thaw_stale_v1();
     for (int c = 0; c < C_COUNT; c++) {
         char mnt[PATH_MAX], self[PATH_MAX];
+        skd__cg.parent[c][0] = '\0';
         if (find_mount(ctl_names[c], mnt, sizeof(mnt)) ||
             self_path(ctl_names[c], self, sizeof(self))) {
-            if (c == C_FREEZER)
-                break; /* optional: the pid namespace dies with its init anyway */
+            /* freezer: the pid namespace dies with its init anyway;
+             * cpuacct: only metering (a run's CPU time) goes without it. */
+            if (c == C_FREEZER || c == C_CPUACCT)
+                continue;
             snprintf(skd__cg.why, sizeof(skd__cg.why),
                      "no cgroup v2 with memory, pids and cpu, and no "
                      "cgroup v1 '%s' hierarchy",
                      ctl_names[c]);
             return -1;
         }
-        if (snprintf(skd__cg.parent[c], sizeof(skd__cg.parent[c]), "%s%s/skilld", mnt, self) >=
-                (int)sizeof(skd__cg.parent[c]) ||
-            mkdir_ok(skd__cg.parent[c]) ||
+        char parent[PATH_MAX];
+        if (snprintf(parent, sizeof(parent), "%s%s/skilld", mnt, self) >= (int)sizeof(parent)) {
+            snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroup v1: %s path too long", ctl_names[c]);
+            return -1;
+        }
+        /* cpuacct mounted together with cpu ("cpu,cpuacct"): the run's cpu
+         * directory has its files, and a second directory could not be made. */
+        size_t pl = strlen(parent);
+        if (c == C_CPUACCT && strncmp(parent, skd__cg.parent[C_CPU], pl) == 0 &&
+            skd__cg.parent[C_CPU][pl] == '/')
+            continue;
+        memcpy(skd__cg.parent[c], parent, pl + 1);
+        if (mkdir_ok(skd__cg.parent[c]) ||
             own_dir(skd__cg.parent[c], sizeof(skd__cg.parent[c]), 0)) {
             snprintf(skd__cg.why, sizeof(skd__cg.why), "cgroup v1: cannot create %.300s: %s",
                      skd__cg.parent[c], strerror(errno));
             return -1;
         }
-        skd__cg.nctl = c + 1;
     }
+    skd__cg.nctl = C_COUNT;
     skd__cg.has_memsw = exists(skd__cg.parent[C_MEMORY], "memory.memsw.limit_in_bytes");
     skd__cg.version = 1;
-    snprintf(skd__cg.desc, sizeof(skd__cg.desc), "v1 (memory%s pids cpu%s)",
-             skd__cg.has_memsw ? "+memsw" : "", skd__cg.nctl > C_FREEZER ? " freezer" : "");
+    snprintf(skd__cg.desc, sizeof(skd__cg.desc), "v1 (memory%s pids cpu%s%s)",
+             skd__cg.has_memsw ? "+memsw" : "", skd__cg.parent[C_FREEZER][0] ? " freezer" : "",
+             skd__cg.parent[C_CPUACCT][0] ? " cpuacct" : "");
     return 0;
 }
 
@@ -504,6 +518,8 @@ void skd__cgroup_release(void)
     }
     int n = skd__cg.version == 2 ? 1 : skd__cg.nctl;
     for (int c = 0; c < n; c++) {
+        if (!skd__cg.parent[c][0]) /* a v1 controller not in use */
+            continue;
         remove_runs(skd__cg.parent[c]); /* "<...>/skilld/<pid>" */
         char *slash = strrchr(skd__cg.parent[c], '/');
         if (slash) {

@@ -12,13 +12,16 @@
 
 #include "skilld/error.h"
 
-enum skd__cg_ctl { C_MEMORY, C_PIDS, C_CPU, C_FREEZER, C_COUNT };
+/* v1 controllers. freezer and cpuacct are optional: a controller that is
+ * not mounted, or cpuacct mounted with cpu (its files are then in the cpu
+ * directory), has an empty parent and no directory per run. */
+enum skd__cg_ctl { C_MEMORY, C_PIDS, C_CPU, C_FREEZER, C_CPUACCT, C_COUNT };
 
 /* The tree this process set up (skd__cgroup_detect runs the set-up once). */
 struct skd__cg_tree {
     int version;                    /* 0: unusable, 1, 2 */
     char parent[C_COUNT][PATH_MAX]; /* v1: per controller; v2: parent[0] */
-    int nctl;                       /* v1: controllers in use (freezer optional) */
+    int nctl;                       /* v1: C_COUNT (a skipped controller's parent is "") */
     int has_memsw;
     int has_kill; /* v2 cgroup.kill */
     char why[SKD_ERR_MSG_MAX];

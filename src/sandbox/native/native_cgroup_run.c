@@ -149,12 +149,16 @@ int skd__cgroup_create_bare(const char *id, skd__cgroup **out, skd_err *err)
     int n = skd__cg.version == 2 ? 1 : skd__cg.nctl;
     const char *step = "mkdir";
     for (int c = 0; c < n; c++) {
+        cg->n = c;                 /* directories below n are made or skipped (dir "") */
+        if (!skd__cg.parent[c][0]) /* a v1 controller not in use */
+            continue;
         if (snprintf(cg->dir[c], sizeof(cg->dir[c]), "%s/%s", skd__cg.parent[c], id) >=
                 (int)sizeof(cg->dir[c]) ||
             mkdir(cg->dir[c], 0755) != 0)
             goto fail;
         cg->n = c + 1;
     }
+    cg->n = n;
     if (skd__cg.version == 2 &&
         (step = "open", cg->fd = open(cg->dir[0], O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
         goto fail;
@@ -240,7 +244,9 @@ int skd__cgroup_join_fds(const skd__cgroup *cg, int *fds, int cap, skd_err *err)
     for (int c = 0; c < cg->n; c++) {
         char p[PATH_MAX];
         int fd = -1;
-        if (c >= cap || snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
+        if (!cg->dir[c][0])
+            continue;
+        if (n >= cap || snprintf(p, sizeof(p), "%s/tasks", cg->dir[c]) >= (int)sizeof(p) ||
             (fd = open(p, O_WRONLY | O_CLOEXEC)) < 0) {
             int saved = errno;
             while (n > 0)
@@ -321,6 +327,49 @@ int skd__cgroup_oom_killed(skd__cgroup *cg)
     return strtoll(buf, NULL, 10) > 0;
 }
 
+/* The number in dir/file (a file of one number), or -1. */
+static long long number_in(const char *dir, const char *file)
+{
+    char buf[64];
+    if (!dir[0] || skd__cg_read_file(dir, file, buf, sizeof(buf)))
+        return -1;
+    char *end = NULL;
+    long long v = strtoll(buf, &end, 10);
+    return end != buf && v >= 0 ? v : -1;
+}
+
+void skd__cgroup_usage(skd__cgroup *cg, int64_t *cpu_us, int64_t *mem_peak)
+{
+    *cpu_us = *mem_peak = -1;
+    if (!cg || !cg->n)
+        return;
+    if (skd__cg.version == 2) {
+        long long us = keyed(cg->dir[0], "cpu.stat", "usage_usec");
+        *cpu_us = us >= 0 ? us : -1;
+        /* memory.peak is there from Linux 5.19 */
+        *mem_peak = number_in(cg->dir[0], "memory.peak");
+        return;
+    }
+    /* v1: cpuacct's own directory, or cpu's when the two are mounted as one. */
+    long long ns =
+        number_in(cg->dir[C_CPUACCT][0] ? cg->dir[C_CPUACCT] : cg->dir[C_CPU], "cpuacct.usage");
+    *cpu_us = ns >= 0 ? ns / 1000 : -1;
+    *mem_peak = number_in(cg->dir[C_MEMORY], "memory.max_usage_in_bytes");
+}
+
+long long skd__cgroup_oom_count(skd__cgroup *cg)
+{
+    if (!cg || !cg->n)
+        return 0;
+    long long n = skd__cg.version == 2 ? keyed(cg->dir[0], "memory.events", "oom_kill")
+                                       : keyed(cg->dir[C_MEMORY], "memory.oom_control", "oom_kill");
+    char buf[64];
+    if (n < 0 && skd__cg.version == 1 &&
+        skd__cg_read_file(cg->dir[C_MEMORY], "memory.failcnt", buf, sizeof(buf)) == 0)
+        n = strtoll(buf, NULL, 10);
+    return n < 0 ? 0 : n;
+}
+
 void skd__cgroup_destroy(skd__cgroup *cg)
 {
     if (!cg)
@@ -333,6 +382,8 @@ void skd__cgroup_destroy(skd__cgroup *cg)
         if (cg->lim_fd[i] >= 0)
             close(cg->lim_fd[i]);
     for (int c = cg->n - 1; c >= 0; c--) {
+        if (!cg->dir[c][0])
+            continue;
         /* The pid namespace is gone when its init is reaped, but the
          * kernel may still be tearing tasks down: retry briefly. */
         for (int i = 0; i < 50 && rmdir(cg->dir[c]) != 0 && errno == EBUSY; i++) {

@@ -35,6 +35,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <linux/mount.h>
+#include <linux/sched.h>
 #include <linux/seccomp.h>
 #include <net/if.h>
 #include <sched.h>
@@ -48,6 +49,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "skilld/sandbox.h"
@@ -383,6 +385,8 @@ static void exec_command(const struct skd__native_child *c)
     errno = saved;
 }
 
+__attribute__((noreturn)) static void exec_failed(const struct skd__native_child *c);
+
 /* ---- a pre-made sandbox ---- */
 
 /* Preallocated (this process is a copy of the spawner; these pages are its
@@ -519,6 +523,139 @@ static void warm_receive(struct skd__native_child *c)
     sys_close(c->ctl_fd);
 }
 
+/* A live sandbox's init: no command of its own. It drops every privilege
+ * as a command would, lets go of every descriptor (the status pipe's EOF
+ * tells the spawner it is ready), and waits. Processes of the sandbox
+ * cannot signal it (pid 1 of their namespace, no handler), ptrace it
+ * (seccomp) or read its memory (not dumpable); the spawner kills it. */
+__attribute__((noreturn)) static void live_init(const struct skd__native_child *c)
+{
+    set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
+    drop_privileges(c);
+    if (sys_prctl(PR_SET_DUMPABLE, 0) != 0)
+        die("not dumpable", NULL);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->seccomp) != 0)
+        die("seccomp filter", NULL);
+    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0)
+        die("close inherited descriptors", NULL);
+    /* Orphans of its namespace come to it (an exec's command whose relay
+     * was killed): reap them. SIGCHLD is blocked, so that it stays pending
+     * for the wait below instead of being dropped as ignored. */
+    unsigned long chld = 1UL << (SIGCHLD - 1);
+    if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, &chld, NULL, sizeof(chld)) != 0)
+        syscall(SYS_exit_group, 127);
+    for (;;) {
+        while (syscall(SYS_wait4, -1, NULL, __WALL | WNOHANG, NULL) > 0)
+            ;
+        syscall(SYS_rt_sigtimedwait, &chld, NULL, NULL, sizeof(chld));
+    }
+}
+
+/* The command's relay (the process the spawner watches): it waits for
+ * the command, the init of a pid namespace of its own, and ends as the
+ * command ended, so that the spawner reads the command's status. Killing
+ * it kills the command (its parent-death signal), and with it everything
+ * the command started. It holds no descriptor and no capability but
+ * CAP_KILL in the sandbox's user namespace: the parent-death signal is
+ * sent with the dying relay's credentials, and the command runs as
+ * another user. */
+__attribute__((noreturn)) static void relay(long child)
+{
+    struct __user_cap_header_struct h = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct d[2];
+    memset(d, 0, sizeof(d));
+    d[0].effective = d[0].permitted = 1u << CAP_KILL;
+    if (syscall(SYS_close_range, 0U, ~0U, 0U) != 0 || syscall(SYS_capset, &h, d) != 0 ||
+        sys_prctl(PR_SET_DUMPABLE, 0) != 0) {
+        syscall(SYS_kill, child, SIGKILL);
+        syscall(SYS_exit_group, 127);
+    }
+    int st = 0;
+    long w;
+    do
+        w = syscall(SYS_wait4, child, &st, __WALL, NULL);
+    while (w < 0 && errno == EINTR);
+    if (w < 0)
+        syscall(SYS_exit_group, 127);
+    if (WIFEXITED(st))
+        syscall(SYS_exit_group, WEXITSTATUS(st));
+    int sig = WIFSIGNALED(st) ? WTERMSIG(st) : SIGKILL;
+    struct ksigaction sa = {.handler = SIG_DFL};
+    syscall(SYS_rt_sigaction, sig, &sa, NULL, sizeof(sa.mask));
+    syscall(SYS_kill, syscall(SYS_getpid), sig);
+    syscall(SYS_exit_group, 128 + sig);
+    __builtin_unreachable();
+}
+
+void skd__native_enter_main(const struct skd__native_child *cc)
+{
+    struct skd__native_child local = *cc;
+    struct skd__native_child *c = &local;
+    status_fd = c->status_fd;
+    reset_signals();
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("parent-death signal", NULL);
+    for (int i = 0; i < c->ncg; i++) {
+        if (sys_write(c->cg_fds[i], "0", 1) != 1)
+            die("join the live sandbox's cgroup", NULL);
+        sys_close(c->cg_fds[i]);
+    }
+    /* The user namespace first: it owns the others, and entering it gives
+     * this process the capabilities to enter them. */
+    for (int i = 0; i < c->nns; i++) {
+        if (syscall(SYS_setns, c->ns_fds[i], 0) != 0)
+            die("enter the live sandbox's namespaces", NULL);
+        sys_close(c->ns_fds[i]);
+    }
+    /* Root of the sandbox's user namespace, not the host's ids. */
+    if (!c->rootless &&
+        (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
+         syscall(SYS_setresuid, 0, 0, 0) != 0))
+        die("become root of the user namespace", NULL);
+    /* The relay, in the sandbox's pid namespace, with the spawner as its
+     * parent (this process only reports its pid and exits). */
+    struct clone_args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_PARENT;
+    long pid = syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0)
+        die("start the command in the live sandbox", NULL);
+    if (pid > 0) {
+        int p = (int)pid;
+        if (sys_write(c->pid_pipe, &p, sizeof(p)) != (long)sizeof(p))
+            die("report the command's pid", NULL);
+        syscall(SYS_exit_group, 0);
+    }
+    sys_close(c->pid_pipe);
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("parent-death signal", NULL);
+    /* The command in a pid namespace of its own under the sandbox's: a
+     * timeout or a kill of it ends everything it started, as in a one-shot
+     * run. */
+    if (syscall(SYS_unshare, CLONE_NEWPID) != 0)
+        die("new pid namespace", NULL);
+    memset(&ca, 0, sizeof(ca));
+    ca.exit_signal = SIGCHLD;
+    pid = syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid < 0)
+        die("start the command in the live sandbox", NULL);
+    if (pid > 0)
+        relay(pid);
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("parent-death signal", NULL);
+    set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
+    set_rlimit(RLIMIT_CORE, 0, "RLIMIT_CORE");
+    set_rlimit(RLIMIT_FSIZE, (rlim_t)c->fsize, "RLIMIT_FSIZE");
+    arrange_fds(c);
+    drop_privileges(c);
+    if (sys_chdir(c->cwd) != 0)
+        die("working directory", c->cwd);
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->seccomp) != 0)
+        die("seccomp filter", NULL);
+    exec_command(c);
+    exec_failed(c);
+}
+
 void skd__native_child_main(const struct skd__native_child *cc)
 {
     char go;
@@ -564,6 +701,8 @@ void skd__native_child_main(const struct skd__native_child *cc)
     sys_close(c->sync_fd);
     if (syscall(SYS_unshare, CLONE_NEWCGROUP) != 0)
         die("cgroup namespace", NULL);
+    if (c->live)
+        live_init(c);
     if (c->warm) {
         drop_bounding_set();
         warm_receive(c); /* blocks until the run arrives */
@@ -576,8 +715,13 @@ void skd__native_child_main(const struct skd__native_child *cc)
     if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, c->seccomp) != 0)
         die("seccomp filter", NULL);
     exec_command(c);
-    /* Not a sandbox failure: the command is missing or not executable. Say
-     * so on stderr, as a shell would, and exit 127 / 126. */
+    exec_failed(c);
+}
+
+/* Not a sandbox failure: the command is missing or not executable. Say so
+ * on stderr, as a shell would, and exit 127 / 126. */
+__attribute__((noreturn)) static void exec_failed(const struct skd__native_child *c)
+{
     int e = errno;
     const char *why = strerrordesc_np(e);
     char msg[512];

@@ -65,6 +65,7 @@ struct srun {
     skd__sandbox_req req;
     skd_sandbox_config cfg;
     char id[SKD_UUID_LEN + 1];
+    char live[SKD_UUID_LEN + 1]; /* an exec into this live sandbox, or "" */
     char *image, *rootfs, *cwd, *ws_path, *skill_path, *ca_pem;
     char **argv, **envp;
     int ws_fd, skill_fd;
@@ -273,6 +274,8 @@ static int check_request(skd__spawn_msg *m, skd_err *err)
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     if (S.nruns >= MAX_RUNS)
         return skd_err_set(err, SKD_EBUSY, "sandbox spawner: too many runs");
+    if (m->live && (!valid_uuid(m->live) || strcmp(m->provider, "native") != 0))
+        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: bad live sandbox");
     return check_limits(&m->cfg, err);
 }
 
@@ -295,7 +298,9 @@ static void on_prepare(skd__spawn_msg *m)
     r->pidfd = -1;
     if ((rc = check_request(m, &err)) != 0)
         goto fail;
-    r->prov = skd__provider_find(m->provider, &err);
+    r->prov = m->live ? &skd__provider_native_live : skd__provider_find(m->provider, &err);
+    if (m->live)
+        memcpy(r->live, m->live, sizeof(r->live));
     if (!r->prov) {
         rc = SKD_ESANDBOX;
         goto fail;
@@ -340,6 +345,7 @@ static void on_prepare(skd__spawn_msg *m)
         .workspace_fd = r->ws_fd,
         .skill_fd = r->skill_fd,
         .ca_pem = r->ca_pem,
+        .live = r->live[0] ? r->live : NULL,
     };
     if ((rc = r->prov->prepare(&r->req, &r->pstate, &err)) != 0)
         goto fail;
@@ -352,6 +358,64 @@ static void on_prepare(skd__spawn_msg *m)
 fail:
     srun_free(r);
     reply_error(0, rc, skd_err_msg(&err));
+}
+
+/* A live sandbox (native_live.c): checked as a prepare is, made at once.
+ * Its workspace arrives as a directory descriptor, used for the sandbox's
+ * life. */
+static void on_live_create(skd__spawn_msg *m)
+{
+    skd_err err = {0};
+    int rc = 0, ws_fd = skd__spawn_take_fd(m, SKD__FD_WORKSPACE);
+    char *ws_path = NULL, *rootfs = NULL;
+    skd_sandbox_config cfg = m->cfg;
+    const char *rt = S.conf->runtime;
+    if (!valid_uuid(m->live))
+        rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox id");
+    else if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0)
+        rc = skd_err_set(&err, SKD_ESANDBOX,
+                         "live sandboxes are not supported on the %s runtime (native only)", rt);
+    else if (skd__native_live_count() >= MAX_RUNS)
+        rc = skd_err_set(&err, SKD_EBUSY, "sandbox spawner: too many live sandboxes");
+    if (rc == 0)
+        rc = check_limits(&cfg, &err);
+    cfg.workspace_quota = S.conf->workspace_quota;
+    cfg.data_reserve = S.conf->data_reserve;
+    if (rc == 0)
+        rc = skd_sandbox_image_rootfs(S.conf->data_dir, S.conf->allowed_images, m->image, &rootfs,
+                                      &err);
+    if (rc == 0 && ws_fd >= 0)
+        rc = fd_dir_path(ws_fd, &ws_path, &err);
+    if (rc == 0) {
+        skd__sandbox_req req = {
+            .id = m->live,
+            .image = m->image,
+            .rootfs = rootfs,
+            .workspace = ws_path,
+            .cwd = "/",
+            .cfg = &cfg,
+            .data_dir = S.conf->data_dir,
+            .workspace_fd = ws_fd,
+            .skill_fd = -1,
+        };
+        rc = skd__native_live_create(&req, &err);
+    }
+    if (rc)
+        reply_error(m->handle, rc, skd_err_msg(&err));
+    else
+        reply_ok(m->handle, "native");
+    if (ws_fd >= 0)
+        close(ws_fd);
+    free(ws_path);
+    free(rootfs);
+}
+
+static void on_live_delete(skd__spawn_msg *m)
+{
+    if (!valid_uuid(m->live) || skd__native_live_delete(m->live) != 0)
+        reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
+    else
+        reply_ok(m->handle, NULL);
 }
 
 static void close_spawned(skd__spawned *sp)
@@ -486,6 +550,8 @@ static void on_cleanup(skd__spawn_msg *m)
     skd__spawn_out_outcome(&o, v);
     if (oc.setup_error[0])
         skd__spawn_out_str(&o, SKD__T_MESSAGE, oc.setup_error);
+    int64_t usage[3] = {oc.cpu_us, oc.mem_peak, (int64_t)(oc.ws_written & INT64_MAX)};
+    skd__spawn_out_usage(&o, usage);
     if (oc.ws_checked) {
         skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
         if (oc.ws_message[0])
@@ -546,6 +612,7 @@ static void shutdown_all(void)
     for (struct srun *r = S.runs; r; r = r->next)
         if (r->spawned && !r->reaped)
             r->prov->kill(r->pstate);
+    skd__native_live_drop_all(); /* their execs end with them */
     while (S.runs) {
         skd__outcome oc;
         finish_run(S.runs, 1, &oc);
@@ -581,6 +648,12 @@ static void on_message(void)
         break;
     case SKD__REQ_CLEANUP:
         on_cleanup(&m);
+        break;
+    case SKD__REQ_LIVE_CREATE:
+        on_live_create(&m);
+        break;
+    case SKD__REQ_LIVE_DELETE:
+        on_live_delete(&m);
         break;
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");

@@ -144,6 +144,8 @@ static int remote_prepare(const skd__sandbox_req *req, void **state, skd_err *er
     skd__spawn_out_str(&o, SKD__T_CWD, req->cwd);
     if (req->ca_pem)
         skd__spawn_out_str(&o, SKD__T_CA_PEM, req->ca_pem);
+    if (req->live)
+        skd__spawn_out_str(&o, SKD__T_LIVE, req->live);
     for (char *const *a = req->argv; *a; a++)
         skd__spawn_out_str(&o, SKD__T_ARG, *a);
     for (char *const *e = req->envp; *e; e++)
@@ -251,6 +253,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
         out->ws_checked = rep.has_ws;
         out->ws_error = rep.ws_code;
         out->ws_bytes = rep.ws_bytes;
+        if (rep.has_usage) { /* checked >= 0 by the decoder */
+            out->cpu_us = rep.usage[0];
+            out->mem_peak = rep.usage[1];
+            out->ws_written = (uint64_t)rep.usage[2];
+        }
         if (rep.ws_message)
             skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
     } else if (out && rc != 0 && s->spawned) {
@@ -261,6 +268,68 @@ static void remote_cleanup(void *state, skd__outcome *out)
     if (rc == 0)
         skd__spawn_msg_free(&rep);
     free(s);
+}
+
+int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
+                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
+                             skd_err *err)
+{
+    int ws = -1, rc;
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    if (workspace && (rc = open_dir(workspace, &ws, err)) != 0)
+        return rc;
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_CREATE, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    skd__spawn_out_str(&o, SKD__T_IMAGE, image);
+    skd__spawn_out_config(&o, cfg);
+    if (ws >= 0)
+        skd__spawn_out_fd(&o, ws, SKD__FD_WORKSPACE);
+    pthread_mutex_lock(&c->mu);
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->mu);
+    rc = rpc(c, 0, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (ws >= 0)
+        close(ws);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&c->mu);
+    /* A spawner started by this call (the last one had died) made it. */
+    *gen = c->gen;
+    pthread_mutex_unlock(&c->mu);
+    rc = rep.type == SKD__REP_OK
+             ? 0
+             : skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    skd__spawn_msg_free(&rep);
+    return rc;
+}
+
+int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err)
+{
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_DELETE, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    int rc = rpc(c, gen, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (rc == 0)
+        skd__spawn_msg_free(&rep);
+    return rc;
+}
+
+unsigned skd__spawner_client_gen(skd__spawner_client *c)
+{
+    if (!c)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    unsigned g = c->gen;
+    pthread_mutex_unlock(&c->mu);
+    return g;
 }
 
 static const char *remote_runtime(void *state)

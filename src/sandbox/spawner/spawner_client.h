@@ -25,4 +25,16 @@ void skd__spawner_client_close(skd__spawner_client *c);
  * (its runs' cgroups and its own left behind). NULL ok; once. */
 void skd__spawner_client_reap(skd__spawner_client *c);
 
+/* Live sandboxes (spawner.c, native_live.c). Create makes one named id
+ * (a UUID) with cfg's limits and workspace (a host directory, or NULL) at
+ * /workspace, and sets *gen to the spawner that holds it: 0 or an SKD_E*
+ * with the spawner's message. Delete ends it: 0, SKD_ENOENT when the
+ * spawner has none of that id, SKD_ESANDBOX when the spawner of gen is
+ * gone (and the sandbox with it). gen: the current spawner's. */
+int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
+                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
+                             skd_err *err);
+int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err);
+unsigned skd__spawner_client_gen(skd__spawner_client *c);
+
 #endif

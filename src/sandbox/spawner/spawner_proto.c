@@ -115,6 +115,11 @@ void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes)
     put_field(o, SKD__T_WORKSPACE, w, sizeof(w));
 }
 
+void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3])
+{
+    put_field(o, SKD__T_USAGE, v, 3 * sizeof(int64_t));
+}
+
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role)
 {
     if (o->nfds >= SKD__SPAWN_MAX_FDS - 1 || fd < 0) { /* one slot kept for the memfd */
@@ -271,6 +276,10 @@ static int check_required(const skd__spawn_msg *m)
     switch (m->type) {
     case SKD__REQ_PREPARE:
         return m->provider && m->id && m->image && m->cwd && m->argc > 0 && m->has_config;
+    case SKD__REQ_LIVE_CREATE:
+        return m->live && m->image && m->has_config && !m->argc;
+    case SKD__REQ_LIVE_DELETE:
+        return m->live && !m->has_config && !m->nlimits;
     case SKD__REP_ERROR:
         return m->code < 0 && m->message;
     case SKD__REP_OUTCOME:
@@ -314,7 +323,7 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
     if (magic != SKD__SPAWN_MAGIC)
         return bad(m, err, "bad magic");
     if (m->type < SKD__REQ_PREPARE || m->type >= SKD__TYPE_MAX ||
-        (m->type > SKD__REQ_NEW_SPAWNER && m->type < SKD__REP_OK))
+        (m->type > SKD__REQ_LIVE_DELETE && m->type < SKD__REP_OK))
         return bad(m, err, "unknown type");
     if (nfd_hdr != (uint32_t)nfds)
         return bad(m, err, "descriptor count does not match");
@@ -366,6 +375,10 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             if (set_once(&m->ca_pem, take_str(m, &off, p, n)))
                 return bad(m, err, "bad CA certificate");
             break;
+        case SKD__T_LIVE:
+            if (set_once(&m->live, take_str(m, &off, p, n)))
+                return bad(m, err, "bad live sandbox id");
+            break;
         case SKD__T_MESSAGE:
             if (set_once(&m->message, take_str(m, &off, p, n)))
                 return bad(m, err, "bad message");
@@ -383,6 +396,15 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
             m->ws_code = v32;
             memcpy(&m->ws_bytes, p + 8, 8);
             m->has_ws = 1;
+            break;
+        case SKD__T_USAGE:
+            if (n != 3 * sizeof(int64_t) || m->has_usage)
+                return bad(m, err, "bad usage");
+            memcpy(m->usage, p, sizeof(m->usage));
+            for (int i = 0; i < 3; i++)
+                if (m->usage[i] < 0)
+                    return bad(m, err, "bad usage");
+            m->has_usage = 1;
             break;
         case SKD__T_ARG:
         case SKD__T_ENV: {

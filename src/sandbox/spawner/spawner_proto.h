@@ -49,6 +49,8 @@ enum skd__spawn_type {
     SKD__REQ_KILL,        /* handle -> REP_OK */
     SKD__REQ_CLEANUP,     /* handle -> REP_OUTCOME; the handle is gone after */
     SKD__REQ_NEW_SPAWNER, /* (zygote) -> REP_OK with the new socket | REP_ERROR */
+    SKD__REQ_LIVE_CREATE, /* live id, image, limits, workspace fd -> REP_OK | REP_ERROR */
+    SKD__REQ_LIVE_DELETE, /* live id -> REP_OK | REP_ERROR (no such live sandbox) */
     SKD__REP_OK = 16,
     SKD__REP_ERROR,
     SKD__REP_SPAWNED,
@@ -71,6 +73,8 @@ enum skd__spawn_tag {
     SKD__T_KILLED,       /* i32: the runner killed it (REQ_CLEANUP) */
     SKD__T_WORKSPACE,    /* REP_OUTCOME: i32 code (0: kept), pad, u64 bytes: the quota overlay */
     SKD__T_WS_MESSAGE,   /* REP_OUTCOME: string: why the workspace changes were not kept */
+    SKD__T_LIVE,         /* string: a live sandbox's UUID (REQ_LIVE_*; REQ_PREPARE: exec in it) */
+    SKD__T_USAGE,        /* REP_OUTCOME: 3 x i64 >= 0: cpu_us, mem_peak, ws_written (metering) */
     SKD__T_CA_PEM,       /* string: the egress CA's certificate for the sandbox's trust bundle */
     SKD__T_MAX
 };
@@ -96,6 +100,7 @@ typedef struct skd__spawn_msg {
     uint16_t type;
     uint64_t handle;
     const char *provider, *id, *image, *cwd, *message;
+    const char *live;   /* SKD__T_LIVE or NULL */
     const char *ca_pem; /* NULL when not sent */
     char **argv, **envp;
     size_t argc, envc;
@@ -110,6 +115,8 @@ typedef struct skd__spawn_msg {
     int ws_code;
     uint64_t ws_bytes;
     const char *ws_message;
+    int has_usage;
+    int64_t usage[3]; /* SKD__T_USAGE: cpu_us, mem_peak, ws_written */
     int killed;
     int fds[SKD__SPAWN_MAX_FDS];
     int roles[SKD__SPAWN_MAX_FDS];
@@ -137,6 +144,8 @@ void skd__spawn_out_config(skd__spawn_out *o, const skd_sandbox_config *c);
 void skd__spawn_out_limit(skd__spawn_out *o, uint32_t tag, int64_t value);
 void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
 void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes);
+/* The run's metering: v[3] = {cpu_us, mem_peak, ws_written}, each >= 0. */
+void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3]);
 /* Attach fd (borrowed) with its role. */
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role);
 void skd__spawn_out_free(skd__spawn_out *o);

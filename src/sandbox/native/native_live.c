@@ -1,0 +1,481 @@
+/*
+ * Live sandboxes of the native provider (DESIGN.md, "Live sandboxes"): a
+ * one-shot sandbox whose init does not end after a first command. Its
+ * init (native_child.c, live_init) holds the user, mount, pid, net, ipc,
+ * uts and cgroup namespaces; its cgroup holds the limits for its whole
+ * life; its /tmp lives in its mount namespace. An exec enters it from the
+ * spawner the way `runc exec` does (skd__native_enter_main): setns into
+ * its namespaces, its cgroup, then the same capability drop, no_new_privs,
+ * seccomp filter and uid as a one-shot run, then execve. Nothing inside
+ * the sandbox is asked anything: output, exit status and OOM are read
+ * from outside.
+ *
+ * Everything here runs in the spawner's one thread. The server owns the
+ * resource (id, owner key, expiry: src/sandbox/live.c); this file owns the
+ * processes, and ends them all when the spawner ends (its parent-death
+ * signal ends every init, and with it every process of its pid namespace).
+ *
+ * Trust: the id and the limits were checked by the spawner (spawner.c)
+ * against the operator's ceilings; an exec names its live sandbox by id,
+ * and an unknown id is SKD_ENOENT.
+ */
+#include "sandbox/native/native_int.h"
+#include "skilld/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef P_PIDFD
+#define P_PIDFD 3
+#endif
+
+/* How long a new live sandbox's init may take to report ready. */
+#define READY_WAIT_MS 10000
+
+/* The namespaces an exec enters, the user namespace first. */
+static const char *const ns_names[] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
+#define NNS (sizeof(ns_names) / sizeof(ns_names[0]))
+
+struct lexec;
+
+struct live {
+    struct live *next;
+    char id[SKD_UUID_LEN + 1];
+    skd_sandbox_config cfg;
+    skd__sandbox_req req; /* borrowed by s: its strings are below */
+    char *image, *rootfs, *cwd;
+    char *argv[2], *envp[1];
+    struct nstate *s; /* the init's: cgroup, pidfd, mount namespace */
+    int ns_fds[NNS];
+    struct lexec *execs; /* prepared in it and not yet cleaned up */
+    int refs;            /* 1 while it lives, +1 per exec prepared in it */
+    int gone;            /* deleted: no new exec; freed when the last exec is cleaned up */
+};
+
+static struct live *lives;
+static size_t nlives;
+
+size_t skd__native_live_count(void)
+{
+    return nlives;
+}
+
+static struct live *live_find(const char *id)
+{
+    for (struct live *l = lives; l; l = l->next)
+        if (!l->gone && strcmp(l->id, id) == 0)
+            return l;
+    return NULL;
+}
+
+static void reap_execs(struct live *l);
+
+/* Kill every process of l (its init first: the pid namespace goes with
+ * it), reap the init and remove the cgroup. The init's exit waits until
+ * every task of its namespace is reaped, the execs' relays too, whose
+ * parent is this process: they are reaped here while it waits. */
+static void live_end(struct live *l)
+{
+    for (size_t i = 0; i < NNS; i++)
+        if (l->ns_fds[i] >= 0) {
+            close(l->ns_fds[i]);
+            l->ns_fds[i] = -1;
+        }
+    if (l->s) {
+        if (l->s->pidfd >= 0) {
+            siginfo_t si;
+            syscall(SYS_pidfd_send_signal, l->s->pidfd, SIGKILL, NULL, 0);
+            skd__cgroup_kill(l->s->cg);
+            for (int i = 0; i < 1000; i++) {
+                reap_execs(l);
+                struct pollfd p = {.fd = l->s->pidfd, .events = POLLIN};
+                if (poll(&p, 1, 5) == 1)
+                    break;
+            }
+            waitid((idtype_t)P_PIDFD, (id_t)l->s->pidfd, &si, WEXITED);
+        }
+        skd__native_cleanup(l->s, NULL); /* the cgroup too */
+        l->s = NULL;
+    }
+}
+
+static void live_unref(struct live *l)
+{
+    if (--l->refs > 0)
+        return;
+    live_end(l);
+    for (struct live **pp = &lives; *pp; pp = &(*pp)->next)
+        if (*pp == l) {
+            *pp = l->next;
+            break;
+        }
+    nlives--;
+    free(l->image);
+    free(l->rootfs);
+    free(l->cwd);
+    free(l);
+}
+
+/* Wait for the init's status pipe: EOF is ready, bytes are the failing
+ * step. 0 or SKD_ESANDBOX. */
+static int wait_ready(int fd, skd_err *err)
+{
+    char msg[SKD_ERR_MSG_MAX];
+    size_t len = 0;
+    int64_t end = skd_mono_ms() + READY_WAIT_MS;
+    for (;;) {
+        int64_t left = end - skd_mono_ms();
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        if (left <= 0 || poll(&p, 1, (int)left) == 0)
+            return skd_err_set(err, SKD_ESANDBOX, "native sandbox: the live sandbox did not start");
+        ssize_t n = read(fd, msg + len, sizeof(msg) - 1 - len);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN))
+            continue;
+        if (n > 0 && len + (size_t)n < sizeof(msg) - 1) {
+            len += (size_t)n;
+            continue;
+        }
+        if (n > 0)
+            len += (size_t)n;
+        if (len == 0 && n == 0)
+            return 0;
+        msg[len] = '\0';
+        return skd_err_set(err, SKD_ESANDBOX, "%s", len ? msg : "native sandbox: init failed");
+    }
+}
+
+int skd__native_live_create(const skd__sandbox_req *req, skd_err *err)
+{
+    int rc;
+    if (live_find(req->id))
+        return skd_err_set(err, SKD_EEXISTS, "native sandbox: live sandbox %s exists", req->id);
+    rc = skd__native_detect(err);
+    if (rc)
+        return rc;
+    if (!req->rootfs && req->image && *req->image && strcmp(req->image, "host") != 0)
+        return skd_err_set(err, SKD_ENOENT,
+                           "image %.200s is not imported for the native sandbox; run skilld "
+                           "image import",
+                           req->image);
+    struct live *l = calloc(1, sizeof(*l));
+    if (!l)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    for (size_t i = 0; i < NNS; i++)
+        l->ns_fds[i] = -1;
+    l->refs = 1;
+    memcpy(l->id, req->id, sizeof(l->id));
+    l->cfg = *req->cfg;
+    /* The workspace quota overlay commits a run's writes when it ends; a
+     * live sandbox does not end with a call, so with the quota on its
+     * workspace is read-only (writes go to /tmp and the root layer). */
+    if (l->cfg.workspace_quota > 0)
+        l->cfg.workspace_read_only = 1;
+    l->image = strdup(req->image ? req->image : "host");
+    l->rootfs = req->rootfs ? strdup(req->rootfs) : NULL;
+    l->cwd = strdup("/");
+    l->argv[0] = l->cwd; /* no command: the init waits */
+    l->argv[1] = NULL;
+    l->envp[0] = NULL;
+    l->next = lives;
+    lives = l;
+    nlives++;
+    if (!l->image || !l->cwd || (req->rootfs && !l->rootfs)) {
+        live_unref(l);
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    l->req = *req;
+    l->req.id = l->id;
+    l->req.image = l->image;
+    l->req.rootfs = l->rootfs;
+    l->req.argv = l->argv;
+    l->req.envp = l->envp;
+    l->req.cwd = l->cwd;
+    l->req.cfg = &l->cfg;
+    l->req.live = NULL;
+    struct nstate *s = skd__native_state_new(&l->req);
+    if (!s) {
+        live_unref(l);
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    l->s = s;
+    skd__spawned sp = SKD__SPAWNED_NONE;
+    if ((rc = skd__native_fill_child(s, err)) || (rc = skd__native_open_mounts(s, err)) ||
+        (rc = skd__cgroup_create(l->id, &l->cfg, &s->cg, err)))
+        goto fail;
+    s->child.live = 1;
+    /* A new mount namespace copies the spawner's: let the owed teardowns
+     * go first (as native_spawn does). */
+    skd__native_flush();
+    /* The init is never the OOM killer's pick (it holds the sandbox): it
+     * inherits the score this process has while it clones it. Best effort:
+     * a process that may not lower it (rootless) leaves it as it is. */
+    int adj_fd = open("/proc/self/oom_score_adj", O_RDWR | O_CLOEXEC);
+    char adj[16] = "0";
+    ssize_t adj_len = adj_fd >= 0 ? pread(adj_fd, adj, sizeof(adj) - 1, 0) : -1;
+    int lowered = adj_len > 0 && pwrite(adj_fd, "-1000", 5, 0) == 5;
+    rc = skd__native_start_child(s, &sp, err);
+    if (lowered && pwrite(adj_fd, adj, (size_t)adj_len, 0) != adj_len)
+        skd_warn("sandbox spawner: could not restore its OOM score: %s", strerror(errno));
+    if (adj_fd >= 0)
+        close(adj_fd);
+    if (rc != 0)
+        goto fail;
+    if ((rc = wait_ready(sp.status_fd, err)) != 0)
+        goto fail;
+    char p[64];
+    for (size_t i = 0; i < NNS; i++) {
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)s->pid, ns_names[i]);
+        if ((l->ns_fds[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
+            rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: open %s: %s", p, strerror(errno));
+            goto fail;
+        }
+    }
+    /* Still the init (not a recycled pid): its pidfd has not fired. */
+    struct pollfd alive = {.fd = s->pidfd, .events = POLLIN};
+    if (poll(&alive, 1, 0) != 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: the live sandbox's init ended");
+        goto fail;
+    }
+    skd__native_close_ends(&sp);
+    return 0;
+fail:
+    skd__native_close_ends(&sp);
+    live_unref(l);
+    return rc;
+}
+
+int skd__native_live_delete(const char *id)
+{
+    struct live *l = live_find(id);
+    if (!l)
+        return SKD_ENOENT;
+    l->gone = 1;
+    live_end(l); /* now, even while an exec is still to be cleaned up */
+    live_unref(l);
+    return 0;
+}
+
+void skd__native_live_drop_all(void)
+{
+    while (lives) {
+        struct live *l = lives;
+        while (l && l->gone)
+            l = l->next;
+        if (!l)
+            break;
+        l->gone = 1;
+        live_end(l);
+        live_unref(l);
+    }
+    for (struct live *l = lives; l; l = l->next)
+        live_end(l); /* gone, waiting for an exec's cleanup */
+}
+
+/* ---- an exec: a provider whose sandbox is a live one ---- */
+
+struct lexec {
+    struct lexec *next; /* in l->execs */
+    const skd__sandbox_req *req;
+    struct live *l;
+    struct skd__native_child child;
+    int pidfd;
+    long long oom_before;
+};
+
+/* Reap the relays of l's execs that have exited (killed with the
+ * sandbox). Their runs then report SIGKILL (spawner.c finds them reaped). */
+static void reap_execs(struct live *l)
+{
+    for (struct lexec *x = l->execs; x; x = x->next)
+        if (x->pidfd >= 0) {
+            siginfo_t si;
+            memset(&si, 0, sizeof(si));
+            waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG);
+        }
+}
+
+static void lexec_cleanup(void *state, skd__outcome *out);
+
+static int lexec_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
+{
+    *state = NULL;
+    struct live *l = req->live ? live_find(req->live) : NULL;
+    if (!l)
+        return skd_err_set(err, SKD_ENOENT, "no such live sandbox");
+    struct lexec *x = calloc(1, sizeof(*x));
+    if (!x)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    x->req = req;
+    x->l = l;
+    x->pidfd = -1;
+    l->refs++;
+    x->next = l->execs;
+    l->execs = x;
+    struct skd__native_child *c = &x->child;
+    c->cwd = req->cwd;
+    c->argv = req->argv;
+    c->envp = req->envp;
+    c->path = skd__native_env_path(req->envp);
+    c->fsize = (unsigned long long)l->cfg.file_size_limit;
+    c->rootless = skd__nat.rootless;
+    c->ws_fd = c->img_fd = c->skill_fd = c->ctl_fd = -1;
+    int rc = skd__seccomp_program(&c->seccomp, err);
+    if (rc) {
+        lexec_cleanup(x, NULL);
+        return rc;
+    }
+    *state = x;
+    return 0;
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static int lexec_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    struct lexec *x = state;
+    struct live *l = x->l;
+    struct skd__native_child *c = &x->child;
+    int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, pp[2] = {-1, -1};
+    int rc = 0, c1fd = -1;
+    if (l->gone || !l->s)
+        return skd_err_set(err, SKD_ENOENT, "the live sandbox has ended");
+    if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
+        pipe2(st, O_CLOEXEC) || pipe2(pp, O_CLOEXEC)) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pipes: %s", strerror(errno));
+        goto out;
+    }
+    c->in_fd = in[0];
+    c->out_fd = o[1];
+    c->err_fd = e[1];
+    c->status_fd = st[1];
+    c->pid_pipe = pp[1];
+    c->nns = (int)NNS;
+    for (size_t i = 0; i < NNS; i++)
+        c->ns_fds[i] = l->ns_fds[i];
+    int ncg = skd__cgroup_join_fds(l->s->cg, c->cg_fds,
+                                   (int)(sizeof(c->cg_fds) / sizeof(c->cg_fds[0])), err);
+    if (ncg < 0) {
+        rc = ncg;
+        goto out;
+    }
+    c->ncg = ncg;
+    x->oom_before = skd__cgroup_oom_count(l->s->cg);
+    struct clone_args ca;
+    memset(&ca, 0, sizeof(ca));
+    ca.flags = CLONE_PIDFD;
+    ca.pidfd = (uint64_t)(uintptr_t)&c1fd;
+    ca.exit_signal = SIGCHLD;
+    if (skd__cgroup_clone_fd(l->s->cg) >= 0) {
+        ca.flags |= CLONE_INTO_CGROUP;
+        ca.cgroup = (uint64_t)skd__cgroup_clone_fd(l->s->cg);
+    }
+    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
+    if (pid == 0)
+        skd__native_enter_main(c);
+    while (c->ncg > 0)
+        close(c->cg_fds[--c->ncg]);
+    if (pid < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: clone3: %s", strerror(errno));
+        goto out;
+    }
+    close_fd(&in[0]), close_fd(&o[1]), close_fd(&e[1]), close_fd(&st[1]), close_fd(&pp[1]);
+    /* The entering process reports the command's pid and exits at once. */
+    int cpid = 0;
+    ssize_t n;
+    do
+        n = read(pp[0], &cpid, sizeof(cpid));
+    while (n < 0 && errno == EINTR);
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    waitid((idtype_t)P_PIDFD, (id_t)c1fd, &si, WEXITED);
+    if (n != (ssize_t)sizeof(cpid) || cpid <= 0) {
+        char msg[SKD_ERR_MSG_MAX];
+        ssize_t m = read(st[0], msg, sizeof(msg) - 1);
+        msg[m > 0 ? m : 0] = '\0';
+        rc = skd_err_set(err, SKD_ESANDBOX, "%s",
+                         m > 0 ? msg : "native sandbox: could not enter the live sandbox");
+        goto out;
+    }
+    /* The relay's parent is this process (CLONE_PARENT): its pid cannot be
+     * reused before we reap it. */
+    x->pidfd = (int)syscall(SYS_pidfd_open, cpid, 0);
+    if (x->pidfd < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pidfd_open: %s", strerror(errno));
+        kill(cpid, SIGKILL);
+        waitpid(cpid, NULL, 0);
+        goto out;
+    }
+    int pfd = fcntl(x->pidfd, F_DUPFD_CLOEXEC, 3);
+    if (pfd < 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: dup: %s", strerror(errno));
+        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+        waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
+        goto out;
+    }
+    fcntl(in[1], F_SETFL, O_NONBLOCK);
+    fcntl(o[0], F_SETFL, O_NONBLOCK);
+    fcntl(e[0], F_SETFL, O_NONBLOCK);
+    fcntl(st[0], F_SETFL, O_NONBLOCK);
+    *out = (skd__spawned){.pidfd = pfd,
+                          .stdin_fd = in[1],
+                          .stdout_fd = o[0],
+                          .stderr_fd = e[0],
+                          .status_fd = st[0],
+                          .egress_fd = -1};
+    in[1] = o[0] = e[0] = st[0] = -1;
+out:
+    if (c1fd >= 0)
+        close(c1fd);
+    close_fd(&in[0]), close_fd(&in[1]), close_fd(&o[0]), close_fd(&o[1]);
+    close_fd(&e[0]), close_fd(&e[1]), close_fd(&st[0]), close_fd(&st[1]);
+    close_fd(&pp[0]), close_fd(&pp[1]);
+    return rc;
+}
+
+static void lexec_kill(void *state)
+{
+    struct lexec *x = state;
+    if (x->pidfd >= 0) /* the command's pid namespace goes with it */
+        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
+}
+
+static void lexec_cleanup(void *state, skd__outcome *out)
+{
+    struct lexec *x = state;
+    if (!x)
+        return;
+    if (out && x->l->s && skd__cgroup_oom_count(x->l->s->cg) > x->oom_before)
+        out->oom_killed = 1;
+    if (x->pidfd >= 0)
+        close(x->pidfd);
+    for (struct lexec **pp = &x->l->execs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    live_unref(x->l);
+    free(x);
+}
+
+const skd__provider skd__provider_native_live = {
+    .name = "native",
+    .detect = skd__native_detect,
+    .prepare = lexec_prepare,
+    .spawn = lexec_spawn,
+    .kill = lexec_kill,
+    .cleanup = lexec_cleanup,
+};
