@@ -40,15 +40,26 @@
 #define FETCH_TIMEOUT_MS 5000
 #define FETCH_MAX_BYTES (256 * 1024)
 #define FAIL_BACKOFF_MS 5000
+#define SEEN_SLOTS 256
 
 struct issuer {
     char *url; /* exactly as configured: the iss tokens must carry */
     pthread_mutex_t mu;
-    char *jwks_uri;      /* from the metadata; NULL until discovered */
-    int jwks_own_origin; /* jwks_uri is on the issuer's origin */
-    json_t *jwks;        /* cached key set, or NULL */
-    int64_t refetch_ms;  /* monotonic time of the last unknown-kid refetch, 0: none */
-    int64_t failed_ms;   /* monotonic time of the last failed fetch, 0: none */
+    char *jwks_uri;           /* from the metadata; NULL until discovered */
+    int jwks_own_origin;      /* jwks_uri is on the issuer's origin */
+    json_t *jwks;             /* cached key set, or NULL */
+    int64_t refetch_ms;       /* monotonic time of the last unknown-kid refetch, 0: none */
+    int64_t failed_ms;        /* monotonic time of the last failed fetch, 0: none */
+    atomic_uint_fast64_t gen; /* moved when a fetch changes the key set */
+};
+
+/* A token verified before, by the SHA-256 of its whole text. */
+struct seen {
+    char digest[SKD_SHA256_HEX_LEN + 1]; /* "" : empty slot */
+    size_t issuer;                       /* index into skd_oauth.iss */
+    uint64_t gen;                        /* the issuer's key-set generation it was verified at */
+    int64_t exp_s;
+    skd_oauth_identity id;
 };
 
 struct skd_oauth {
@@ -59,9 +70,11 @@ struct skd_oauth {
     struct issuer iss[MAX_ISSUERS];
     size_t n;
     atomic_uint_fast64_t fetches;
-    skd_cancel *stop; /* fired by skd_oauth_free: ends the fetches in flight */
-    pthread_t warm;   /* skd_oauth_warm's thread */
-    int warming;      /* warm was started (and is joined by skd_oauth_free) */
+    pthread_mutex_t seen_mu;
+    struct seen *seen; /* SEEN_SLOTS, direct-mapped by digest */
+    skd_cancel *stop;  /* fired by skd_oauth_free: ends the fetches in flight */
+    pthread_t warm;    /* skd_oauth_warm's thread */
+    int warming;       /* warm was started (and is joined by skd_oauth_free) */
 };
 
 static char *dup_n(const char *s, size_t n)
@@ -168,10 +181,12 @@ int skd_oauth_new(const skd_config *cfg, skd_oauth **out, skd_err *err)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
     o->cfg = cfg;
-    if (!(o->stop = skd_cancel_new())) {
-        free(base);
-        free(o);
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_init(&o->seen_mu, NULL);
+    o->stop = skd_cancel_new();
+    o->seen = calloc(SEEN_SLOTS, sizeof(*o->seen));
+    if (!o->stop || !o->seen) {
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        goto out;
     }
     size_t rl = plen + sizeof("/mcp"),
            ml = plen + sizeof("/.well-known/oauth-protected-resource/mcp");
@@ -216,6 +231,8 @@ void skd_oauth_free(skd_oauth *o)
     if (o->warming)
         pthread_join(o->warm, NULL);
     skd_cancel_free(o->stop);
+    pthread_mutex_destroy(&o->seen_mu);
+    free(o->seen);
     for (size_t i = 0; i < o->n; i++) {
         free(o->iss[i].url);
         free(o->iss[i].jwks_uri);
@@ -375,6 +392,9 @@ static int load_jwks(skd_oauth *o, struct issuer *is, skd_err *err)
         return rc;
     }
     is->failed_ms = 0;
+    if (is->jwks &&
+        !json_equal(is->jwks, set)) /* tokens verified by the old set are checked again */
+        atomic_fetch_add(&is->gen, 1);
     json_decref(is->jwks);
     is->jwks = set;
     return 0;
@@ -450,26 +470,80 @@ void skd_oauth_warm(skd_oauth *o)
                  "token of each issuer reads them");
 }
 
+static struct seen *seen_slot(skd_oauth *o, const char *digest)
+{
+    unsigned h = 0;
+    for (int i = 0; i < 8; i++)
+        h = h * 16 + (unsigned)(digest[i] <= '9' ? digest[i] - '0' : digest[i] - 'a' + 10);
+    return &o->seen[h % SEEN_SLOTS];
+}
+
+/* 1 with *id when the token (by digest) was verified before, has not
+ * expired since, and its issuer's key set has not changed since. */
+static int seen_get(skd_oauth *o, const char *digest, int64_t now_s, skd_oauth_identity *id)
+{
+    int hit = 0;
+    pthread_mutex_lock(&o->seen_mu);
+    struct seen *e = seen_slot(o, digest);
+    if (strcmp(e->digest, digest) == 0 && e->issuer < o->n &&
+        e->gen == atomic_load(&o->iss[e->issuer].gen) && now_s < e->exp_s + SKD_JWT_LEEWAY_S) {
+        *id = e->id;
+        hit = 1;
+    }
+    pthread_mutex_unlock(&o->seen_mu);
+    return hit;
+}
+
+static void seen_put(skd_oauth *o, const char *digest, size_t issuer, uint64_t gen, int64_t exp_s,
+                     const skd_oauth_identity *id)
+{
+    pthread_mutex_lock(&o->seen_mu);
+    struct seen *e = seen_slot(o, digest);
+    memcpy(e->digest, digest, sizeof(e->digest));
+    e->issuer = issuer;
+    e->gen = gen;
+    e->exp_s = exp_s;
+    e->id = *id;
+    pthread_mutex_unlock(&o->seen_mu);
+}
+
+/* Verified tokens are remembered by the SHA-256 of their text (a client
+ * sends the same token on every call of a session) until they expire or
+ * their issuer's key set changes; the signature and claims are checked
+ * once. The tenant's row, and so an admin's revocation, is read on every
+ * call all the same (src/engine/tenancy.c). */
 int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, skd_err *err)
 {
     skd_jwt_head head;
     skd_jwt_claims claims;
+    char digest[SKD_SHA256_HEX_LEN + 1];
     size_t len = strlen(token);
+    int64_t now_s = skd_wall_ms() / 1000;
     memset(id, 0, sizeof(*id));
+    if (len > SKD_JWT_MAX)
+        return skd_err_set(err, SKD_EUNAUTH, "invalid token: not a JWT of at most 16 KiB");
+    skd_sha256_hex(token, len, digest);
+    if (seen_get(o, digest, now_s, id))
+        return 0;
     int rc = skd_jwt_peek(token, len, &head, err);
     if (rc)
         return rc;
     struct issuer *is = NULL;
+    size_t idx = 0;
     for (size_t i = 0; i < o->n && !is; i++)
-        if (strcmp(o->iss[i].url, head.iss) == 0)
+        if (strcmp(o->iss[i].url, head.iss) == 0) {
             is = &o->iss[i];
+            idx = i;
+        }
     if (!is)
         return skd_err_set(err, SKD_EUNAUTH, "invalid token: iss is not a configured issuer");
+    /* The generation before the keys: a change made after this read makes
+     * the entry stale, never a stale entry look current. */
+    uint64_t gen = atomic_load(&is->gen);
     json_t *set = keys_for(o, is, head.kid, err);
     if (!set)
         return err->code ? err->code : SKD_ENETWORK;
-    skd_jwt_policy pol = {
-        .issuer = is->url, .audience = o->resource, .now_s = skd_wall_ms() / 1000};
+    skd_jwt_policy pol = {.issuer = is->url, .audience = o->resource, .now_s = now_s};
     rc = skd_jwt_verify(token, len, set, &pol, &claims, err);
     json_decref(set);
     if (rc)
@@ -478,5 +552,6 @@ int skd_oauth_verify(skd_oauth *o, const char *token, skd_oauth_identity *id, sk
     skd_strlcpy(id->issuer, is->url, sizeof(id->issuer));
     skd_strlcpy(id->sub, claims.sub, sizeof(id->sub));
     id->scopes = scopes_of(claims.scope, &unknown) & o->allowed;
+    seen_put(o, digest, idx, gen, claims.exp, id);
     return 0;
 }

@@ -312,7 +312,7 @@ try {
     assert(/error="insufficient_scope"/.test(www) && /scope="skills:execute"/.test(www) && /resource_metadata=/.test(www), www);
   });
 
-  await check('REST and A2A accept the tokens and give the same challenges', async () => {
+  await check('REST and A2A accept the tokens and give the same challenges; secrets are per tenant', async () => {
     const full = await mint(k1, { sub: 'rest-user' });
     const ro = await mint(k1, { sub: 'reader', scope: 'skills:read' });
     const post = (path, token, body) => fetch(`${PUBLIC}${path}`, {
@@ -340,6 +340,13 @@ try {
       const d = JSON.stringify(c.securitySchemes);
       assert(d.includes(`${PUBLIC}/.well-known/oauth-protected-resource/mcp`), `${card}: ${d}`);
     }
+    // Secrets are per tenant too.
+    const put = await post('/v1/secrets', full, { name: 'REST_USER_TOKEN', value: 's3cret', hosts: ['api.example.com'] });
+    assert(put.status === 201, `POST /v1/secrets: ${put.status} ${await put.text()}`);
+    const mine = await (await fetch(`${PUBLIC}/v1/secrets`, { headers: { authorization: `Bearer ${full}` } })).json();
+    const theirs = await (await fetch(`${PUBLIC}/v1/secrets`, { headers: { authorization: `Bearer ${ro}` } })).json();
+    assert(mine.secrets.map((x) => x.name).join() === 'REST_USER_TOKEN', JSON.stringify(mine));
+    assert(theirs.secrets.length === 0, JSON.stringify(theirs));
     const listed = await fetch(`${PUBLIC}/v1/skills`, { headers: { authorization: `Bearer ${ro}` } });
     assert(listed.status === 200, `GET /v1/skills read-only: ${listed.status}`);
   });
@@ -440,6 +447,26 @@ try {
       await s2.stop();
       removeDir(data2);
     }
+  });
+
+  await check('a key the provider drops stops its tokens, remembered ones too', async () => {
+    // A token of k1 is verified once (and remembered), then the provider
+    // keeps only k3. The first k3 token after the 30 s refetch interval
+    // (polled for) makes skilld read the new set; the k1 token is then
+    // checked again and refused.
+    const k3 = await signingKey('k3');
+    const old = await mint(k1, { sub: 'remembered' });
+    assert((await probe(old)).status === 200, 'the k1 token before the change');
+    assert((await probe(old)).status === 200, 'the k1 token again (remembered)');
+    startIdp([k3]);
+    const fresh = await mint(k3, { sub: 'fresh' });
+    const deadline = Date.now() + 60000;
+    let st = 0;
+    while (Date.now() < deadline && (st = (await probe(fresh)).status) !== 200)
+      await new Promise((r) => setTimeout(r, 500));
+    assert(st === 200, `the k3 token: ${st}`);
+    const { status, www } = await probe(old);
+    assert(status === 401 && /invalid_token/.test(www), `the k1 token after k1 left: ${status} ${www}`);
   });
 
   await check('the server stops cleanly (under ASan: no leak)', async () => {
