@@ -134,6 +134,20 @@ r = urllib.request.Request(\"https://bound.test:8445/https-python\", headers={\"
 print(urllib.request.urlopen(r).read().decode())"'
 if rec_has '"/https-python"' "\"Bearer $VALUE\""; then pass "python urllib over HTTPS: the bound host gets the value"; else
     fail "python urllib over HTTPS: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+# Node's fetch (undici; node < 22.21 reads no proxy variable): the preload
+# NODE_OPTIONS requires sends it through the proxy, and node verifies the
+# leaf skilld mints against NODE_EXTRA_CA_CERTS (without it, the same fetch fails).
+NODE_FETCH='node -e "fetch(process.argv[1], {headers: {Authorization: \"Bearer \" + process.env.GH_TOKEN}}).then(r => r.text()).then(t => console.log(\"node=\" + t.length), e => console.log(\"nodeerr=\" + (e.cause && e.cause.code || e)))"'
+sbx "$ASEC" "$NODE_FETCH https://bound.test:8445/https-node; $NODE_FETCH http://bound.test:8444/http-node; env -u NODE_EXTRA_CA_CERTS $NODE_FETCH https://bound.test:8445/https-node-untrusted; echo \"opts=\$NODE_OPTIONS\""
+if rec_has '"/https-node"' "\"Bearer $VALUE\"" && [ "$(out | grep -c '^node=[1-9]')" = 2 ]; then
+    pass "node fetch over HTTPS: the bound host gets the value, TLS verified"; else
+    fail "node fetch over HTTPS: the bound host gets the value, TLS verified" "$BODY $(cat "$REC")"; fi
+if rec_has '"/http-node"' "\"Bearer $VALUE\""; then pass "node fetch over HTTP: the bound host gets the value"; else
+    fail "node fetch over HTTP: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+if out | grep -E '^nodeerr=(UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT_LOCALLY)$' >/dev/null &&
+    ! grep -F '"/https-node-untrusted"' "$REC" >/dev/null; then
+    pass "node fetch without skilld's CA refuses the intercepted TLS (it verifies)"; else
+    fail "node fetch without skilld's CA refuses the intercepted TLS (it verifies)" "$BODY"; fi
 sbx "$ASEC" 'git -c http.extraHeader="X-Api-Key: $GH_TOKEN" ls-remote https://bound.test:8445/repo.git; echo "git=$?"'
 if rec_has '"/repo.git/info/refs' "\"xapikey\": \"$VALUE\"" && out | grep -x 'git=0' >/dev/null; then
     pass "git ls-remote over HTTPS: the value in an extra header"; else
