@@ -6,6 +6,15 @@
 # upstream (tests/fixtures/net/recorder.py on 127.0.0.2) records the
 # Authorization it receives. bound.test and other.test are both pinned to it:
 # only bound.test is a secret's host.
+# Before the network namespace: dockerd and the busybox test image for the
+# docker and podman checks (scripts/setup-containers.sh runs in the host's).
+if [ -z "${SKILLD_NETNS:-}" ]; then
+    SETUP_LOG=$(mktemp /tmp/skilld-secrets-setup.XXXXXX)
+    if ! "$(dirname "$0")/../../scripts/setup-containers.sh" >"$SETUP_LOG" 2>&1; then
+        echo "FAIL secrets.sh: container setup: $(tail -3 "$SETUP_LOG" | tr '\n' ' ')"
+    fi
+    rm -f "$SETUP_LOG"
+fi
 source "$(dirname "$0")/../fixtures/net/netenv.sh"
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
@@ -83,10 +92,18 @@ expect_status "only an admin names another key" 403
 req GET "/v1/secrets?key=$AID" "${A[@]}"
 expect_json "an admin lists another key's secrets" "[s['name'] for s in j['secrets']]==['GH_TOKEN']"
 
-# sbx KEYHEADER SCRIPT: run SCRIPT with sh -c in a sandbox with network.
+# sbx KEYSECRET SCRIPT: run SCRIPT with sh -c in a sandbox with network (in
+# image $SBX_IMAGE, with the caller's variables $SBX_ENV, a JSON object, when set).
 sbx() {
     local input
-    input=$(python3 -c 'import json,sys; print(json.dumps({"skill":"execute_command","input":{"command":"sh","args":["-c",sys.argv[1]],"networkEnabled":True,"timeoutMs":30000}}))' "$2")
+    input=$(python3 -c '
+import json, sys
+i = {"command": "sh", "args": ["-c", sys.argv[1]], "networkEnabled": True, "timeoutMs": 30000}
+if sys.argv[2]:
+    i["image"] = sys.argv[2]
+if sys.argv[3]:
+    i["env"] = json.loads(sys.argv[3])
+print(json.dumps({"skill": "execute_command", "input": i}))' "$2" "${SBX_IMAGE:-}" "${SBX_ENV:-}")
     req POST /v1/execute -H "Authorization: Bearer $1" -d "$input"
 }
 rec_has() { grep -F -- "$1" "$REC" | grep -qF -- "$2"; }
@@ -218,6 +235,53 @@ req DELETE /v1/secrets/GH_TOKEN "${AL[@]}"
 expect_status "a second delete is 404" 404
 
 stop_server
-if grep -qF -- "$VALUE" "$TMP/serve.err" "$TMP/serve.out"; then fail "the value is in no log" "found"; else
+cat "$TMP/serve.err" "$TMP/serve.out" >>"$TMP/serve-all.log"
+
+# --- docker and podman: the same placeholders and trust bundle ------------------
+# The busybox test image: its wget verifies no TLS, takes no CA file and
+# sends https:// URLs to a proxy without CONNECT, so the checks are that the
+# TRUST variables name a read-only bundle that holds skilld's CA (the
+# interception itself is the proxy's, whatever the runtime: checked above),
+# and that the value reaches the bound host over HTTP.
+for R in docker podman; do
+    start_server SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test \
+        SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP,bound.test:$SP:$APP" \
+        SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem"
+    req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"GH_TOKEN\",\"value\":\"$VALUE\",\"hosts\":[\"bound.test\"]}"
+    expect_status "$R: set the secret again" 201
+    CALINE=$(sed -n 2p "$TMP/data/egress-ca.pem")
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" 'echo "var=$GH_TOKEN"; echo "trust=$SSL_CERT_FILE $REQUESTS_CA_BUNDLE $NODE_EXTRA_CA_CERTS $CURL_CA_BUNDLE $GIT_SSL_CAINFO"; echo "node=$NODE_OPTIONS"; test -s /.skilld-egress.cjs && echo preload; echo x 2>/dev/null >>/.skilld-trust.pem || echo read-only; echo "certs=$(grep -c "BEGIN CERTIFICATE" /.skilld-trust.pem)"; grep -qxF "'"$CALINE"'" /.skilld-trust.pem && echo has-ca'
+    CPH=$(out | sed -n 's/^var=//p')
+    case "$CPH" in skd_secret_*) pass "$R: the container holds a placeholder" ;; *) fail "$R: the container holds a placeholder" "$BODY" ;; esac
+    T=/.skilld-trust.pem
+    if out | grep -x "trust=$T $T $T $T $T" >/dev/null && out | grep -x read-only >/dev/null &&
+        out | grep -x has-ca >/dev/null && [ "$(out | sed -n 's/^certs=//p')" -gt 1 ]; then
+        pass "$R: the TRUST variables name a read-only bundle of the system's roots and skilld's CA"; else
+        fail "$R: the TRUST variables name a read-only bundle of the system's roots and skilld's CA" "$BODY"; fi
+    if out | grep -x 'node=--require=/.skilld-egress.cjs' >/dev/null && out | grep -x preload >/dev/null; then
+        pass "$R: NODE_OPTIONS requires the egress preload, which is there"; else
+        fail "$R: NODE_OPTIONS requires the egress preload, which is there" "$BODY"; fi
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" "wget -q -O - --header \"Authorization: Bearer \$GH_TOKEN\" http://bound.test:$HP/ctr-http-$R; wget -q -O - --header \"Authorization: Bearer \$GH_TOKEN\" http://other.test:$HP/ctr-unbound-$R"
+    if rec_has "\"/ctr-http-$R\"" "\"Bearer $VALUE\""; then
+        pass "$R: the bound host gets the value"; else
+        fail "$R: the bound host gets the value" "$BODY $(tail -5 "$REC")"; fi
+    if rec_has "\"/ctr-unbound-$R\"" "\"Bearer $CPH\""; then pass "$R: an unbound host sees only the placeholder"; else
+        fail "$R: an unbound host sees only the placeholder" "$BODY $(tail -5 "$REC")"; fi
+    SBX_IMAGE=skilld-test:1 sbx "$BSEC" 'echo "bob=${GH_TOKEN-unset}"; test -e /.skilld-trust.pem && echo bundle || echo no-bundle'
+    if out | grep -x 'bob=unset' >/dev/null && out | grep -x no-bundle >/dev/null; then
+        pass "$R: another key's container has no variable and no bundle"; else
+        fail "$R: another key's container has no variable and no bundle" "$BODY"; fi
+    req DELETE /v1/secrets/GH_TOKEN "${AL[@]}"
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" 'echo "after=${GH_TOKEN-unset}"'
+    if out | grep -x 'after=unset' >/dev/null; then pass "$R: after DELETE, no variable"; else
+        fail "$R: after DELETE, no variable" "$BODY"; fi
+    SID=$(json_get "$BODY" 'j.get("sandboxId","")')
+    if [ ${#SID} = 36 ] && [ ! -e "/run/skilld-podman/$SID" ]; then
+        pass "$R: the run's directory (the bound files) is removed with the container"; else
+        fail "$R: the run's directory (the bound files) is removed with the container" "$SID $(ls /run/skilld-podman)"; fi
+    stop_server
+    cat "$TMP/serve.err" "$TMP/serve.out" >>"$TMP/serve-all.log"
+done
+if grep -qF -- "$VALUE" "$TMP/serve-all.log"; then fail "the value is in no log" "found"; else
     pass "the value is in no log"; fi
 finish
