@@ -45,7 +45,7 @@ for _ in $(seq 1 100); do [ -e "$TMP/rec-http" ] && [ -e "$TMP/rec-https" ] && b
 VALUE="ghp_Secret$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 start_server SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=native \
     SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP,bound.test:$SP:$APP,other.test:$SP:$APP,meta.bound.test:$SP:169.254.169.254" \
-    SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem" SKILLS_EGRESS_SCRUB_MAX_BYTES=1048576
+    SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem" SKILLS_EGRESS_SCRUB_MAX_BYTES=1048576 SKILLS_SECRETS_MAX_PER_KEY=3
 A=(-H "Authorization: Bearer $ADMIN")
 read -r AID ASEC <<<"$(new_key alice skills:read,skills:execute)"
 read -r BID BSEC <<<"$(new_key bob skills:read,skills:execute)"
@@ -77,6 +77,23 @@ bad "an IPv4 host" hosts '{"name":"X","value":"v","hosts":["127.0.0.2"]}'
 bad "an IPv6 host" hosts '{"name":"X","value":"v","hosts":["::1"]}'
 bad "no hosts" hosts '{"name":"X","value":"v","hosts":[]}'
 bad "a bad header name" headers '{"name":"X","value":"v","hosts":["a.test"],"headers":["a b"]}'
+bad "NODE_OPTIONS is taken (it requires the egress preload)" name '{"name":"NODE_OPTIONS","value":"v","hosts":["a.test"]}'
+
+# An admin sets a secret for another key; a key holds at most
+# SKILLS_SECRETS_MAX_PER_KEY (3 here).
+req POST /v1/secrets "${A[@]}" -d "{\"name\":\"B1\",\"value\":\"v1\",\"hosts\":[\"a.test\"],\"key\":\"$BID\"}"
+expect_status "an admin sets a secret for another key" 201
+req GET /v1/secrets "${BO[@]}"
+expect_json "that key lists it" "[s['name'] for s in j['secrets']]==['B1']"
+req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"B2\",\"value\":\"v2\",\"hosts\":[\"a.test\"],\"key\":\"$BID\"}"
+expect_status "only an admin sets one for another key" 403
+for n in B2 B3; do req POST /v1/secrets "${BO[@]}" -d "{\"name\":\"$n\",\"value\":\"v\",\"hosts\":[\"a.test\"]}"; done
+req POST /v1/secrets "${BO[@]}" -d '{"name":"B4","value":"v","hosts":["a.test"]}'
+if json_get "$BODY" 'j["error"]["code"]' | grep -qx quota_exceeded && echo "$BODY" | grep -q SKILLS_SECRETS_MAX_PER_KEY; then
+    pass "past SKILLS_SECRETS_MAX_PER_KEY a secret is refused"; else
+    fail "past SKILLS_SECRETS_MAX_PER_KEY a secret is refused" "$STATUS $BODY"; fi
+for n in B1 B2 B3; do req DELETE "/v1/secrets/$n" "${BO[@]}"; done
+expect_status "the key deletes its own" 204
 
 req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"GH_TOKEN\",\"value\":\"$VALUE\",\"hosts\":[\"bound.test\",\"*.bound.test\"],\"headers\":[\"Authorization\",\"X-Api-Key\"]}"
 expect_status "set a secret" 201
@@ -119,8 +136,17 @@ expect_json "the run's egress record names the substitution" \
     "any(r.get('host')=='bound.test' and r.get('substituted')==['GH_TOKEN'] for r in j['egress'])"
 EXEC=$(json_get "$BODY" 'j["executionId"]')
 req GET "/v1/executions/$EXEC" "${AL[@]}"
-expect_json "the execution's audit row names it, without the value" \
-    "'GH_TOKEN' in json.dumps(j) and '$VALUE' not in json.dumps(j)"
+expect_json "the execution's audit row names the secret and the host, without the value" \
+    "any(r.get('host')=='bound.test' and r.get('substituted')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[])) and '$VALUE' not in json.dumps(j)"
+req GET "/v1/executions/$EXEC" "${A[@]}"
+expect_json "an admin sees the substitution in the audit row" \
+    "any(r.get('substituted')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[]))"
+req GET "/v1/executions/$EXEC" "${BO[@]}"
+if [ "$STATUS" = 404 ] || [ "$STATUS" = 403 ]; then pass "another key does not see the audit row"; else
+    fail "another key does not see the audit row" "$STATUS $BODY"; fi
+req GET "/v1/executions?limit=50" "${AL[@]}"
+expect_json "the execution list carries the substitution, without the value" \
+    "'GH_TOKEN' in json.dumps(j) and 'bound.test' in json.dumps(j) and '$VALUE' not in json.dumps(j)"
 
 sbx "$ASEC" 'python3 -c "
 import os, urllib.request
@@ -165,6 +191,10 @@ if out | grep -E '^nodeerr=(UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_
     ! grep -F '"/https-node-untrusted"' "$REC" >/dev/null; then
     pass "node fetch without skilld's CA refuses the intercepted TLS (it verifies)"; else
     fail "node fetch without skilld's CA refuses the intercepted TLS (it verifies)" "$BODY"; fi
+SBX_ENV='{"NODE_OPTIONS": "--max-old-space-size=200"}' sbx "$ASEC" "echo \"opts=\$NODE_OPTIONS\"; $NODE_FETCH https://bound.test:8445/https-node-opts"
+if out | grep -x 'opts=--require=/.skilld-egress.cjs --max-old-space-size=200' >/dev/null && rec_has '"/https-node-opts"' "\"Bearer $VALUE\""; then
+    pass "a caller's NODE_OPTIONS is kept behind the preload"; else
+    fail "a caller's NODE_OPTIONS is kept behind the preload" "$BODY"; fi
 sbx "$ASEC" 'git -c http.extraHeader="X-Api-Key: $GH_TOKEN" ls-remote https://bound.test:8445/repo.git; echo "git=$?"'
 if rec_has '"/repo.git/info/refs' "\"xapikey\": \"$VALUE\"" && out | grep -x 'git=0' >/dev/null; then
     pass "git ls-remote over HTTPS: the value in an extra header"; else
@@ -198,6 +228,10 @@ if rec_has '"/unbound"' "\"Bearer $PH\""; then pass "an unbound host sees only t
     fail "an unbound host sees only the placeholder" "$(cat "$REC")"; fi
 expect_json "the record notes placeholder_elsewhere" \
     "any(r.get('host')=='other.test' and r.get('placeholderElsewhere')==['GH_TOKEN'] for r in j['egress'])"
+EXEC=$(json_get "$BODY" 'j["executionId"]')
+req GET "/v1/executions/$EXEC" "${AL[@]}"
+expect_json "the audit row notes placeholder_elsewhere with the host" \
+    "any(r.get('host')=='other.test' and r.get('placeholderElsewhere')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[]))"
 sbx "$ASEC" 'curl -sS -H "Host: bound.test:8444" -H "Authorization: Bearer $GH_TOKEN" http://other.test:8444/forged'
 if rec_has '"/forged"' "\"Bearer $PH\""; then pass "a forged Host naming the bound host gets no value"; else
     fail "a forged Host naming the bound host gets no value" "$(cat "$REC")"; fi
