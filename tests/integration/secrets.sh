@@ -109,6 +109,32 @@ expect_status "only an admin names another key" 403
 req GET "/v1/secrets?key=$AID" "${A[@]}"
 expect_json "an admin lists another key's secrets" "[s['name'] for s in j['secrets']]==['GH_TOKEN']"
 
+# The secrets_list skill (MCP and every transport): names, no value.
+req POST /v1/execute "${AL[@]}" -d '{"skill":"secrets_list","input":{}}'
+expect_json "the secrets_list skill lists the key's names and hosts, never a value" \
+    "j['success'] and [s['name'] for s in j['secrets']]==['GH_TOKEN'] and j['secrets'][0]['hosts']==['bound.test','*.bound.test'] and '$VALUE' not in json.dumps(j) and 'value' not in j['secrets'][0]"
+req POST /v1/execute "${BO[@]}" -d '{"skill":"secrets_list","input":{}}'
+expect_json "secrets_list shows another key none of them" "j['success'] and j['secrets']==[]"
+# The command line, as the operator: the value from stdin.
+CLIV="cli_$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if printf '%s\n' "$CLIV" | "$SKILLD" --data-dir "$DATA" secrets set CLI_TOKEN --key "$BID" --hosts cli.test --headers X-Token >"$TMP/cli.out" 2>&1 &&
+    grep -q '"fingerprint"' "$TMP/cli.out" && ! grep -qF "$CLIV" "$TMP/cli.out"; then
+    pass "skilld secrets set reads the value from stdin"; else
+    fail "skilld secrets set reads the value from stdin" "$(cat "$TMP/cli.out")"; fi
+req GET /v1/secrets "${BO[@]}"
+expect_json "the key lists the secret the command line set" \
+    "[s['name'] for s in j['secrets']]==['CLI_TOKEN'] and j['secrets'][0]['headers']==['x-token']"
+"$SKILLD" --data-dir "$DATA" secrets list --key "$BID" >"$TMP/cli.out" 2>&1
+if grep -q CLI_TOKEN "$TMP/cli.out" && ! grep -qF "$CLIV" "$TMP/cli.out"; then pass "skilld secrets list names it, without the value"; else
+    fail "skilld secrets list names it, without the value" "$(cat "$TMP/cli.out")"; fi
+if printf 'a\nb' | "$SKILLD" --data-dir "$DATA" secrets set BAD --key "$BID" --hosts cli.test >"$TMP/cli.out" 2>&1; then
+    fail "skilld secrets set refuses a value with LF" "$(cat "$TMP/cli.out")"; else
+    grep -q invalid_input "$TMP/cli.out" && pass "skilld secrets set refuses a value with LF" ||
+        fail "skilld secrets set refuses a value with LF" "$(cat "$TMP/cli.out")"; fi
+"$SKILLD" --data-dir "$DATA" secrets rm CLI_TOKEN --key "$BID" >/dev/null 2>&1
+req GET /v1/secrets "${BO[@]}"
+expect_json "skilld secrets rm removes it" "j['secrets']==[]"
+
 # sbx KEYSECRET SCRIPT: run SCRIPT with sh -c in a sandbox with network (in
 # image $SBX_IMAGE, with the caller's variables $SBX_ENV, a JSON object, when set).
 sbx() {
