@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How many background processes a sandbox keeps (running or ended, whose
  * output may still be read); the oldest ended one makes room. */
@@ -55,6 +56,11 @@ struct skd__live_rec {
     int making;             /* the spawner is making it: counted, not yet usable */
     struct live_proc *procs;
     int nprocs;
+    /* networkEnabled: its egress proxy for its whole life, and the key's
+     * secrets it was made with (its execs' placeholders). */
+    skd_egress_run *egress;
+    skd_secret *secrets;
+    size_t nsecrets;
 };
 
 static void proc_free(struct live_proc *p)
@@ -86,6 +92,7 @@ static void rec_free(struct skd__live_rec *l)
 {
     if (!l)
         return;
+    skd_secrets_free(l->secrets, l->nsecrets);
     free(l->key);
     free(l->image);
     free(l);
@@ -150,6 +157,15 @@ static int count_key_locked(skd_runner *r, const char *key)
     return n;
 }
 
+/* Stop serving l's egress proxy (its socket and connections closed). */
+static void egress_end(skd_runner *r, struct skd__live_rec *l)
+{
+    if (!l->egress)
+        return;
+    json_decref(skd__egress_detach(r->egress, l->egress));
+    l->egress = NULL;
+}
+
 /* End a record already unlinked: the spawner kills its processes and
  * removes its cgroup. A spawner that died took it with it. */
 static void end_rec(skd_runner *r, struct skd__live_rec *l)
@@ -161,6 +177,7 @@ static void end_rec(skd_runner *r, struct skd__live_rec *l)
     int rc = skd__spawner_live_delete(r->spawner, l->id, l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
+    egress_end(r, l);
     rec_free(l);
 }
 
@@ -242,7 +259,10 @@ void skd__live_stop(skd_runner *r)
         struct skd__live_rec *l = r->lives;
         unlink_locked(r, l);
         procs_detach_locked(l);
+        pthread_mutex_unlock(&r->live_mu);
+        egress_end(r, l);
         rec_free(l);
+        pthread_mutex_lock(&r->live_mu);
     }
     pthread_mutex_unlock(&r->live_mu);
 }
@@ -254,6 +274,62 @@ void skd__live_free(skd_runner *r)
 }
 
 /* ---- the API (include/skilld/sandbox.h) ---- */
+
+/* Have the spawner make l. With networkEnabled (the ceilings allowed it):
+ * the key's secrets and, with any, the egress CA for its trust bundle, as
+ * a one-shot run gets them (runner.c); then the proxy socket the spawner
+ * placed on its loopback is served for its whole life. Fail closed: a
+ * sandbox whose proxy cannot be served is ended. */
+static int make(skd_runner *r, struct skd__live_rec *l, const char *workspace, skd_err *err)
+{
+    char *ca_pem = NULL;
+    int rc, egress_fd = -1;
+    skd_egress *e = NULL;
+    if (l->cfg.network_enabled) {
+        if (!(e = skd__runner_egress(r, err)))
+            return SKD_ESANDBOX;
+        if ((rc = skd__runner_secrets(r, l->key, &l->secrets, &l->nsecrets, err)) != 0)
+            return rc;
+        if (l->nsecrets && (rc = skd__egress_ca_pem(e, &ca_pem, err)) != 0)
+            return rc;
+    }
+    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, workspace, ca_pem, &l->gen,
+                                  &egress_fd, err);
+    free(ca_pem);
+    if (rc == 0 && l->cfg.network_enabled) {
+        rc = egress_fd < 0 ? skd_err_set(err, SKD_ESANDBOX,
+                                         "live sandbox: networkEnabled, but no egress proxy "
+                                         "socket was placed")
+                           : skd__runner_egress_attach(r, l->key, NULL, NULL, l->secrets,
+                                                       l->nsecrets, egress_fd, &l->egress, err);
+        egress_fd = -1; /* stolen */
+        if (rc) {
+            skd_err e2 = {0};
+            skd__spawner_live_delete(r->spawner, l->id, l->gen, &e2);
+        }
+    }
+    if (egress_fd >= 0)
+        close(egress_fd); /* placed, but not asked for */
+    return rc;
+}
+
+int skd__live_secrets(skd_runner *r, const char *key, const char *id, skd_secret **out, size_t *n,
+                      skd_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key ? key : "", id);
+    if (l && l->nsecrets) {
+        if (skd_secrets_copy(l->secrets, l->nsecrets, out) != 0)
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        else
+            *n = l->nsecrets;
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
 
 int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json_t **out,
                     skd_err *err)
@@ -297,10 +373,6 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     }
     if ((rc = skd_sandbox_config_check(&l->cfg, &r->ceilings, err)) != 0)
         goto fail;
-    if (l->cfg.network_enabled) {
-        rc = skd_err_set(err, SKD_EINVAL, "networkEnabled: not supported for live sandboxes yet");
-        goto fail;
-    }
     const char *rt = r->runtime;
     if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX,
@@ -338,7 +410,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     pthread_mutex_unlock(&r->live_mu);
     if (rc)
         goto fail;
-    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, o->workspace, &l->gen, err);
+    rc = make(r, l, o->workspace, err);
     pthread_mutex_lock(&r->live_mu);
     unlink_locked(r, l);
     if (rc == 0 && !r->live_stop) {
