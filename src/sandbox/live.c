@@ -157,18 +157,74 @@ static int count_key_locked(skd_runner *r, const char *key)
     return n;
 }
 
-/* Stop serving l's egress proxy (its socket and connections closed). */
-static void egress_end(skd_runner *r, struct skd__live_rec *l)
+/* Egress records (src/net/egress.h) of sandbox id: each names it. a, or
+ * NULL when a is empty (decref'd) or NULL. */
+static json_t *egress_named(json_t *a, const char *id)
 {
+    size_t i;
+    json_t *d;
+    json_array_foreach (a, i, d)
+        json_object_set_new(d, "sandboxId", json_string(id));
+    if (a && json_array_size(a) == 0) {
+        json_decref(a);
+        a = NULL;
+    }
+    return a;
+}
+
+/* An exec just ended in l: its connections were closed as its processes
+ * ended, and the proxy records each when it sees the close. Wait (at most
+ * SETTLE_MS, live_mu released meanwhile) until no more connections are
+ * open than were when the exec began, so that the records taken next hold
+ * the exec's own. Caller holds live_mu; l may be unlinked when it returns
+ * (then its proxy is not looked at again). */
+#define SETTLE_MS 100
+static void egress_settle_locked(skd_runner *r, struct skd__live_rec *l, int conns0)
+{
+    int64_t end = skd_mono_ms() + SETTLE_MS;
+    char id[SKD_UUID_LEN + 1];
+    memcpy(id, l->id, sizeof(id));
+    while (l && l->egress && skd__egress_open_conns(l->egress) > conns0 && skd_mono_ms() < end) {
+        pthread_mutex_unlock(&r->live_mu);
+        struct timespec ts = {0, 2 * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&r->live_mu);
+        struct skd__live_rec *x = r->lives;
+        while (x && (x != l || strcmp(x->id, id) != 0))
+            x = x->next;
+        l = x; /* still linked, so its proxy is still attached */
+    }
+}
+
+/* Stop serving l's egress proxy (its socket and connections closed). What
+ * it did since the last exec took its records goes to *out when asked for
+ * (a new array, or NULL), else to the runner's live egress hook (an end
+ * no call asked for: idle, lifetime, revocation, server stop), so no byte
+ * goes unmetered. */
+static void egress_end(skd_runner *r, struct skd__live_rec *l, json_t **out)
+{
+    if (out)
+        *out = NULL;
     if (!l->egress)
         return;
-    json_decref(skd__egress_detach(r->egress, l->egress));
+    json_t *a = egress_named(skd__egress_detach(r->egress, l->egress), l->id);
     l->egress = NULL;
+    pthread_mutex_lock(&r->mu);
+    skd_live_egress_fn fn = r->live_egress_fn;
+    void *arg = r->live_egress_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (out)
+        *out = a;
+    else if (a && fn)
+        fn(arg, l->key, l->id, a);
+    if (!out)
+        json_decref(a);
 }
 
 /* End a record already unlinked: the spawner kills its processes and
- * removes its cgroup. A spawner that died took it with it. */
-static void end_rec(skd_runner *r, struct skd__live_rec *l)
+ * removes its cgroup. A spawner that died took it with it. egress: as for
+ * egress_end. */
+static void end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
 {
     pthread_mutex_lock(&r->live_mu);
     procs_detach_locked(l);
@@ -177,7 +233,7 @@ static void end_rec(skd_runner *r, struct skd__live_rec *l)
     int rc = skd__spawner_live_delete(r->spawner, l->id, l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
-    egress_end(r, l);
+    egress_end(r, l, egress);
     rec_free(l);
 }
 
@@ -209,7 +265,7 @@ static void *reaper_main(void *arg)
             pthread_mutex_unlock(&r->live_mu);
             skd_info("live sandbox %s ended: %s", l->id,
                      now >= l->created + l->lifetime ? "lifetime over" : "idle");
-            end_rec(r, l);
+            end_rec(r, l, NULL);
             pthread_mutex_lock(&r->live_mu);
             l = r->lives; /* the list may have changed meanwhile */
         }
@@ -260,7 +316,7 @@ void skd__live_stop(skd_runner *r)
         unlink_locked(r, l);
         procs_detach_locked(l);
         pthread_mutex_unlock(&r->live_mu);
-        egress_end(r, l);
+        egress_end(r, l, NULL);
         rec_free(l);
         pthread_mutex_lock(&r->live_mu);
     }
@@ -427,7 +483,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
             rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         else
             rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         return rc;
     }
     if (rc)
@@ -464,8 +520,11 @@ int skd_live_get(skd_runner *r, const char *key, const char *id, json_t **out, s
     return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
-int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+int skd_live_delete_egress(skd_runner *r, const char *key, const char *id, json_t **egress,
+                           skd_err *err)
 {
+    if (egress)
+        *egress = NULL; /* NULL: egress_end hands them to the hook */
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key ? key : "", id);
     if (l)
@@ -473,8 +532,13 @@ int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err
     pthread_mutex_unlock(&r->live_mu);
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
-    end_rec(r, l);
+    end_rec(r, l, egress);
     return 0;
+}
+
+int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+{
+    return skd_live_delete_egress(r, key, id, NULL, err); /* the records: to the hook */
 }
 
 int skd_live_delete_key(skd_runner *r, const char *key)
@@ -490,7 +554,7 @@ int skd_live_delete_key(skd_runner *r, const char *key)
         pthread_mutex_unlock(&r->live_mu);
         if (!l)
             return n;
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         n++;
     }
 }
@@ -508,6 +572,7 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
         l->used = skd_mono_ms();
     }
     int has_ws = l && l->has_ws;
+    int conns0 = l ? skd__egress_open_conns(l->egress) : 0;
     pthread_mutex_unlock(&r->live_mu);
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
@@ -526,17 +591,25 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
      * spawner died and took it along): the record goes too. */
     int gone = rc == SKD_ENOENT || (rc == 0 && res->error == SKD_ENOENT);
     pthread_mutex_lock(&r->live_mu);
+    if (rc == 0 && !gone && (l = find_locked(r, key, id)) != NULL && l->egress)
+        egress_settle_locked(r, l, conns0);
     if ((l = find_locked(r, key, id)) != NULL) {
         l->busy--;
         l->used = skd_mono_ms();
         if (gone)
             unlink_locked(r, l);
+        /* networkEnabled: what the sandbox's proxy did since the last
+         * exec took it (this exec's connections, and its background
+         * processes'), for this call's record and metering. Taken under
+         * live_mu: l's proxy is detached only once l is unlinked. */
+        else if (rc == 0 && l->egress && !res->egress)
+            res->egress = egress_named(skd__egress_take(l->egress), l->id);
     } else if (rc == 0 && !res->exited) {
         res->killed = 1; /* its sandbox ended under it */
     }
     pthread_mutex_unlock(&r->live_mu);
     if (gone && l)
-        end_rec(r, l);
+        end_rec(r, l, NULL);
     if (rc == SKD_ENOENT) {
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");

@@ -108,6 +108,8 @@ struct skd_runner {
                                           (under mu) */
     skd_sandbox_secrets_fn secrets_fn; /* under mu; NULL: no secrets */
     void *secrets_arg;
+    skd_live_egress_fn live_egress_fn; /* under mu; NULL: records dropped */
+    void *live_egress_arg;
     /* Live sandboxes (live.c), under live_mu. */
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv;

@@ -76,9 +76,15 @@ ex "$ASEC" "$ID" 'echo "proxy=$HTTP_PROXY"; curl -sS http://other.test:8444/firs
 if out | grep -x 'proxy=http://127.0.0.1:3128' >/dev/null && got /first; then
     pass "exec 1 reaches the allowed upstream through the proxy"; else
     fail "exec 1 reaches the allowed upstream through the proxy" "$BODY"; fi
+expect_json "exec 1's egress record: one allowed connection to other.test, with the sandbox id" \
+    "[(r['host'], r['verdict'], r['connections'], r['sandboxId']) for r in j['egress']] == [('other.test', 'allowed', 1, '$ID')] and j['egress'][0]['bytesDown'] > 0"
 ex "$ASEC" "$ID" 'curl -sS http://other.test:8444/second'
 if got /second; then pass "exec 2 reaches it too (the proxy lives with the sandbox)"; else
     fail "exec 2 reaches it too (the proxy lives with the sandbox)" "$BODY"; fi
+expect_json "exec 2's egress record holds its own connection only" \
+    "[(r['host'], r['connections']) for r in j['egress']] == [('other.test', 1)]"
+ex "$ASEC" "$ID" 'true'
+expect_json "an exec with no traffic has no egress record" "'egress' not in j"
 ex "$ASEC" "$ID" 'sleep 1; curl -sS http://other.test:8444/background; sleep 60' bg
 expect_json "a background exec starts" 'j["success"] and len(j["processId"]) == 36'
 for _ in $(seq 1 100); do got /background && break; sleep 0.1; done
@@ -127,9 +133,31 @@ fi
 as "$ASEC" GET /v1/usage
 expect_json "/v1/usage counts the live sandbox's egress bytes" \
     "sum(u['egressBytes'] for u in j['usage']) > 0"
-ex "$ASEC" "$ID" 'curl -sS http://other.test:8444/before-delete'
+ex "$ASEC" "$ID" 'sleep 0.5; curl -sS http://bound.test:8444/after-last-exec' bg
+for _ in $(seq 1 100); do got /after-last-exec && break; sleep 0.1; done
+sleep 0.3
 as "$ASEC" DELETE "/v1/sandboxes/$ID"
 expect_status "delete" 200
+expect_json "delete's result carries what the proxy did since the last exec (a background process's request)" \
+    "[(r['host'], r['connections'], r['sandboxId']) for r in j['egress']] == [('bound.test', 1, '$ID')]"
+DEL_EXEC=$(json_get "$BODY" 'j.get("executionId","")')
+as "$ASEC" GET "/v1/executions/$DEL_EXEC"
+expect_json "the delete's audit row holds them, with its bytes" \
+    "j['skill'] == 'sandbox_delete' and j['egress'][0]['host'] == 'bound.test' and j['usage']['egressBytes'] > 0"
+
+# A sandbox its idle timeout ends: what no call took becomes a row of its own.
+as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true,"idleTimeoutMs":1000}'
+RID=$(json_get "$BODY" 'j["id"]')
+ex "$ASEC" "$RID" 'sleep 0.2; curl -sS http://other.test:8444/reaped; sleep 60' bg
+for _ in $(seq 1 50); do
+    as "$ASEC" GET "/v1/sandboxes/$RID"
+    [ "$STATUS" = 404 ] && break
+    sleep 0.2
+done
+expect_status "the idle timeout ends it" 404
+as "$ASEC" GET "/v1/executions?skill=sandbox_end"
+expect_json "a sandbox_end row records its egress, named with its id" \
+    "any(x['skill'] == 'sandbox_end' and x['egress'][0]['sandboxId'] == '$RID' and x['usage']['egressBytes'] > 0 for x in j['executions'])"
 
 # ---- 4 ----
 as "$ASEC" POST /v1/sandboxes -d '{}'
@@ -141,16 +169,22 @@ if out | grep -x 'proxy=unset' >/dev/null && out | grep -x 'rc=7' >/dev/null && 
 as "$ASEC" DELETE "/v1/sandboxes/$NID"
 
 # ---- 5 ----
-nfd() { ls "/proc/$SRV_PID/fd" | wc -l; }
-as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}' # the proxy's threads and the CA exist
-as "$ASEC" DELETE "/v1/sandboxes/$(json_get "$BODY" 'j["id"]')"
+# nfd: the server's descriptors, but the store's files (its connections
+# are opened per thread as threads first use it).
+nfd() { find "/proc/$SRV_PID/fd" -mindepth 1 -printf '%l\n' | grep -vc '/skilld\.db'; }
+cycle() {
+    local i id
+    for i in $(seq 1 "$1"); do
+        as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}'
+        id=$(json_get "$BODY" 'j["id"]')
+        ex "$ASEC" "$id" 'curl -sS http://other.test:8444/loop >/dev/null; sleep 30' bg
+        ex "$ASEC" "$id" 'curl -sS http://other.test:8444/loop >/dev/null'
+        as "$ASEC" DELETE "/v1/sandboxes/$id"
+    done
+}
+cycle 2 # the proxy's threads, the CA and the server's pools exist
 before=$(nfd)
-for i in $(seq 1 10); do
-    as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}'
-    id=$(json_get "$BODY" 'j["id"]')
-    ex "$ASEC" "$id" 'curl -sS http://other.test:8444/loop >/dev/null; sleep 30' bg
-    as "$ASEC" DELETE "/v1/sandboxes/$id"
-done
+cycle 10
 after=$(nfd)
 if [ "$after" -le "$before" ]; then pass "10 creates and deletes leave no descriptor in the server ($before -> $after)"; else
     fail "10 creates and deletes leave no descriptor in the server" "$before -> $after: $(ls -l /proc/$SRV_PID/fd)"; fi
