@@ -775,8 +775,8 @@ TEST(proxy_take_records_while_served)
     json_decref(rec);
     close(c);
     rec = skd__egress_detach(v.eg, run);
-    CHECK_EQ_INT(json_integer_value(json_object_get(find_record(rec, "allowed.test", "allowed"),
-                                                    "connections")),
+    CHECK_EQ_INT(json_integer_value(
+                     json_object_get(find_record(rec, "allowed.test", "allowed"), "connections")),
                  1);
     json_decref(rec);
     CHECK(skd__egress_take(NULL) == NULL);
