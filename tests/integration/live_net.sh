@@ -16,10 +16,12 @@
 #   3. egress records: each exec's result carries what the sandbox's proxy
 #      did since the previous one (the substitution named with the sandbox
 #      id), the execution's audit row too, and /v1/usage counts the bytes;
-#      delete's result carries the rest.
+#      delete's result carries the rest; a sandbox the idle timeout ends
+#      leaves a sandbox_end row with what no call took.
 #   4. without networkEnabled a live sandbox has no route; networkEnabled
 #      is refused when the operator does not allow network.
-#   5. create + delete in a loop leaves no descriptor behind in the server.
+#   5. create + delete in a loop leaves no descriptor behind in the server;
+#      the server stops cleanly with one up, whose egress becomes a row.
 source "$(dirname "$0")/../fixtures/net/netenv.sh"
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
@@ -188,11 +190,21 @@ cycle 10
 after=$(nfd)
 if [ "$after" -le "$before" ]; then pass "10 creates and deletes leave no descriptor in the server ($before -> $after)"; else
     fail "10 creates and deletes leave no descriptor in the server" "$before -> $after: $(ls -l /proc/$SRV_PID/fd)"; fi
-
-stop_server
+# Live sandboxes with network still up when the server stops: it stops
+# cleanly (under ASan: nothing leaked), and their egress becomes rows.
+as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}'
+SID=$(json_get "$BODY" 'j["id"]')
+ex "$ASEC" "$SID" 'curl -sS http://other.test:8444/at-stop; sleep 60' bg
+for _ in $(seq 1 100); do got /at-stop && break; sleep 0.1; done
+sleep 0.3
+if stop_server; then pass "the server stops cleanly with a live sandbox with network up"; else
+    fail "the server stops cleanly with a live sandbox with network up" "$(tail -5 "$TMP/serve.err")"; fi
 # The operator does not allow network: networkEnabled is refused.
 rm -f "$TMP/serve.out"
 start_server SKILLS_SANDBOX_RUNTIME=native
+as "$ASEC" GET "/v1/executions?skill=sandbox_end"
+expect_json "the sandbox ended by the stop left its egress in a sandbox_end row" \
+    "any(x['egress'][0]['sandboxId'] == '$SID' and x['usage']['egressBytes'] > 0 for x in j['executions'])"
 as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}'
 expect_status "networkEnabled without the operator's SKILLS_SANDBOX_NETWORK_ENABLED is 403, as for a one-shot run" 403
 expect_json "the refusal names networkEnabled" 'j["error"]["code"] == "forbidden" and "networkEnabled" in j["error"]["message"]'
