@@ -184,12 +184,30 @@ cycle() {
         as "$ASEC" DELETE "/v1/sandboxes/$id"
     done
 }
+# spawner_pid: this server's spawner (a skilld-spawner below it).
+spawner_pid() {
+    local p q
+    for p in $(pgrep -x skilld-spawner); do
+        q=$p
+        for _ in 1 2 3 4; do
+            q=$(awk '/^PPid:/{print $2}' "/proc/$q/status" 2>/dev/null)
+            [ -n "$q" ] || break
+            [ "$q" = "$SRV_PID" ] && { echo "$p"; return; }
+        done
+    done
+}
 cycle 2 # the proxy's threads, the CA and the server's pools exist
+SPW=$(spawner_pid)
 before=$(nfd)
+sp_before=$(ls "/proc/$SPW/fd" 2>/dev/null | wc -l)
 cycle 10
 after=$(nfd)
+sp_after=$(ls "/proc/$SPW/fd" 2>/dev/null | wc -l)
 if [ "$after" -le "$before" ]; then pass "10 creates and deletes leave no descriptor in the server ($before -> $after)"; else
     fail "10 creates and deletes leave no descriptor in the server" "$before -> $after: $(ls -l /proc/$SRV_PID/fd)"; fi
+if [ -n "$SPW" ] && [ "$sp_before" -gt 0 ] && [ "$sp_after" -le "$sp_before" ]; then
+    pass "nor in the spawner ($sp_before -> $sp_after)"; else
+    fail "nor in the spawner" "pid '$SPW': $sp_before -> $sp_after"; fi
 # Live sandboxes with network still up when the server stops: it stops
 # cleanly (under ASan: nothing leaked), and their egress becomes rows.
 as "$ASEC" POST /v1/sandboxes -d '{"networkEnabled":true}'
