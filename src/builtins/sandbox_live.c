@@ -157,12 +157,21 @@ static json_t *delete_handler(const skd_ctx *ctx, const json_t *input, void *uda
     if (!r)
         return res;
     skd_err err = {0};
+    json_t *egress = NULL;
     const char *id = skd_json_str(input, "sandboxId", "");
-    if (skd_live_delete(r, ctx->key_id, id, &err) != 0)
+    if (skd_live_delete_egress(r, ctx->key_id, id, &egress, &err) != 0)
         return skd_result_from_err(&err);
+    /* networkEnabled: what its proxy did since the last exec, metered and
+     * recorded with this call (the engine's audit row takes "egress"). */
+    if (egress && ctx->usage)
+        ctx->usage->egress_bytes += skd_sandbox_egress_bytes(egress);
     json_t *o = skd_result_ok();
-    if (o)
+    if (o) {
         json_object_set_new(o, "sandboxId", json_string(id));
+        if (egress)
+            json_object_set(o, "egress", egress);
+    }
+    json_decref(egress);
     return o;
 }
 

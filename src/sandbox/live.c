@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How many background processes a sandbox keeps (running or ended, whose
  * output may still be read); the oldest ended one makes room. */
@@ -55,6 +56,11 @@ struct skd__live_rec {
     int making;             /* the spawner is making it: counted, not yet usable */
     struct live_proc *procs;
     int nprocs;
+    /* networkEnabled: its egress proxy for its whole life, and the key's
+     * secrets it was made with (its execs' placeholders). */
+    skd_egress_run *egress;
+    skd_secret *secrets;
+    size_t nsecrets;
 };
 
 static void proc_free(struct live_proc *p)
@@ -86,6 +92,7 @@ static void rec_free(struct skd__live_rec *l)
 {
     if (!l)
         return;
+    skd_secrets_free(l->secrets, l->nsecrets);
     free(l->key);
     free(l->image);
     free(l);
@@ -150,9 +157,74 @@ static int count_key_locked(skd_runner *r, const char *key)
     return n;
 }
 
+/* Egress records (src/net/egress.h) of sandbox id: each names it. a, or
+ * NULL when a is empty (decref'd) or NULL. */
+static json_t *egress_named(json_t *a, const char *id)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach (a, i, d)
+        json_object_set_new(d, "sandboxId", json_string(id));
+    if (a && json_array_size(a) == 0) {
+        json_decref(a);
+        a = NULL;
+    }
+    return a;
+}
+
+/* An exec just ended in l: its connections were closed as its processes
+ * ended, and the proxy records each when it sees the close. Wait (at most
+ * SETTLE_MS, live_mu released meanwhile) until no more connections are
+ * open than were when the exec began, so that the records taken next hold
+ * the exec's own. Caller holds live_mu; l may be unlinked when it returns
+ * (then its proxy is not looked at again). */
+#define SETTLE_MS 100
+static void egress_settle_locked(skd_runner *r, struct skd__live_rec *l, int conns0)
+{
+    int64_t end = skd_mono_ms() + SETTLE_MS;
+    char id[SKD_UUID_LEN + 1];
+    memcpy(id, l->id, sizeof(id));
+    while (l && l->egress && skd__egress_open_conns(l->egress) > conns0 && skd_mono_ms() < end) {
+        pthread_mutex_unlock(&r->live_mu);
+        struct timespec ts = {0, 2 * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&r->live_mu);
+        struct skd__live_rec *x = r->lives;
+        while (x && (x != l || strcmp(x->id, id) != 0))
+            x = x->next;
+        l = x; /* still linked, so its proxy is still attached */
+    }
+}
+
+/* Stop serving l's egress proxy (its socket and connections closed). What
+ * it did since the last exec took its records goes to *out when asked for
+ * (a new array, or NULL), else to the runner's live egress hook (an end
+ * no call asked for: idle, lifetime, revocation, server stop), so no byte
+ * goes unmetered. */
+static void egress_end(skd_runner *r, struct skd__live_rec *l, json_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!l->egress)
+        return;
+    json_t *a = egress_named(skd__egress_detach(r->egress, l->egress), l->id);
+    l->egress = NULL;
+    pthread_mutex_lock(&r->mu);
+    skd_live_egress_fn fn = r->live_egress_fn;
+    void *arg = r->live_egress_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (out)
+        *out = a;
+    else if (a && fn)
+        fn(arg, l->key, l->id, a);
+    if (!out)
+        json_decref(a);
+}
+
 /* End a record already unlinked: the spawner kills its processes and
- * removes its cgroup. A spawner that died took it with it. */
-static void end_rec(skd_runner *r, struct skd__live_rec *l)
+ * removes its cgroup. A spawner that died took it with it. egress: as for
+ * egress_end. */
+static void end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
 {
     pthread_mutex_lock(&r->live_mu);
     procs_detach_locked(l);
@@ -161,6 +233,7 @@ static void end_rec(skd_runner *r, struct skd__live_rec *l)
     int rc = skd__spawner_live_delete(r->spawner, l->id, l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
+    egress_end(r, l, egress);
     rec_free(l);
 }
 
@@ -192,7 +265,7 @@ static void *reaper_main(void *arg)
             pthread_mutex_unlock(&r->live_mu);
             skd_info("live sandbox %s ended: %s", l->id,
                      now >= l->created + l->lifetime ? "lifetime over" : "idle");
-            end_rec(r, l);
+            end_rec(r, l, NULL);
             pthread_mutex_lock(&r->live_mu);
             l = r->lives; /* the list may have changed meanwhile */
         }
@@ -242,7 +315,10 @@ void skd__live_stop(skd_runner *r)
         struct skd__live_rec *l = r->lives;
         unlink_locked(r, l);
         procs_detach_locked(l);
+        pthread_mutex_unlock(&r->live_mu);
+        egress_end(r, l, NULL);
         rec_free(l);
+        pthread_mutex_lock(&r->live_mu);
     }
     pthread_mutex_unlock(&r->live_mu);
 }
@@ -254,6 +330,62 @@ void skd__live_free(skd_runner *r)
 }
 
 /* ---- the API (include/skilld/sandbox.h) ---- */
+
+/* Have the spawner make l. With networkEnabled (the ceilings allowed it):
+ * the key's secrets and, with any, the egress CA for its trust bundle, as
+ * a one-shot run gets them (runner.c); then the proxy socket the spawner
+ * placed on its loopback is served for its whole life. Fail closed: a
+ * sandbox whose proxy cannot be served is ended. */
+static int make(skd_runner *r, struct skd__live_rec *l, const char *workspace, skd_err *err)
+{
+    char *ca_pem = NULL;
+    int rc, egress_fd = -1;
+    skd_egress *e = NULL;
+    if (l->cfg.network_enabled) {
+        if (!(e = skd__runner_egress(r, err)))
+            return SKD_ESANDBOX;
+        if ((rc = skd__runner_secrets(r, l->key, &l->secrets, &l->nsecrets, err)) != 0)
+            return rc;
+        if (l->nsecrets && (rc = skd__egress_ca_pem(e, &ca_pem, err)) != 0)
+            return rc;
+    }
+    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, workspace, ca_pem, &l->gen,
+                                  &egress_fd, err);
+    free(ca_pem);
+    if (rc == 0 && l->cfg.network_enabled) {
+        rc = egress_fd < 0 ? skd_err_set(err, SKD_ESANDBOX,
+                                         "live sandbox: networkEnabled, but no egress proxy "
+                                         "socket was placed")
+                           : skd__runner_egress_attach(r, l->key, NULL, NULL, l->secrets,
+                                                       l->nsecrets, egress_fd, &l->egress, err);
+        egress_fd = -1; /* stolen */
+        if (rc) {
+            skd_err e2 = {0};
+            skd__spawner_live_delete(r->spawner, l->id, l->gen, &e2);
+        }
+    }
+    if (egress_fd >= 0)
+        close(egress_fd); /* placed, but not asked for */
+    return rc;
+}
+
+int skd__live_secrets(skd_runner *r, const char *key, const char *id, skd_secret **out, size_t *n,
+                      skd_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key ? key : "", id);
+    if (l && l->nsecrets) {
+        if (skd_secrets_copy(l->secrets, l->nsecrets, out) != 0)
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        else
+            *n = l->nsecrets;
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
 
 int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json_t **out,
                     skd_err *err)
@@ -297,10 +429,6 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     }
     if ((rc = skd_sandbox_config_check(&l->cfg, &r->ceilings, err)) != 0)
         goto fail;
-    if (l->cfg.network_enabled) {
-        rc = skd_err_set(err, SKD_EINVAL, "networkEnabled: not supported for live sandboxes yet");
-        goto fail;
-    }
     const char *rt = r->runtime;
     if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX,
@@ -338,7 +466,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     pthread_mutex_unlock(&r->live_mu);
     if (rc)
         goto fail;
-    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, o->workspace, &l->gen, err);
+    rc = make(r, l, o->workspace, err);
     pthread_mutex_lock(&r->live_mu);
     unlink_locked(r, l);
     if (rc == 0 && !r->live_stop) {
@@ -355,7 +483,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
             rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         else
             rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         return rc;
     }
     if (rc)
@@ -392,8 +520,11 @@ int skd_live_get(skd_runner *r, const char *key, const char *id, json_t **out, s
     return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
-int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+int skd_live_delete_egress(skd_runner *r, const char *key, const char *id, json_t **egress,
+                           skd_err *err)
 {
+    if (egress)
+        *egress = NULL; /* NULL: egress_end hands them to the hook */
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key ? key : "", id);
     if (l)
@@ -401,8 +532,13 @@ int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err
     pthread_mutex_unlock(&r->live_mu);
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
-    end_rec(r, l);
+    end_rec(r, l, egress);
     return 0;
+}
+
+int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+{
+    return skd_live_delete_egress(r, key, id, NULL, err); /* the records: to the hook */
 }
 
 int skd_live_delete_key(skd_runner *r, const char *key)
@@ -418,7 +554,7 @@ int skd_live_delete_key(skd_runner *r, const char *key)
         pthread_mutex_unlock(&r->live_mu);
         if (!l)
             return n;
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         n++;
     }
 }
@@ -436,6 +572,7 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
         l->used = skd_mono_ms();
     }
     int has_ws = l && l->has_ws;
+    int conns0 = l ? skd__egress_open_conns(l->egress) : 0;
     pthread_mutex_unlock(&r->live_mu);
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
@@ -454,17 +591,25 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
      * spawner died and took it along): the record goes too. */
     int gone = rc == SKD_ENOENT || (rc == 0 && res->error == SKD_ENOENT);
     pthread_mutex_lock(&r->live_mu);
+    if (rc == 0 && !gone && (l = find_locked(r, key, id)) != NULL && l->egress)
+        egress_settle_locked(r, l, conns0);
     if ((l = find_locked(r, key, id)) != NULL) {
         l->busy--;
         l->used = skd_mono_ms();
         if (gone)
             unlink_locked(r, l);
+        /* networkEnabled: what the sandbox's proxy did since the last
+         * exec took it (this exec's connections, and its background
+         * processes'), for this call's record and metering. Taken under
+         * live_mu: l's proxy is detached only once l is unlinked. */
+        else if (rc == 0 && l->egress && !res->egress)
+            res->egress = egress_named(skd__egress_take(l->egress), l->id);
     } else if (rc == 0 && !res->exited) {
         res->killed = 1; /* its sandbox ended under it */
     }
     pthread_mutex_unlock(&r->live_mu);
     if (gone && l)
-        end_rec(r, l);
+        end_rec(r, l, NULL);
     if (rc == SKD_ENOENT) {
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");

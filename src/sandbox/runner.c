@@ -143,6 +143,14 @@ void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg)
     pthread_mutex_unlock(&r->mu);
 }
 
+void skd_runner_set_live_egress(skd_runner *r, skd_live_egress_fn fn, void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->live_egress_fn = fn;
+    r->live_egress_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Put entries (NAME=value, n of them, stolen) into run's environment in
  * place of any entry of the same names. */
 static int put_env(struct run *run, char **add, size_t nadd, skd_err *err)
@@ -177,15 +185,26 @@ static int put_env(struct run *run, char **add, size_t nadd, skd_err *err)
  * NAME=placeholder for each in place of any entry of that name; with any,
  * the egress CA for the sandbox's trust bundle and the TRUST rows naming
  * it (native: a file of the root; docker/podman: a read-only bind). */
-static int add_secrets(skd_runner *r, struct run *run, skd_err *err)
+int skd__runner_secrets(skd_runner *r, const char *key, skd_secret **out, size_t *n, skd_err *err)
 {
+    *out = NULL;
+    *n = 0;
     pthread_mutex_lock(&r->mu);
     skd_sandbox_secrets_fn fn = r->secrets_fn;
     void *arg = r->secrets_arg;
     pthread_mutex_unlock(&r->mu);
-    if (!fn || !run->key[0])
+    if (!fn || !key || !key[0])
         return 0;
-    int rc = fn(arg, run->key, &run->secrets, &run->nsecrets, err);
+    return fn(arg, key, out, n, err);
+}
+
+/* An exec into a live sandbox gets the placeholders of the secrets its
+ * sandbox's proxy holds (those of its creation), so that the two agree. */
+static int add_secrets(skd_runner *r, struct run *run, skd_err *err)
+{
+    int rc = run->live
+                 ? skd__live_secrets(r, run->key, run->live, &run->secrets, &run->nsecrets, err)
+                 : skd__runner_secrets(r, run->key, &run->secrets, &run->nsecrets, err);
     if (rc)
         return rc;
     if (!run->nsecrets)

@@ -250,6 +250,10 @@ int skd__native_flush_one(void);
  * one is a run of skd__provider_native_live, whose req->live names it. */
 int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max, skd_err *err);
 int skd__native_live_delete(const char *id);
+/* The egress proxy's listening socket a live sandbox made with
+ * networkEnabled got on its loopback (the caller owns it from now on), or
+ * -1: none, or taken already. */
+int skd__native_live_take_egress(const char *id);
 void skd__native_live_drop_all(void);
 size_t skd__native_live_count(void);
 extern const skd__provider skd__provider_native_live;

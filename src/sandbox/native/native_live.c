@@ -65,6 +65,7 @@ struct live {
     struct nstate *s; /* the init's: cgroup, pidfd, mount namespace */
     int ns_fds[NNS];
     struct lexec *execs; /* prepared in it and not yet cleaned up */
+    int egress_fd;       /* networkEnabled: its proxy socket until the spawner takes it */
     int refs;            /* 1 while it lives, +1 per exec prepared in it */
     int gone;            /* deleted: no new exec; freed when the last exec is cleaned up */
 };
@@ -93,6 +94,10 @@ static void reap_execs(struct live *l);
  * parent is this process: they are reaped here while it waits. */
 static void live_end(struct live *l)
 {
+    if (l->egress_fd >= 0) {
+        close(l->egress_fd);
+        l->egress_fd = -1;
+    }
     for (size_t i = 0; i < NNS; i++)
         if (l->ns_fds[i] >= 0) {
             close(l->ns_fds[i]);
@@ -309,6 +314,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     for (size_t i = 0; i < NNS; i++)
         l->ns_fds[i] = -1;
+    l->egress_fd = -1;
     l->refs = 1;
     memcpy(l->id, req->id, sizeof(l->id));
     l->cfg = *req->cfg;
@@ -387,6 +393,11 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
         rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: the live sandbox's init ended");
         goto fail;
     }
+    /* networkEnabled: the proxy socket skd__native_start_child placed on
+     * its loopback, kept for skd__native_live_take_egress. */
+    l->egress_fd = sp.egress_fd;
+    sp.egress_fd = -1;
+    l->req.ca_pem = NULL; /* the trust bundle is in its root; the string was borrowed */
     skd__native_close_ends(&sp);
     layer_release(&ly); /* the sandbox's namespace holds its own copies */
     return 0;
@@ -395,6 +406,16 @@ fail:
     layer_release(&ly);
     live_unref(l);
     return rc;
+}
+
+int skd__native_live_take_egress(const char *id)
+{
+    struct live *l = live_find(id);
+    if (!l)
+        return -1;
+    int fd = l->egress_fd;
+    l->egress_fd = -1;
+    return fd;
 }
 
 int skd__native_live_delete(const char *id)

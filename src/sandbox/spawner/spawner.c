@@ -360,6 +360,26 @@ fail:
     reply_error(0, rc, skd_err_msg(&err));
 }
 
+/* The answer to a live create: OK, with the egress proxy's socket placed
+ * on the sandbox's loopback when it has networkEnabled (the server serves
+ * it for the sandbox's life). A sandbox whose answer cannot be sent is
+ * ended: the server does not know it. */
+static void reply_live_made(uint64_t h, const char *id)
+{
+    skd__spawn_out o;
+    skd_err e = {0};
+    int fd = skd__native_live_take_egress(id);
+    skd__spawn_out_init(&o, SKD__REP_OK, h);
+    skd__spawn_out_str(&o, SKD__T_PROVIDER, "native");
+    if (fd >= 0)
+        skd__spawn_out_fd(&o, fd, SKD__FD_EGRESS);
+    if (skd__spawn_send(S.sock, &o, &e) != 0)
+        skd__native_live_delete(id);
+    skd__spawn_out_free(&o);
+    if (fd >= 0)
+        close(fd); /* the server holds its copy now */
+}
+
 /* A live sandbox (native_live.c): checked as a prepare is, made at once.
  * Its workspace arrives as a directory descriptor, used for the sandbox's
  * life. */
@@ -379,6 +399,8 @@ static void on_live_create(skd__spawn_msg *m)
         rc = skd_err_set(&err, SKD_EBUSY, "sandbox spawner: too many live sandboxes");
     if (rc == 0)
         rc = check_limits(&cfg, &err);
+    if (rc == 0 && m->ca_pem && !valid_pem_cert(m->ca_pem))
+        rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     cfg.workspace_quota = S.conf->workspace_quota;
     cfg.data_reserve = S.conf->data_reserve;
     if (rc == 0)
@@ -397,13 +419,14 @@ static void on_live_create(skd__spawn_msg *m)
             .data_dir = S.conf->data_dir,
             .workspace_fd = ws_fd,
             .skill_fd = -1,
+            .ca_pem = m->ca_pem, /* networkEnabled with secrets: the trust bundle */
         };
         rc = skd__native_live_create(&req, S.conf->root_layer_max, &err);
     }
     if (rc)
         reply_error(m->handle, rc, skd_err_msg(&err));
     else
-        reply_ok(m->handle, "native");
+        reply_live_made(m->handle, m->live);
     if (ws_fd >= 0)
         close(ws_fd);
     free(ws_path);

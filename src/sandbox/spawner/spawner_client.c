@@ -271,10 +271,11 @@ static void remote_cleanup(void *state, skd__outcome *out)
 }
 
 int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
-                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
-                             skd_err *err)
+                             const skd_sandbox_config *cfg, const char *workspace,
+                             const char *ca_pem, unsigned *gen, int *egress_fd, skd_err *err)
 {
     int ws = -1, rc;
+    *egress_fd = -1;
     if (!c)
         return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
     if (workspace && (rc = open_dir(workspace, &ws, err)) != 0)
@@ -285,6 +286,8 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
     skd__spawn_out_str(&o, SKD__T_LIVE, id);
     skd__spawn_out_str(&o, SKD__T_IMAGE, image);
     skd__spawn_out_config(&o, cfg);
+    if (ca_pem)
+        skd__spawn_out_str(&o, SKD__T_CA_PEM, ca_pem);
     if (ws >= 0)
         skd__spawn_out_fd(&o, ws, SKD__FD_WORKSPACE);
     pthread_mutex_lock(&c->mu);
@@ -303,7 +306,9 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
     rc = rep.type == SKD__REP_OK
              ? 0
              : skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
-    skd__spawn_msg_free(&rep);
+    if (rc == 0)
+        *egress_fd = skd__spawn_take_fd(&rep, SKD__FD_EGRESS);
+    skd__spawn_msg_free(&rep); /* closes any descriptor not taken */
     return rc;
 }
 

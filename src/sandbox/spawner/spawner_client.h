@@ -27,13 +27,15 @@ void skd__spawner_client_reap(skd__spawner_client *c);
 
 /* Live sandboxes (spawner.c, native_live.c). Create makes one named id
  * (a UUID) with cfg's limits and workspace (a host directory, or NULL) at
- * /workspace, and sets *gen to the spawner that holds it: 0 or an SKD_E*
- * with the spawner's message. Delete ends it: 0, SKD_ENOENT when the
+ * /workspace, ca_pem (or NULL) added to its trust bundle, and sets *gen
+ * to the spawner that holds it and *egress_fd to the egress proxy's
+ * listening socket on its loopback (cfg->network_enabled; the caller owns
+ * it) or -1: 0 or an SKD_E* with the spawner's message. Delete ends it: 0, SKD_ENOENT when the
  * spawner has none of that id, SKD_ESANDBOX when the spawner of gen is
  * gone (and the sandbox with it). gen: the current spawner's. */
 int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
-                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
-                             skd_err *err);
+                             const skd_sandbox_config *cfg, const char *workspace,
+                             const char *ca_pem, unsigned *gen, int *egress_fd, skd_err *err);
 int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err);
 unsigned skd__spawner_client_gen(skd__spawner_client *c);
 
