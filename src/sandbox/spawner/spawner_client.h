@@ -35,6 +35,17 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
                              const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
                              skd_err *err);
 int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err);
+/* Pause, resume, fork (native_snap.c). Resume makes live sandbox id again
+ * from its snapshot, which then goes. Save keeps live sandbox id's files
+ * (or with SKD__SNAP_FROM_SAVED its snapshot's) as snapshot dst, and with
+ * SKD__SNAP_END ends it; *bytes is what was kept; SKD_EQUOTA past max.
+ * Delete removes a snapshot of its id as well. gen 0: any spawner (a
+ * snapshot outlives the spawner that made it). */
+int skd__spawner_live_resume(skd__spawner_client *c, const char *id, const char *image,
+                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
+                             skd_err *err);
+int skd__spawner_live_save(skd__spawner_client *c, const char *id, unsigned gen, const char *dst,
+                           int flags, int64_t max, int64_t *bytes, skd_err *err);
 unsigned skd__spawner_client_gen(skd__spawner_client *c);
 
 #endif
