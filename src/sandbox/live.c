@@ -56,11 +56,11 @@ struct skd__live_rec {
     struct live_proc *procs;
     int nprocs;
     /* Pause, resume, fork (the section at the end). */
-    char *ws;           /* the workspace's path, for a resume, or NULL */
-    int on_idle_pause;  /* its idle timeout pauses it instead of ending it */
-    int paused;         /* its files are saved; it has no process */
-    int moving;         /* MOVE_PAUSE or MOVE_RESUME under way, or 0 */
-    int forks;          /* forks of it under way */
+    char *ws;            /* the workspace's path, for a resume, or NULL */
+    int on_idle_pause;   /* its idle timeout pauses it instead of ending it */
+    int paused;          /* its files are saved; it has no process */
+    int moving;          /* MOVE_PAUSE or MOVE_RESUME under way, or 0 */
+    int forks;           /* forks of it under way */
     int64_t saved_bytes; /* paused: what its saved files hold */
 };
 
@@ -218,9 +218,9 @@ static void *reaper_main(void *arg)
         int64_t now = skd_mono_ms();
         struct skd__live_rec *l = r->lives;
         while (l && !r->live_stop) {
-            int expired = !l->making && !l->paused && !l->moving && !l->forks &&
-                          (now >= l->created + l->lifetime ||
-                           (!l->busy && now >= l->used + l->idle));
+            int expired =
+                !l->making && !l->paused && !l->moving && !l->forks &&
+                (now >= l->created + l->lifetime || (!l->busy && now >= l->used + l->idle));
             if (!expired) {
                 l = l->next;
                 continue;
@@ -266,7 +266,8 @@ void skd__live_init(skd_runner *r, const skd_config *cfg)
     r->live_max_key = cfg ? (int)skd_config_int(cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY") : 4;
     r->live_idle = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_IDLE_TIMEOUT_MS") : 600000;
     r->live_lifetime = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_LIFETIME_MS") : 3600000;
-    r->live_max_paused_key = cfg ? (int)skd_config_int(cfg, "SKILLS_SANDBOX_MAX_PAUSED_PER_KEY") : 4;
+    r->live_max_paused_key =
+        cfg ? (int)skd_config_int(cfg, "SKILLS_SANDBOX_MAX_PAUSED_PER_KEY") : 4;
     r->live_paused_bytes = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_PAUSED_MAX_BYTES") : 1 << 30;
 }
 
@@ -772,8 +773,8 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
     l->moving = MOVE_PAUSE;
     pthread_mutex_unlock(&r->live_mu);
     int64_t saved = 0;
-    int rc = skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved,
-                                    err);
+    int rc =
+        skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
     if (rc == SKD_EQUOTA) {
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_EQUOTA,
@@ -787,8 +788,8 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
         l->paused = 1;
         l->saved_bytes = saved;
         procs_detach_locked(l); /* their processes are gone */
-    } else if (rc == SKD_ENOENT || (rc == SKD_ESANDBOX && skd__spawner_client_gen(r->spawner) !=
-                                                              l->gen)) {
+    } else if (rc == SKD_ENOENT ||
+               (rc == SKD_ESANDBOX && skd__spawner_client_gen(r->spawner) != l->gen)) {
         /* It ended under the pause (its spawner died): the record goes. */
         unlink_locked(r, l);
         pthread_mutex_unlock(&r->live_mu);

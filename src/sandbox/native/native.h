@@ -262,8 +262,8 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
  * snapshot id instead. *bytes: what the snapshot holds. SKD_EQUOTA past
  * max bytes (nothing saved, the sandbox runs on); SKD_ENOENT for no such
  * sandbox or snapshot. */
-int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max,
-                          int64_t *bytes, skd_err *err);
+int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
+                          skd_err *err);
 int skd__native_live_delete(const char *id);
 void skd__native_live_drop_all(void);
 size_t skd__native_live_count(void);

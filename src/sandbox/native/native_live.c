@@ -212,8 +212,8 @@ static int layer_make(struct live *l, struct nstate *s, int64_t max, int restore
     if (restore >= 0) {
         int dst = open(ly->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         int src = openat(restore, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        int rc = dst < 0 ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: %s",
-                                       strerror(errno))
+        int rc = dst < 0   ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: %s",
+                                         strerror(errno))
                  : src < 0 ? 0 /* saved without a root layer */
                            : skd__snap_copy(src, dst, "u-", max, 0, NULL, err);
         if (dst >= 0)
@@ -528,8 +528,8 @@ static int save_live(struct live *l, int dst, int64_t max, int64_t *bytes, skd_e
     return rc;
 }
 
-int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max,
-                          int64_t *bytes, skd_err *err)
+int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
+                          skd_err *err)
 {
     char part[SKD_UUID_LEN + 8];
     struct live *l = NULL;

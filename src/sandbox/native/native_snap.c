@@ -299,8 +299,8 @@ struct copy_reply {
     char msg[SKD_ERR_MSG_MAX];
 };
 
-int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid,
-                   int64_t *bytes, skd_err *err)
+int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
+                   skd_err *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)

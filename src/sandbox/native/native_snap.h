@@ -39,7 +39,7 @@ int skd__snap_rename(const char *from, const char *to, skd_err *err);
  * the host id to create files as (dst is on a sandbox's own tmpfs, whose
  * user namespace maps it); owners are those of src either way. *bytes
  * (may be NULL) grows by what was copied; past max, SKD_EQUOTA. */
-int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid,
-                   int64_t *bytes, skd_err *err);
+int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
+                   skd_err *err);
 
 #endif

@@ -850,8 +850,8 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf0
         }
         skd__spawn_out o;
         if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
-            if (!snap_tried && (strcmp(conf->runtime, "native") == 0 ||
-                                strcmp(conf->runtime, "auto") == 0)) {
+            if (!snap_tried &&
+                (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)) {
                 snap_tried = 1;
                 if (skd__snap_instance(own.data_dir, own.snap_dir, sizeof(own.snap_dir),
                                        &snap_lock) != 0)
