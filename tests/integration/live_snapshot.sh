@@ -114,15 +114,19 @@ expect_json "the fork has the files" 'j["stdout"] == "layer-kept\ntmp-kept\n"'
 sh_in "$K1" "$FK" 'echo fork > /tmp/state && echo f > /usr/local/lib/snap/only-fork && echo ok'
 sh_in "$K1" "$ID" 'cat /tmp/state; ls /usr/local/lib/snap'
 expect_json "a write in the fork is not seen in the original" 'j["stdout"] == "tmp-kept\nf\n"'
-sh_in "$K1" "$ID" 'echo orig > /tmp/only-orig && rm /usr/local/lib/snap/f && echo ok'
+sh_in "$K1" "$ID" 'echo orig > /tmp/only-orig && rm /usr/local/lib/snap/f && echo g > /usr/local/lib/snap/g && echo ok'
 sh_in "$K1" "$FK" 'cat /tmp/state; ls /tmp/only-orig 2>&1 >/dev/null | wc -l; cat /usr/local/lib/snap/f'
 expect_json "a write in the original is not seen in the fork" 'j["stdout"] == "fork\n1\nlayer-kept\n"'
 as "$K1" POST "/v1/sandboxes/$ID/pause"
 as "$K1" POST "/v1/sandboxes/$ID/fork"
 expect_status "a paused sandbox forks: 201" 201
 FP=$(echo "$BODY" | "$JGET" .id)
-sh_in "$K1" "$FP" 'cat /tmp/only-orig; ls /usr/local/lib/snap | wc -l'
-expect_json "the fork of the paused one has its files (the deletion too)" 'j["stdout"] == "orig\n0\n"'
+sh_in "$K1" "$FP" 'cat /tmp/only-orig; ls /usr/local/lib/snap'
+expect_json "the fork of the paused one has its files (the deletion too)" 'j["stdout"] == "orig\ng\n"'
+as "$K1" POST "/v1/sandboxes/$ID/resume"
+sh_in "$K1" "$ID" 'ls /usr/local/lib/snap'
+expect_json "a pause after a fork keeps the root layer" 'j["stdout"] == "g\n"'
+as "$K1" POST "/v1/sandboxes/$ID/pause"
 as "$K1" GET "/v1/sandboxes/$ID"
 expect_json "the forked paused sandbox stays paused" 'j["state"] == "paused"'
 

@@ -261,6 +261,9 @@ static int copy_dir(struct copy *c, int sfd, int dfd, int depth)
             close(fd);
         return skd_err_set(c->err, SKD_EIO, "snapshot: opendir: %s", strerror(errno));
     }
+    /* The duplicate shares sfd's offset, which an earlier copy from the
+     * same descriptor (a fork, then a pause) left at the end. */
+    rewinddir(d);
     int rc = 0;
     struct dirent *e;
     while (rc == 0 && (e = readdir(d)) != NULL) {
