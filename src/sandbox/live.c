@@ -518,15 +518,26 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
      * spawner died and took it along): the record goes too. */
     int gone = rc == SKD_ENOENT || (rc == 0 && res->error == SKD_ENOENT);
     pthread_mutex_lock(&r->live_mu);
+    int paused_meanwhile = 0;
     if ((l = find_locked(r, key, id)) != NULL) {
         l->busy--;
         l->used = skd_mono_ms();
-        if (gone)
+        /* Paused under it: the processes are gone, the sandbox is not. */
+        if (gone && (l->paused || l->moving == MOVE_PAUSE) && rc == SKD_ENOENT) {
+            gone = 0;
+            skd_err_clear(err);
+            paused_meanwhile = paused_locked(l, err);
+        } else if (gone && (l->paused || l->moving)) {
+            gone = 0;
+        } else if (gone) {
             unlink_locked(r, l);
+        }
     } else if (rc == 0 && !res->exited) {
         res->killed = 1; /* its sandbox ended under it */
     }
     pthread_mutex_unlock(&r->live_mu);
+    if (paused_meanwhile)
+        return SKD_EPAUSED;
     if (gone && l)
         end_rec(r, l);
     if (rc == SKD_ENOENT) {

@@ -56,19 +56,24 @@
 
 static char snap_dir[PATH_MAX]; /* this instance's directory, or "" */
 
+static int open_top(const char *dir, const char **name);
+static void remove_dead_instances(int dfd, const char *own);
+static int instance_make(skd_err *err);
+
 void skd__snap_set_dir(const char *dir)
 {
     snap_dir[0] = '\0';
     if (!dir || strlen(dir) >= sizeof(snap_dir))
         return;
     memcpy(snap_dir, dir, strlen(dir) + 1);
-    /* Root's, not the server user's: DATA_DIR's first take-over (the
-     * server's start as root) may have given it to that user. */
-    int fd = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd >= 0 && geteuid() == 0 && (fchown(fd, 0, 0) != 0 || fchmod(fd, 0700) != 0))
-        skd_warn("snapshot directory %s: %s", snap_dir, strerror(errno));
-    if (fd >= 0)
-        close(fd);
+    /* What servers that are gone left (a kill -9 skips their clean-up);
+     * nothing is made here. */
+    const char *name;
+    int top = open_top(snap_dir, &name);
+    if (top >= 0) {
+        remove_dead_instances(top, name);
+        close(top);
+    }
 }
 
 int skd__snap_enabled(void)
@@ -362,7 +367,12 @@ int skd__snap_open(const char *name, int create, skd_err *err)
     if (!snap_dir[0])
         return skd_err_set(err, SKD_EUNSUPPORTED,
                            "pause, resume and fork need a server (no snapshot directory)");
+    int rc = create ? instance_make(err) : 0;
+    if (rc)
+        return rc;
     int root = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (root < 0 && errno == ENOENT)
+        return skd_err_set(err, SKD_ENOENT, "snapshot %s: no saved files", name);
     if (root < 0)
         return skd_err_set(err, SKD_ESANDBOX, "snapshot directory %s: %s", snap_dir,
                            strerror(errno));
@@ -405,8 +415,8 @@ int skd__snap_rename(const char *from, const char *to, skd_err *err)
     return rc;
 }
 
-/* Remove the instances under dfd whose lock nobody holds. */
-static void remove_dead_instances(int dfd)
+/* Remove the instances under dfd whose lock nobody holds, but own. */
+static void remove_dead_instances(int dfd, const char *own)
 {
     int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
@@ -415,10 +425,16 @@ static void remove_dead_instances(int dfd)
             close(fd);
         return;
     }
+    rewinddir(d);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
         size_t n = strlen(e->d_name);
-        if (n <= 5 || n >= 64 || strcmp(e->d_name + n - 5, ".lock") != 0)
+        char inst[64];
+        if (n <= 5 || n >= sizeof(inst) || strcmp(e->d_name + n - 5, ".lock") != 0)
+            continue;
+        memcpy(inst, e->d_name, n - 5);
+        inst[n - 5] = '\0';
+        if (strcmp(inst, own) == 0)
             continue;
         int lf = openat(dfd, e->d_name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (lf < 0 || flock(lf, LOCK_EX | LOCK_NB) != 0) {
@@ -426,9 +442,6 @@ static void remove_dead_instances(int dfd)
                 close(lf);
             continue;
         }
-        char inst[64];
-        memcpy(inst, e->d_name, n - 5);
-        inst[n - 5] = '\0';
         remove_tree_at(dfd, inst);
         skd_info("removed the saved files of a server that is gone (%s)", inst);
         unlinkat(dfd, e->d_name, 0);
@@ -437,52 +450,95 @@ static void remove_dead_instances(int dfd)
     closedir(d);
 }
 
-int skd__snap_instance(const char *data_dir, char *dir, size_t cap, int *lock_fd)
+/* The parent of snap_dir (DATA_DIR/snapshots) as a directory fd, and the
+ * instance's name in it; -1 when there is none. */
+static int open_top(const char *dir, const char **name)
 {
-    *lock_fd = -1;
-    dir[0] = '\0';
-    char top[PATH_MAX], id[SKD_UUID_LEN + 1], name[SKD_UUID_LEN + 8];
-    if (snprintf(top, sizeof(top), "%s/snapshots", data_dir) >= (int)sizeof(top) || skd_uuid(id))
+    char top[PATH_MAX];
+    const char *slash = strrchr(dir, '/');
+    if (!dir[0] || !slash || (size_t)(slash - dir) >= sizeof(top))
         return -1;
+    memcpy(top, dir, (size_t)(slash - dir));
+    top[slash - dir] = '\0';
+    *name = slash + 1;
+    return open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static int snap_lock = -1; /* the spawner's hold on its instance, once made */
+
+/* Make this instance's directory and lock at the first use (DATA_DIR is
+ * the server's by then: nothing is made in a DATA_DIR that was refused). */
+static int instance_make(skd_err *err)
+{
+    const char *name;
+    char lock[80];
+    if (snap_lock >= 0)
+        return 0;
+    char top[PATH_MAX];
+    const char *slash = strrchr(snap_dir, '/');
+    if (!slash || (size_t)(slash - snap_dir) >= sizeof(top))
+        return skd_err_set(err, SKD_ESANDBOX, "snapshot directory: bad path");
+    memcpy(top, snap_dir, (size_t)(slash - snap_dir));
+    top[slash - snap_dir] = '\0';
     if (mkdir(top, 0700) != 0 && errno != EEXIST)
-        return -1;
-    int dfd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return skd_err_set(err, SKD_ESANDBOX, "snapshot directory %s: %s", top, strerror(errno));
+    int dfd = open_top(snap_dir, &name);
+    if (dfd < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "snapshot directory %s: %s", top, strerror(errno));
+    snprintf(lock, sizeof(lock), "%s.lock", name);
+    int lf = openat(dfd, lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int rc = 0;
+    if (lf < 0 || (flock(lf, LOCK_EX | LOCK_NB) != 0 && errno != EWOULDBLOCK) ||
+        (mkdirat(dfd, name, 0700) != 0 && errno != EEXIST))
+        rc = skd_err_set(err, SKD_ESANDBOX, "snapshot directory %s: %s", snap_dir, strerror(errno));
+    /* EWOULDBLOCK: this server's zygote holds it (a spawner before this
+     * one made it); the name is this server's alone. */
+    close(dfd);
+    if (rc) {
+        if (lf >= 0)
+            close(lf);
+        return rc;
+    }
+    snap_lock = lf;
+    return 0;
+}
+
+void skd__snap_instance_name(const char *data_dir, char *dir, size_t cap)
+{
+    char id[SKD_UUID_LEN + 1];
+    dir[0] = '\0';
+    if (skd_uuid(id) || snprintf(dir, cap, "%s/snapshots/%s", data_dir, id) >= (int)cap)
+        dir[0] = '\0';
+}
+
+int skd__snap_instance_hold(const char *dir)
+{
+    const char *name;
+    char lock[80];
+    int dfd = open_top(dir, &name);
     if (dfd < 0)
         return -1;
-    remove_dead_instances(dfd);
-    snprintf(name, sizeof(name), "%s.lock", id);
-    int lf = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (lf < 0 || flock(lf, LOCK_EX | LOCK_NB) != 0 || mkdirat(dfd, id, 0700) != 0 ||
-        snprintf(dir, cap, "%s/%s", top, id) >= (int)cap) {
-        if (lf >= 0) {
-            unlinkat(dfd, name, 0);
-            close(lf);
-        }
-        dir[0] = '\0';
-        close(dfd);
-        return -1;
-    }
+    snprintf(lock, sizeof(lock), "%s.lock", name);
+    int lf = openat(dfd, lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
     close(dfd);
-    *lock_fd = lf;
-    return 0;
+    if (lf >= 0 && flock(lf, LOCK_EX | LOCK_NB) != 0) {
+        close(lf); /* its spawner still holds it */
+        lf = -1;
+    }
+    return lf;
 }
 
 void skd__snap_instance_end(const char *dir, int lock_fd)
 {
-    if (lock_fd < 0 || !dir[0])
-        return;
-    const char *slash = strrchr(dir, '/');
-    char top[PATH_MAX], lock[80];
-    if (!slash || (size_t)(slash - dir) >= sizeof(top))
-        return;
-    memcpy(top, dir, (size_t)(slash - dir));
-    top[slash - dir] = '\0';
-    int dfd = open(top, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const char *name;
+    char lock[80];
+    int dfd = open_top(dir, &name);
     if (dfd >= 0) {
-        remove_tree_at(dfd, slash + 1);
-        snprintf(lock, sizeof(lock), "%s.lock", slash + 1);
+        remove_tree_at(dfd, name);
+        snprintf(lock, sizeof(lock), "%s.lock", name);
         unlinkat(dfd, lock, 0);
         close(dfd);
     }
-    close(lock_fd);
+    if (lock_fd >= 0)
+        close(lock_fd);
 }

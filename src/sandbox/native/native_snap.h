@@ -16,12 +16,16 @@
 void skd__snap_set_dir(const char *dir);
 int skd__snap_enabled(void);
 
-/* The zygote: remove the snapshot directories of servers that are gone
- * (their lock is free), then make this server's, <data_dir>/snapshots/
- * <random>, held by the lock on <random>.lock (*lock_fd, kept open for the
- * zygote's life). 0, or -1 (no snapshots then). */
-int skd__snap_instance(const char *data_dir, char *dir, size_t cap, int *lock_fd);
-/* Remove this server's snapshot directory and let go of its lock. */
+/* This server's snapshot directory: the zygote names it,
+ * <data_dir>/snapshots/<random> (dir "" when it cannot), without making
+ * it. A spawner's set_dir removes the directories of servers that are
+ * gone (their <name>.lock is free); its first save makes the directory and
+ * holds the lock. Once that spawner is gone, the zygote holds it
+ * (instance_hold: the lock fd, or -1 when it is not there or held still).
+ * instance_end removes the directory and the lock file, and closes
+ * lock_fd (-1: none). */
+void skd__snap_instance_name(const char *data_dir, char *dir, size_t cap);
+int skd__snap_instance_hold(const char *dir);
 void skd__snap_instance_end(const char *dir, int lock_fd);
 
 /* Open snapshot name (a UUID, or one with a suffix) of this instance as a

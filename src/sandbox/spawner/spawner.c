@@ -815,19 +815,24 @@ static int fork_spawner(const skd__spawner_conf *conf)
 
 __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf0, int ctrl)
 {
-    /* Its spawners save paused sandboxes in a directory of this server's,
-     * made at the first spawner (DATA_DIR is the server's by then) and
-     * removed when the server goes (native_snap.c). */
+    /* Its spawners save paused sandboxes in a directory of this server's
+     * (native_snap.c): named here, made by a spawner at the first pause,
+     * held by its lock from then on (by this process once that spawner is
+     * gone) and removed when the server goes. */
     static skd__spawner_conf own;
     own = *conf0;
     own.snap_dir[0] = '\0';
     const skd__spawner_conf *conf = &own;
-    int snap_lock = -1, snap_tried = 0;
+    if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
+        skd__snap_instance_name(own.data_dir, own.snap_dir, sizeof(own.snap_dir));
+    int snap_lock = -1;
     for (;;) {
         struct pollfd p = {.fd = ctrl, .events = POLLIN};
         int n = poll(&p, 1, 1000);
         int st = 0;
         while (waitpid(-1, &st, WNOHANG) > 0) {
+            if (snap_lock < 0)
+                snap_lock = skd__snap_instance_hold(own.snap_dir);
             /* A spawner that was killed could not stop its containers
              * (native sandboxes die with it): remove what it left. */
             if (WIFSIGNALED(st)) {
@@ -850,15 +855,6 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf0
         }
         skd__spawn_out o;
         if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
-            if (!snap_tried &&
-                (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)) {
-                snap_tried = 1;
-                if (skd__snap_instance(own.data_dir, own.snap_dir, sizeof(own.snap_dir),
-                                       &snap_lock) != 0)
-                    skd_warn("sandbox zygote: no snapshot directory under %s/snapshots: "
-                             "live sandboxes cannot be paused",
-                             own.data_dir);
-            }
             int fd = fork_spawner(conf);
             if (fd >= 0) {
                 skd__spawn_out_init(&o, SKD__REP_OK, (uint64_t)last_spawner);
