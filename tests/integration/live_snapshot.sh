@@ -20,7 +20,8 @@
 #      busy naming the setting, and one whose files would pass
 #      SKILLS_SANDBOX_PAUSED_MAX_BYTES is 507 quota_exceeded; both keep
 #      running.
-#   8. DELETE of a paused sandbox leaves no file of it under DATA_DIR.
+#   8. DELETE of a paused sandbox leaves no file of it under DATA_DIR, and
+#      neither does revoking its key.
 #   9. kill -9 of the server while a sandbox is paused: paused sandboxes
 #      live in the server's memory (the store keeps no live sandbox), so
 #      after a restart it is 404 and its saved files are removed; the next
@@ -193,6 +194,16 @@ expect_status "DELETE of a paused sandbox is 200" 200
     fail "DELETE of a paused sandbox leaves no file of it" "$(saved_files "$FP")"
 as "$K1" POST "/v1/sandboxes/$FP/resume"
 expect_status "a deleted paused sandbox is 404" 404
+
+read -r K5ID K5 < <(new_key s5 skills:execute)
+as "$K5" POST /v1/sandboxes -d '{}'
+ID5=$(echo "$BODY" | "$JGET" .id)
+as "$K5" POST "/v1/sandboxes/$ID5/pause"
+[ -n "$(saved_files "$ID5")" ] || fail "a paused sandbox of a key to revoke has saved files" "none"
+req DELETE "/v1/keys/$K5ID" -H "Authorization: Bearer $ADMIN"
+expect_status "the key is revoked" 204
+[ -z "$(saved_files "$ID5")" ] && pass "revoking a key removes its paused sandboxes' files" ||
+    fail "revoking a key removes its paused sandboxes' files" "$(saved_files "$ID5")"
 
 # ---- 9 ----
 [ -n "$(saved_files "$ID")" ] && pass "before the kill: the paused sandbox's files are saved" ||
