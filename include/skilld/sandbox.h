@@ -355,6 +355,7 @@ typedef struct skd_live_opts {
     const char *workspace;            /* host directory at /workspace, or NULL */
     int64_t idle_timeout_ms;          /* 0: SKILLS_SANDBOX_IDLE_TIMEOUT_MS (also the ceiling) */
     int64_t lifetime_ms;              /* 0: SKILLS_SANDBOX_LIFETIME_MS (also the ceiling) */
+    int on_idle_pause;                /* the idle timeout pauses it instead of ending it */
 } skd_live_opts;
 
 /* Make a live sandbox for key. *out: a new object {id, state, image,
@@ -424,5 +425,25 @@ int skd_live_processes(skd_runner *r, const char *key, const char *id, const cha
 /* Kill a background process (and everything it started). 0 or SKD_ENOENT. */
 int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *process_id,
                   skd_err *err);
+
+/* ---- pause, resume, fork (live.c, native_snap.c) ----
+ * A filesystem snapshot, not a process checkpoint: pause saves the root
+ * layer and /tmp under DATA_DIR and ends every process; resume starts the
+ * sandbox again (new processes, the same id) with those files; fork makes
+ * a new sandbox of key with a copy of them. Memory is not kept.
+ *
+ * Pause: *changed 0 when it was paused already (nothing done). SKD_EBUSY
+ * past SKILLS_SANDBOX_MAX_PAUSED_PER_KEY or while another pause, resume or
+ * fork of it runs; SKD_EQUOTA when its files would take the key's paused
+ * bytes past SKILLS_SANDBOX_PAUSED_MAX_BYTES (it runs on). Resume:
+ * *changed 0 when it was running; SKD_EBUSY past the live caps. *out: the
+ * sandbox object (new reference). Fork: *out is the new sandbox; the live
+ * caps hold for it. SKD_ENOENT for no such sandbox of key. An exec in a
+ * paused sandbox is SKD_EPAUSED: nothing resumes it but a resume. */
+int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                   skd_err *err);
+int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                    skd_err *err);
+int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err);
 
 #endif

@@ -118,6 +118,8 @@ struct skd_runner {
     struct skd__live_rec *lives;
     int nlive, live_max, live_max_key;
     int64_t live_idle, live_lifetime; /* defaults and ceilings, ms */
+    int live_max_paused_key;          /* SKILLS_SANDBOX_MAX_PAUSED_PER_KEY */
+    int64_t live_paused_bytes;        /* SKILLS_SANDBOX_PAUSED_MAX_BYTES, per key */
 };
 
 /* live.c: set up (from the operator's settings), stop the reaper and

@@ -124,6 +124,28 @@ if rec_has '"/live-bob"' "\"Bearer $PH\""; then pass "another key's live sandbox
     fail "another key's live sandbox: the placeholder is not replaced" "$(cat "$REC")"; fi
 as "$BSEC" DELETE "/v1/sandboxes/$BID2"
 
+# ---- pause, resume, fork keep the network (a new proxy each time) ----
+as "$ASEC" POST "/v1/sandboxes/$ID/pause"
+expect_status "a sandbox with network pauses" 200
+as "$ASEC" POST "/v1/sandboxes/$ID/resume"
+expect_status "and resumes" 200
+ex "$ASEC" "$ID" 'echo "var=$GH_TOKEN"; curl -sS -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/after-resume'
+if out | grep -x "var=$PH" >/dev/null && rec_has '"/after-resume"' "\"Bearer $VALUE\""; then
+    pass "after a resume: a new proxy, the same placeholder, the value delivered over HTTPS"; else
+    fail "after a resume: a new proxy, the same placeholder, the value delivered over HTTPS" "$BODY"; fi
+expect_json "the resumed sandbox's egress record names it" \
+    "any(r.get('host')=='bound.test' and r.get('sandboxId')=='$ID' for r in j.get('egress',[]))"
+as "$ASEC" POST "/v1/sandboxes/$ID/fork"
+expect_status "a sandbox with network forks" 201
+FID=$(json_get "$BODY" 'j["id"]')
+ex "$ASEC" "$FID" 'curl -sS -H "Authorization: Bearer $GH_TOKEN" https://bound.test:8445/in-fork'
+if rec_has '"/in-fork"' "\"Bearer $VALUE\""; then pass "the fork has its own proxy and the key's secrets"; else
+    fail "the fork has its own proxy and the key's secrets" "$BODY $(cat "$REC")"; fi
+expect_json "the fork's egress record names the fork, not its source" \
+    "any(r.get('sandboxId')=='$FID' for r in j.get('egress',[])) and not any(r.get('sandboxId')=='$ID' for r in j.get('egress',[]))"
+as "$ASEC" DELETE "/v1/sandboxes/$FID"
+expect_status "the fork is deleted" 200
+
 # ---- 3 ----
 if [ -n "$EXEC" ]; then
     as "$ASEC" GET "/v1/executions/$EXEC"

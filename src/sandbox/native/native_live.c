@@ -20,6 +20,7 @@
  * and an unknown id is SKD_ENOENT.
  */
 #include "sandbox/native/native_int.h"
+#include "sandbox/native/native_snap.h"
 #include "skilld/log.h"
 
 #include <dirent.h>
@@ -66,6 +67,7 @@ struct live {
     int ns_fds[NNS];
     struct lexec *execs; /* prepared in it and not yet cleaned up */
     int egress_fd;       /* networkEnabled: its proxy socket until the spawner takes it */
+    int layer_fd;        /* the root layer's tmpfs (detached), for a pause or fork; or -1 */
     int refs;            /* 1 while it lives, +1 per exec prepared in it */
     int gone;            /* deleted: no new exec; freed when the last exec is cleaned up */
 };
@@ -97,6 +99,10 @@ static void live_end(struct live *l)
     if (l->egress_fd >= 0) {
         close(l->egress_fd);
         l->egress_fd = -1;
+    }
+    if (l->layer_fd >= 0) {
+        close(l->layer_fd);
+        l->layer_fd = -1;
     }
     for (size_t i = 0; i < NNS; i++)
         if (l->ns_fds[i] >= 0) {
@@ -190,7 +196,8 @@ static void layer_release(struct layer *ly)
     ly->dir[0] = '\0';
 }
 
-static int layer_make(struct live *l, struct nstate *s, int64_t max, struct layer *ly, skd_err *err)
+static int layer_make(struct live *l, struct nstate *s, int64_t max, int restore, struct layer *ly,
+                      skd_err *err)
 {
     char opts[64], p[PATH_MAX];
     snprintf(opts, sizeof(opts), "size=%lld,mode=0755", (long long)max);
@@ -205,6 +212,22 @@ static int layer_make(struct live *l, struct nstate *s, int64_t max, struct laye
         return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: tmpfs: %s",
                            strerror(errno));
     ly->tmpfs = 1;
+    /* Resumed or forked: the saved upper directories first, then the
+     * overlays on them. */
+    if (restore >= 0) {
+        int dst = open(ly->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int src = openat(restore, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int rc = dst < 0   ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: %s",
+                                         strerror(errno))
+                 : src < 0 ? 0 /* saved without a root layer */
+                           : skd__snap_copy(src, dst, "u-", max, 0, NULL, err);
+        if (dst >= 0)
+            close(dst);
+        if (src >= 0)
+            close(src);
+        if (rc)
+            return rc;
+    }
     size_t sl = strlen(skd__nat.stage);
     for (size_t i = 0; i < s->nents; i++) {
         struct mnt_entry *m = &s->ents[i];
@@ -219,7 +242,8 @@ static int layer_make(struct live *l, struct nstate *s, int64_t max, struct laye
         if (snprintf(up, sizeof(up), "%s/u-%s", ly->dir, name) >= (int)sizeof(up) ||
             snprintf(work, sizeof(work), "%s/w-%s", ly->dir, name) >= (int)sizeof(work) ||
             snprintf(merged, sizeof(merged), "%s/m-%s", ly->dir, name) >= (int)sizeof(merged) ||
-            mkdir(up, 0755) != 0 || mkdir(work, 0700) != 0 || mkdir(merged, 0755) != 0)
+            (mkdir(up, 0755) != 0 && (restore < 0 || errno != EEXIST)) || mkdir(work, 0700) != 0 ||
+            mkdir(merged, 0755) != 0)
             return skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: mkdir: %s",
                                strerror(errno));
         if (strcmp(name, "usr") == 0) {
@@ -294,9 +318,40 @@ static int wait_ready(int fd, skd_err *err)
     }
 }
 
-int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max, skd_err *err)
+/* /tmp of l's init, as a directory fd (caller closes), or -1. */
+static int open_tmp(struct live *l)
 {
-    int rc;
+    char p[64];
+    snprintf(p, sizeof(p), "/proc/%d/root", (int)l->s->pid);
+    int root = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        return -1;
+    int fd = openat(root, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    close(root);
+    return fd;
+}
+
+/* Copy the snapshot's tmp/ into l's /tmp. */
+static int restore_tmp(struct live *l, int snap, skd_err *err)
+{
+    int src = openat(snap, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (src < 0)
+        return 0;
+    int dst = open_tmp(l);
+    int rc = dst < 0 ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: the new /tmp: %s",
+                                   strerror(errno))
+                     : skd__snap_copy(src, dst, NULL, l->cfg.tmp_size,
+                                      skd__nat.rootless ? 0 : SKD_NATIVE_HOST_BASE, NULL, err);
+    close(src);
+    if (dst >= 0)
+        close(dst);
+    return rc;
+}
+
+int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
+                            const char *restore, skd_err *err)
+{
+    int rc, snap = -1;
     struct layer ly;
     memset(&ly, 0, sizeof(ly));
     if (live_find(req->id))
@@ -316,6 +371,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
         l->ns_fds[i] = -1;
     l->egress_fd = -1;
     l->refs = 1;
+    l->layer_fd = -1;
     memcpy(l->id, req->id, sizeof(l->id));
     l->cfg = *req->cfg;
     /* The workspace quota overlay commits a run's writes when it ends; a
@@ -352,12 +408,17 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     }
     l->s = s;
     skd__spawned sp = SKD__SPAWNED_NONE;
+    if (restore && (snap = skd__snap_open(restore, 0, err)) < 0) {
+        rc = snap;
+        snap = -1;
+        goto fail;
+    }
     if ((rc = skd__native_fill_child(s, err)) || (rc = skd__native_open_mounts(s, err)) ||
         (rc = skd__cgroup_create(l->id, &l->cfg, &s->cg, err)))
         goto fail;
     /* Rootless, no overlay can be mounted here: the root stays read-only. */
     if (!skd__nat.rootless && root_layer_max > 0 &&
-        (rc = layer_make(l, s, root_layer_max, &ly, err)) != 0)
+        (rc = layer_make(l, s, root_layer_max, snap, &ly, err)) != 0)
         goto fail;
     s->child.live = 1;
     /* A new mount namespace copies the spawner's: let the owed teardowns
@@ -398,13 +459,24 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     l->egress_fd = sp.egress_fd;
     sp.egress_fd = -1;
     l->req.ca_pem = NULL; /* the trust bundle is in its root; the string was borrowed */
+    if (snap >= 0 && (rc = restore_tmp(l, snap, err)) != 0)
+        goto fail;
     skd__native_close_ends(&sp);
-    layer_release(&ly); /* the sandbox's namespace holds its own copies */
+    /* The sandbox's namespace holds its own copies of the mounts; this
+     * process keeps the layer's tmpfs by a descriptor only, detached from
+     * every mount namespace, for a pause or a fork to read. */
+    if (ly.tmpfs)
+        l->layer_fd = open(ly.dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    layer_release(&ly);
+    if (snap >= 0)
+        close(snap);
     return 0;
 fail:
     skd__native_close_ends(&sp);
     layer_release(&ly);
     live_unref(l);
+    if (snap >= 0)
+        close(snap);
     return rc;
 }
 
@@ -443,6 +515,91 @@ void skd__native_live_drop_all(void)
     }
     for (struct live *l = lives; l; l = l->next)
         live_end(l); /* gone, waiting for an exec's cleanup */
+}
+
+/* ---- pause and fork: saving the files ---- */
+
+/* Copy l's root layer and /tmp into the new directory dst. */
+static int save_live(struct live *l, int dst, int64_t max, int64_t *bytes, skd_err *err)
+{
+    int rc = 0, tmp = -1;
+    if (l->layer_fd >= 0) {
+        if (mkdirat(dst, "layer", 0700) != 0)
+            return skd_err_set(err, SKD_ESANDBOX, "snapshot: mkdir: %s", strerror(errno));
+        int d = openat(dst, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        rc = d < 0 ? skd_err_set(err, SKD_ESANDBOX, "snapshot: open: %s", strerror(errno))
+                   : skd__snap_copy(l->layer_fd, d, "u-", max, 0, bytes, err);
+        if (d >= 0)
+            close(d);
+        if (rc)
+            return rc;
+    }
+    if ((tmp = open_tmp(l)) < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "native sandbox: the sandbox's /tmp: %s",
+                           strerror(errno));
+    int d = -1;
+    if (mkdirat(dst, "tmp", 0700) != 0 ||
+        (d = openat(dst, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: tmp: %s", strerror(errno));
+    else
+        rc = skd__snap_copy(tmp, d, NULL, max - *bytes, 0, bytes, err);
+    if (d >= 0)
+        close(d);
+    close(tmp);
+    return rc;
+}
+
+int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
+                          skd_err *err)
+{
+    char part[SKD_UUID_LEN + 8];
+    struct live *l = NULL;
+    int src = -1, out = -1, rc;
+    *bytes = 0;
+    if (!skd__snap_enabled())
+        return skd_err_set(err, SKD_EUNSUPPORTED,
+                           "pause, resume and fork need a server (no snapshot directory)");
+    if (flags & SKD__SNAP_FROM_SAVED) {
+        if ((src = skd__snap_open(id, 0, err)) < 0)
+            return src;
+    } else if (!(l = live_find(id)) || !l->s || l->s->pidfd < 0) {
+        return skd_err_set(err, SKD_ENOENT, "no such live sandbox");
+    }
+    snprintf(part, sizeof(part), "%s.part", dst);
+    skd__snap_drop(part);
+    if ((out = skd__snap_open(part, 1, err)) < 0) {
+        rc = out;
+        out = -1;
+        goto out;
+    }
+    if (src >= 0) {
+        rc = skd__snap_copy(src, out, NULL, max, 0, bytes, err);
+    } else {
+        /* Frozen while it is copied: one moment's files, not a mix. */
+        int frozen = skd__cgroup_freeze(l->s->cg, 1) == 0;
+        if (!frozen)
+            skd_warn("live sandbox %s: could not freeze it for the copy", id);
+        rc = save_live(l, out, max, bytes, err);
+        /* Thawed first even when it ends: a task frozen by the v1 freezer
+         * would not die of SIGKILL. */
+        if (frozen)
+            skd__cgroup_freeze(l->s->cg, 0);
+        if (rc == 0 && (flags & SKD__SNAP_END)) {
+            l->gone = 1;
+            live_end(l);
+            live_unref(l);
+        }
+    }
+    if (rc == 0)
+        rc = skd__snap_rename(part, dst, err);
+out:
+    if (src >= 0)
+        close(src);
+    if (out >= 0)
+        close(out);
+    if (rc)
+        skd__snap_drop(part);
+    return rc;
 }
 
 /* ---- an exec: a provider whose sandbox is a live one ---- */

@@ -29,9 +29,11 @@
  * descriptors and are used as such.
  */
 #include "sandbox/native/native.h"
+#include "sandbox/native/native_snap.h"
 #include "sandbox/spawner/spawner.h"
 #include "sandbox/spawner/spawner_proto.h"
 #include "sandbox/ws_quota.h"
+#include "skilld/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -421,7 +423,12 @@ static void on_live_create(skd__spawn_msg *m)
             .skill_fd = -1,
             .ca_pem = m->ca_pem, /* networkEnabled with secrets: the trust bundle */
         };
-        rc = skd__native_live_create(&req, S.conf->root_layer_max, &err);
+        /* Resumed or forked: from the snapshot of its id, removed once
+         * the sandbox holds its files again. */
+        const char *restore = m->has_snap_args && (m->snap_flags & 1) ? m->live : NULL;
+        rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
+        if (rc == 0 && restore)
+            skd__snap_drop(restore);
     }
     if (rc)
         reply_error(m->handle, rc, skd_err_msg(&err));
@@ -433,12 +440,41 @@ static void on_live_create(skd__spawn_msg *m)
     free(rootfs);
 }
 
+/* The sandbox, its snapshot (paused), or both (a fork's source). */
 static void on_live_delete(skd__spawn_msg *m)
 {
-    if (!valid_uuid(m->live) || skd__native_live_delete(m->live) != 0)
+    int live = valid_uuid(m->live) && skd__native_live_delete(m->live) == 0;
+    int saved = valid_uuid(m->live) && skd__snap_drop(m->live) == 0;
+    if (!live && !saved)
         reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
     else
         reply_ok(m->handle, NULL);
+}
+
+/* Pause (SKD__SNAP_END) or the first half of a fork: save the files of a
+ * live sandbox, or copy a saved one (SKD__SNAP_FROM_SAVED), as snapshot
+ * m->snap. The cap is the server's (its quota) within the spawner's own:
+ * a root layer and a /tmp at their ceilings. */
+static void on_live_save(skd__spawn_msg *m)
+{
+    skd_err err = {0};
+    int64_t bytes = 0;
+    int64_t cap = (int64_t)S.conf->root_layer_max + S.conf->ceil.max[SKD_LIMIT_TMP] + (64 << 20);
+    int64_t max = m->snap_bytes > 0 && m->snap_bytes < cap ? m->snap_bytes : cap;
+    int rc = 0;
+    if (!valid_uuid(m->live) || !valid_uuid(m->snap))
+        rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox or snapshot id");
+    else
+        rc = skd__native_live_save(m->live, m->snap, m->snap_flags, max, &bytes, &err);
+    if (rc) {
+        reply_error(m->handle, rc, skd_err_msg(&err));
+        return;
+    }
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
+    skd__spawn_out_snap_args(&o, 0, bytes);
+    skd__spawn_send(S.sock, &o, &err);
+    skd__spawn_out_free(&o);
 }
 
 static void close_spawned(skd__spawned *sp)
@@ -678,6 +714,9 @@ static void on_message(void)
     case SKD__REQ_LIVE_DELETE:
         on_live_delete(&m);
         break;
+    case SKD__REQ_LIVE_SAVE:
+        on_live_save(&m);
+        break;
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");
         break;
@@ -721,6 +760,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
     if (S.epfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, sock, &ev) != 0)
         _exit(127);
     skd__native_forget();
+    skd__snap_set_dir(conf->snap_dir);
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
     skd__native_set_defaults(&conf->defaults);
     skd__native_defer_teardown(1);
@@ -796,13 +836,26 @@ static int fork_spawner(const skd__spawner_conf *conf)
     return fork_helper(conf, "skilld-spawner", spawner_main, &fd, &last_spawner) == 0 ? fd : -1;
 }
 
-__attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf, int ctrl)
+__attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf0, int ctrl)
 {
+    /* Its spawners save paused sandboxes in a directory of this server's
+     * (native_snap.c): named here, made by a spawner at the first pause,
+     * held by its lock from then on (by this process once that spawner is
+     * gone) and removed when the server goes. */
+    static skd__spawner_conf own;
+    own = *conf0;
+    own.snap_dir[0] = '\0';
+    const skd__spawner_conf *conf = &own;
+    if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
+        skd__snap_instance_name(own.data_dir, own.snap_dir, sizeof(own.snap_dir));
+    int snap_lock = -1;
     for (;;) {
         struct pollfd p = {.fd = ctrl, .events = POLLIN};
         int n = poll(&p, 1, 1000);
         int st = 0;
         while (waitpid(-1, &st, WNOHANG) > 0) {
+            if (snap_lock < 0)
+                snap_lock = skd__snap_instance_hold(own.snap_dir);
             /* A spawner that was killed could not stop its containers
              * (native sandboxes die with it): remove what it left. */
             if (WIFSIGNALED(st)) {
@@ -820,6 +873,7 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf,
              * wait for them, so none is left for init to reap. */
             while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
                 ;
+            skd__snap_instance_end(own.snap_dir, snap_lock);
             _exit(0);
         }
         skd__spawn_out o;

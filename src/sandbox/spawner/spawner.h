@@ -26,6 +26,7 @@ typedef struct skd__spawner_conf {
     long long workspace_quota, data_reserve;
     long long workspace_max_entries; /* SKILLS_WORKSPACE_MAX_ENTRIES (0: the default) */
     long long root_layer_max;        /* SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES: a live sandbox's */
+    char snap_dir[PATH_MAX];         /* paused live sandboxes' files (the zygote sets it), or "" */
     /* A run's defaults (the operator's): pre-made sandboxes are made with
      * this /tmp size and these limits (native.c), never a tenant's. */
     skd_sandbox_config defaults;
