@@ -203,6 +203,14 @@ r = urllib.request.Request(\"https://bound.test:8445/https-python\", headers={\"
 print(urllib.request.urlopen(r).read().decode())"'
 if rec_has '"/https-python"' "\"Bearer $VALUE\""; then pass "python urllib over HTTPS: the bound host gets the value"; else
     fail "python urllib over HTTPS: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+# Python's requests (Debian's python3-requests): HTTPS_PROXY and REQUESTS_CA_BUNDLE.
+sbx "$ASEC" 'python3 -c "
+import os, requests
+r = requests.get(\"https://bound.test:8445/https-requests\", headers={\"Authorization\": \"Bearer \" + os.environ[\"GH_TOKEN\"]})
+print(\"status=%d\" % r.status_code)"'
+if rec_has '"/https-requests"' "\"Bearer $VALUE\"" && echo "$BODY" | grep -q 'status=200'; then
+    pass "python requests over HTTPS: the bound host gets the value, TLS verified against the bundle"; else
+    fail "python requests over HTTPS: the bound host gets the value, TLS verified against the bundle" "$BODY $(cat "$REC")"; fi
 # Node's fetch (undici; node < 22.21 reads no proxy variable): the preload
 # NODE_OPTIONS requires sends it through the proxy, and node verifies the
 # leaf skilld mints against NODE_EXTRA_CA_CERTS (without it, the same fetch fails).
