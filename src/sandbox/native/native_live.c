@@ -19,7 +19,7 @@
  * against the operator's ceilings; an exec names its live sandbox by id,
  * and an unknown id is SKD_ENOENT.
  */
-#include "sandbox/native/native_int.h"
+#include "sandbox/native/native_live_int.h"
 #include "sandbox/native/native_snap.h"
 #include "skilld/log.h"
 
@@ -38,10 +38,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef P_PIDFD
-#define P_PIDFD 3
-#endif
-
 /* Directories of /usr/local made the sandbox user's in the root layer, at
  * most, and how deep. */
 #define LOCAL_DIRS_MAX 256
@@ -50,27 +46,8 @@
 /* How long a new live sandbox's init may take to report ready. */
 #define READY_WAIT_MS 10000
 
-/* The namespaces an exec enters, the user namespace first. */
-static const char *const ns_names[] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
-#define NNS (sizeof(ns_names) / sizeof(ns_names[0]))
-
-struct lexec;
-
-struct live {
-    struct live *next;
-    char id[SKD_UUID_LEN + 1];
-    skd_sandbox_config cfg;
-    skd__sandbox_req req; /* borrowed by s: its strings are below */
-    char *image, *rootfs, *cwd;
-    char *argv[2], *envp[1];
-    struct nstate *s; /* the init's: cgroup, pidfd, mount namespace */
-    int ns_fds[NNS];
-    struct lexec *execs; /* prepared in it and not yet cleaned up */
-    int egress_fd;       /* networkEnabled: its proxy socket until the spawner takes it */
-    int layer_fd;        /* the root layer's tmpfs (detached), for a pause or fork; or -1 */
-    int refs;            /* 1 while it lives, +1 per exec prepared in it */
-    int gone;            /* deleted: no new exec; freed when the last exec is cleaned up */
-};
+/* The namespaces an exec enters (native_live_int.h), the user namespace first. */
+const char *const skd__live_ns_names[NNS] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
 
 static struct live *lives;
 static size_t nlives;
@@ -80,15 +57,13 @@ size_t skd__native_live_count(void)
     return nlives;
 }
 
-static struct live *live_find(const char *id)
+struct live *skd__live_find(const char *id)
 {
     for (struct live *l = lives; l; l = l->next)
         if (!l->gone && strcmp(l->id, id) == 0)
             return l;
     return NULL;
 }
-
-static void reap_execs(struct live *l);
 
 /* Kill every process of l (its init first: the pid namespace goes with
  * it), reap the init and remove the cgroup. The init's exit waits until
@@ -115,7 +90,7 @@ static void live_end(struct live *l)
             syscall(SYS_pidfd_send_signal, l->s->pidfd, SIGKILL, NULL, 0);
             skd__cgroup_kill(l->s->cg);
             for (int i = 0; i < 1000; i++) {
-                reap_execs(l);
+                skd__live_reap_execs(l);
                 struct pollfd p = {.fd = l->s->pidfd, .events = POLLIN};
                 if (poll(&p, 1, 5) == 1)
                     break;
@@ -273,7 +248,7 @@ static int layer_make(struct live *l, struct nstate *s, int64_t max, int restore
     return 0;
 }
 
-static void live_unref(struct live *l)
+void skd__live_unref(struct live *l)
 {
     if (--l->refs > 0)
         return;
@@ -354,7 +329,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     int rc, snap = -1;
     struct layer ly;
     memset(&ly, 0, sizeof(ly));
-    if (live_find(req->id))
+    if (skd__live_find(req->id))
         return skd_err_set(err, SKD_EEXISTS, "native sandbox: live sandbox %s exists", req->id);
     rc = skd__native_detect(err);
     if (rc)
@@ -389,7 +364,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     lives = l;
     nlives++;
     if (!l->image || !l->cwd || (req->rootfs && !l->rootfs)) {
-        live_unref(l);
+        skd__live_unref(l);
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
     l->req = *req;
@@ -403,7 +378,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     l->req.live = NULL;
     struct nstate *s = skd__native_state_new(&l->req);
     if (!s) {
-        live_unref(l);
+        skd__live_unref(l);
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
     l->s = s;
@@ -442,7 +417,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
         goto fail;
     char p[64];
     for (size_t i = 0; i < NNS; i++) {
-        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)s->pid, ns_names[i]);
+        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)s->pid, skd__live_ns_names[i]);
         if ((l->ns_fds[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
             rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: open %s: %s", p, strerror(errno));
             goto fail;
@@ -474,7 +449,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
 fail:
     skd__native_close_ends(&sp);
     layer_release(&ly);
-    live_unref(l);
+    skd__live_unref(l);
     if (snap >= 0)
         close(snap);
     return rc;
@@ -482,7 +457,7 @@ fail:
 
 int skd__native_live_take_egress(const char *id)
 {
-    struct live *l = live_find(id);
+    struct live *l = skd__live_find(id);
     if (!l)
         return -1;
     int fd = l->egress_fd;
@@ -492,12 +467,12 @@ int skd__native_live_take_egress(const char *id)
 
 int skd__native_live_delete(const char *id)
 {
-    struct live *l = live_find(id);
+    struct live *l = skd__live_find(id);
     if (!l)
         return SKD_ENOENT;
     l->gone = 1;
     live_end(l); /* now, even while an exec is still to be cleaned up */
-    live_unref(l);
+    skd__live_unref(l);
     return 0;
 }
 
@@ -511,7 +486,7 @@ void skd__native_live_drop_all(void)
             break;
         l->gone = 1;
         live_end(l);
-        live_unref(l);
+        skd__live_unref(l);
     }
     for (struct live *l = lives; l; l = l->next)
         live_end(l); /* gone, waiting for an exec's cleanup */
@@ -562,7 +537,7 @@ int skd__native_live_save(const char *id, const char *dst, int flags, int64_t ma
     if (flags & SKD__SNAP_FROM_SAVED) {
         if ((src = skd__snap_open(id, 0, err)) < 0)
             return src;
-    } else if (!(l = live_find(id)) || !l->s || l->s->pidfd < 0) {
+    } else if (!(l = skd__live_find(id)) || !l->s || l->s->pidfd < 0) {
         return skd_err_set(err, SKD_ENOENT, "no such live sandbox");
     }
     snprintf(part, sizeof(part), "%s.part", dst);
@@ -587,7 +562,7 @@ int skd__native_live_save(const char *id, const char *dst, int flags, int64_t ma
         if (rc == 0 && (flags & SKD__SNAP_END)) {
             l->gone = 1;
             live_end(l);
-            live_unref(l);
+            skd__live_unref(l);
         }
     }
     if (rc == 0)
@@ -601,203 +576,3 @@ out:
         skd__snap_drop(part);
     return rc;
 }
-
-/* ---- an exec: a provider whose sandbox is a live one ---- */
-
-struct lexec {
-    struct lexec *next; /* in l->execs */
-    const skd__sandbox_req *req;
-    struct live *l;
-    struct skd__native_child child;
-    int pidfd;
-    long long oom_before;
-};
-
-/* Reap the relays of l's execs that have exited (killed with the
- * sandbox). Their runs then report SIGKILL (spawner.c finds them reaped). */
-static void reap_execs(struct live *l)
-{
-    for (struct lexec *x = l->execs; x; x = x->next)
-        if (x->pidfd >= 0) {
-            siginfo_t si;
-            memset(&si, 0, sizeof(si));
-            waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED | WNOHANG);
-        }
-}
-
-static void lexec_cleanup(void *state, skd__outcome *out);
-
-static int lexec_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
-{
-    *state = NULL;
-    struct live *l = req->live ? live_find(req->live) : NULL;
-    if (!l)
-        return skd_err_set(err, SKD_ENOENT, "no such live sandbox");
-    struct lexec *x = calloc(1, sizeof(*x));
-    if (!x)
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    x->req = req;
-    x->l = l;
-    x->pidfd = -1;
-    l->refs++;
-    x->next = l->execs;
-    l->execs = x;
-    struct skd__native_child *c = &x->child;
-    c->cwd = req->cwd;
-    c->argv = req->argv;
-    c->envp = req->envp;
-    c->path = skd__native_env_path(req->envp);
-    c->fsize = (unsigned long long)l->cfg.file_size_limit;
-    c->rootless = skd__nat.rootless;
-    c->ws_fd = c->img_fd = c->skill_fd = c->ctl_fd = -1;
-    int rc = skd__seccomp_program(&c->seccomp, err);
-    if (rc) {
-        lexec_cleanup(x, NULL);
-        return rc;
-    }
-    *state = x;
-    return 0;
-}
-
-static void close_fd(int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
-}
-
-static int lexec_spawn(void *state, skd__spawned *out, skd_err *err)
-{
-    struct lexec *x = state;
-    struct live *l = x->l;
-    struct skd__native_child *c = &x->child;
-    int in[2] = {-1, -1}, o[2] = {-1, -1}, e[2] = {-1, -1}, st[2] = {-1, -1}, pp[2] = {-1, -1};
-    int rc = 0, c1fd = -1;
-    if (l->gone || !l->s)
-        return skd_err_set(err, SKD_ENOENT, "the live sandbox has ended");
-    if (pipe2(in, O_CLOEXEC) || pipe2(o, O_CLOEXEC) || pipe2(e, O_CLOEXEC) ||
-        pipe2(st, O_CLOEXEC) || pipe2(pp, O_CLOEXEC)) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pipes: %s", strerror(errno));
-        goto out;
-    }
-    c->in_fd = in[0];
-    c->out_fd = o[1];
-    c->err_fd = e[1];
-    c->status_fd = st[1];
-    c->pid_pipe = pp[1];
-    c->nns = (int)NNS;
-    for (size_t i = 0; i < NNS; i++)
-        c->ns_fds[i] = l->ns_fds[i];
-    int ncg = skd__cgroup_join_fds(l->s->cg, c->cg_fds,
-                                   (int)(sizeof(c->cg_fds) / sizeof(c->cg_fds[0])), err);
-    if (ncg < 0) {
-        rc = ncg;
-        goto out;
-    }
-    c->ncg = ncg;
-    x->oom_before = skd__cgroup_oom_count(l->s->cg);
-    struct clone_args ca;
-    memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_PIDFD;
-    ca.pidfd = (uint64_t)(uintptr_t)&c1fd;
-    ca.exit_signal = SIGCHLD;
-    if (skd__cgroup_clone_fd(l->s->cg) >= 0) {
-        ca.flags |= CLONE_INTO_CGROUP;
-        ca.cgroup = (uint64_t)skd__cgroup_clone_fd(l->s->cg);
-    }
-    pid_t pid = (pid_t)syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid == 0)
-        skd__native_enter_main(c);
-    while (c->ncg > 0)
-        close(c->cg_fds[--c->ncg]);
-    if (pid < 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: clone3: %s", strerror(errno));
-        goto out;
-    }
-    close_fd(&in[0]), close_fd(&o[1]), close_fd(&e[1]), close_fd(&st[1]), close_fd(&pp[1]);
-    /* The entering process reports the command's pid and exits at once. */
-    int cpid = 0;
-    ssize_t n;
-    do
-        n = read(pp[0], &cpid, sizeof(cpid));
-    while (n < 0 && errno == EINTR);
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    waitid((idtype_t)P_PIDFD, (id_t)c1fd, &si, WEXITED);
-    if (n != (ssize_t)sizeof(cpid) || cpid <= 0) {
-        char msg[SKD_ERR_MSG_MAX];
-        ssize_t m = read(st[0], msg, sizeof(msg) - 1);
-        msg[m > 0 ? m : 0] = '\0';
-        rc = skd_err_set(err, SKD_ESANDBOX, "%s",
-                         m > 0 ? msg : "native sandbox: could not enter the live sandbox");
-        goto out;
-    }
-    /* The relay's parent is this process (CLONE_PARENT): its pid cannot be
-     * reused before we reap it. */
-    x->pidfd = (int)syscall(SYS_pidfd_open, cpid, 0);
-    if (x->pidfd < 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: pidfd_open: %s", strerror(errno));
-        kill(cpid, SIGKILL);
-        waitpid(cpid, NULL, 0);
-        goto out;
-    }
-    int pfd = fcntl(x->pidfd, F_DUPFD_CLOEXEC, 3);
-    if (pfd < 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: dup: %s", strerror(errno));
-        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-        waitid((idtype_t)P_PIDFD, (id_t)x->pidfd, &si, WEXITED);
-        goto out;
-    }
-    fcntl(in[1], F_SETFL, O_NONBLOCK);
-    fcntl(o[0], F_SETFL, O_NONBLOCK);
-    fcntl(e[0], F_SETFL, O_NONBLOCK);
-    fcntl(st[0], F_SETFL, O_NONBLOCK);
-    *out = (skd__spawned){.pidfd = pfd,
-                          .stdin_fd = in[1],
-                          .stdout_fd = o[0],
-                          .stderr_fd = e[0],
-                          .status_fd = st[0],
-                          .egress_fd = -1};
-    in[1] = o[0] = e[0] = st[0] = -1;
-out:
-    if (c1fd >= 0)
-        close(c1fd);
-    close_fd(&in[0]), close_fd(&in[1]), close_fd(&o[0]), close_fd(&o[1]);
-    close_fd(&e[0]), close_fd(&e[1]), close_fd(&st[0]), close_fd(&st[1]);
-    close_fd(&pp[0]), close_fd(&pp[1]);
-    return rc;
-}
-
-static void lexec_kill(void *state)
-{
-    struct lexec *x = state;
-    if (x->pidfd >= 0) /* the command's pid namespace goes with it */
-        syscall(SYS_pidfd_send_signal, x->pidfd, SIGKILL, NULL, 0);
-}
-
-static void lexec_cleanup(void *state, skd__outcome *out)
-{
-    struct lexec *x = state;
-    if (!x)
-        return;
-    if (out && x->l->s && skd__cgroup_oom_count(x->l->s->cg) > x->oom_before)
-        out->oom_killed = 1;
-    if (x->pidfd >= 0)
-        close(x->pidfd);
-    for (struct lexec **pp = &x->l->execs; *pp; pp = &(*pp)->next)
-        if (*pp == x) {
-            *pp = x->next;
-            break;
-        }
-    live_unref(x->l);
-    free(x);
-}
-
-const skd__provider skd__provider_native_live = {
-    .name = "native",
-    .detect = skd__native_detect,
-    .prepare = lexec_prepare,
-    .spawn = lexec_spawn,
-    .kill = lexec_kill,
-    .cleanup = lexec_cleanup,
-};

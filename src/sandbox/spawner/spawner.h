@@ -38,6 +38,9 @@ typedef struct skd__spawner_conf {
 /* Fork the zygote (which forks the first spawner at the server's first
  * request). Returns 0 with the control socket and the zygote's pid, or -1
  * with errno. */
+/* The spawner's loop (spawner.c) on socket sock, in a process of its own:
+ * it never returns. */
+__attribute__((noreturn)) void skd__spawner_main(const skd__spawner_conf *conf, int sock);
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out);
 /* Fork a spawner without a zygote, for a caller with one run and the
  * native provider (skilld exec): nothing to fork again should it die (the
