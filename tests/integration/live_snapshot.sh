@@ -143,12 +143,15 @@ as "$K1" GET "/v1/sandboxes/$FK"
 expect_json "another key's calls changed nothing" 'j["state"] == "running"'
 
 # ---- 6 ----
-as "$K2" POST /v1/sandboxes -d '{"idleTimeoutMs":1000,"onIdle":"pause"}'
+# 3 s of idleness: long enough that a loaded machine still writes the file
+# before the sandbox pauses (the write is checked), short enough to wait for.
+as "$K2" POST /v1/sandboxes -d '{"idleTimeoutMs":3000,"onIdle":"pause"}'
 expect_json "create takes onIdle pause" 'j["onIdle"] == "pause"'
 IDL=$(echo "$BODY" | "$JGET" .id)
 sh_in "$K2" "$IDL" 'echo idle-kept > /tmp/i && echo ok'
+expect_json "a file is written in /tmp before the idle timeout" 'j["stdout"] == "ok\n"'
 st=""
-for _ in $(seq 1 60); do
+for _ in $(seq 1 150); do
     as "$K2" GET "/v1/sandboxes/$IDL"
     st=$(echo "$BODY" | "$JGET" .state)
     [ "$st" = paused ] && break

@@ -1,0 +1,264 @@
+/*
+ * Pause, resume and fork of live sandboxes, the server's half (DESIGN.md,
+ * "Live sandboxes"; docs/sandbox.md, "Pause, resume, fork").
+ */
+#include "sandbox/live_int.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- pause, resume, fork ----
+ * The files are the spawner's to save and restore (native_snap.c); here
+ * is the record's state, the caps and who may do what when. A record that
+ * is being paused or resumed (moving) or forked (forks) is not deleted,
+ * reaped, paused or resumed meanwhile: those calls are SKD_EBUSY, and a
+ * key's revocation waits for them. */
+
+static int count_paused_locked(skd_runner *r, const char *key, int64_t *bytes)
+{
+    int n = 0;
+    *bytes = 0;
+    for (struct skd__live_rec *l = r->lives; l; l = l->next)
+        if (strcmp(l->key, key) == 0 && (l->paused || l->moving == MOVE_PAUSE)) {
+            n++;
+            *bytes += l->saved_bytes;
+        }
+    return n;
+}
+
+/* Pause l (running, not moving); caller holds live_mu, which is let go
+ * while the spawner saves the files and held again on return. */
+static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
+{
+    int64_t bytes = 0;
+    if (l->moving || l->forks)
+        return skd_err_set(err, SKD_EBUSY,
+                           "a pause, resume or fork of sandbox %s is under way; try again when "
+                           "it is done",
+                           l->id);
+    int n = count_paused_locked(r, l->key, &bytes);
+    if (n >= r->live_max_paused_key)
+        return skd_err_set(err, SKD_EBUSY,
+                           "this key holds %d paused sandboxes, its cap "
+                           "(SKILLS_SANDBOX_MAX_PAUSED_PER_KEY); delete or resume one first",
+                           n);
+    int64_t left = r->live_paused_bytes - bytes;
+    if (left <= 0)
+        return skd_err_set(err, SKD_EQUOTA,
+                           "the saved files of this key's paused sandboxes hold %lld bytes, "
+                           "its quota (SKILLS_SANDBOX_PAUSED_MAX_BYTES); delete or resume one "
+                           "first",
+                           (long long)bytes);
+    l->moving = MOVE_PAUSE;
+    pthread_mutex_unlock(&r->live_mu);
+    int64_t saved = 0;
+    int rc =
+        skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
+    if (rc == SKD_EQUOTA) {
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_EQUOTA,
+                         "the sandbox's files would take this key's paused sandboxes past "
+                         "%lld bytes (SKILLS_SANDBOX_PAUSED_MAX_BYTES); it runs on",
+                         (long long)r->live_paused_bytes);
+    }
+    pthread_mutex_lock(&r->live_mu);
+    if (rc == 0 && l->egress) {
+        /* Its network namespace is gone: so is its proxy. Taken under
+         * live_mu (execs read l->egress under it), detached without it;
+         * l stays linked meanwhile, as it is moving. */
+        skd_egress_run *eg = l->egress;
+        l->egress = NULL;
+        pthread_mutex_unlock(&r->live_mu);
+        skd__live_egress_end_run(r, l->key, l->id, eg, NULL);
+        pthread_mutex_lock(&r->live_mu);
+    }
+    l->moving = 0;
+    if (rc == 0) {
+        l->paused = 1;
+        l->saved_bytes = saved;
+        skd__live_procs_detach_locked(l); /* their processes are gone */
+    } else if (rc == SKD_ENOENT ||
+               (rc == SKD_ESANDBOX && skd__spawner_client_gen(r->spawner) != l->gen)) {
+        /* It ended under the pause (its spawner died): the record goes. */
+        skd__live_unlink_locked(r, l);
+        pthread_mutex_unlock(&r->live_mu);
+        skd__live_end_rec(r, l, NULL);
+        pthread_mutex_lock(&r->live_mu);
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");
+    }
+    return rc;
+}
+
+/* The reaper: l's idle timeout is over and it pauses instead of ending.
+ * 0 when it is paused or gone; else it is to be ended (caps or quota). */
+int skd__live_idle_pause_locked(skd_runner *r, struct skd__live_rec *l)
+{
+    skd_err e = {0};
+    char id[SKD_UUID_LEN + 1];
+    memcpy(id, l->id, sizeof(id));
+    int rc = pause_locked(r, l, &e);
+    if (rc == 0)
+        skd_info("live sandbox %s paused: idle", id);
+    else if (rc != SKD_ENOENT)
+        skd_warn("live sandbox %s: idle, not paused (%s): it ends", id, skd_err_msg(&e));
+    return rc == SKD_ENOENT ? 0 : rc;
+}
+
+int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                   skd_err *err)
+{
+    *out = NULL;
+    *changed = 0;
+    key = key ? key : "";
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key, id);
+    int rc = 0;
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (!l->paused && (rc = pause_locked(r, l, err)) == 0)
+        *changed = 1;
+    if (rc == 0 && !(*out = skd__live_rec_json(l, skd_mono_ms())))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
+
+int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                    skd_err *err)
+{
+    *out = NULL;
+    *changed = 0;
+    key = key ? key : "";
+    int rc = 0;
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key, id);
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (l->moving || (l->paused && l->forks))
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "a pause, resume or fork of sandbox %s is under way; try again when "
+                         "it is done",
+                         id);
+    else if (l->paused && skd__live_count_key_locked(r, key) >= r->live_max_key)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key runs %d live sandboxes, its cap "
+                         "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                         r->live_max_key);
+    else if (l->paused && skd__live_count_key_locked(r, NULL) >= r->live_max)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "the server runs %d live sandboxes, its cap (SKILLS_SANDBOX_MAX_LIVE); "
+                         "try later",
+                         r->live_max);
+    if (rc == 0 && l->paused) {
+        l->moving = MOVE_RESUME;
+        pthread_mutex_unlock(&r->live_mu);
+        rc = skd__live_make(r, l, l->ws, 1, err); /* no other call touches l while it moves */
+        pthread_mutex_lock(&r->live_mu);
+        l->moving = 0;
+        if (rc == 0) {
+            l->paused = 0;
+            l->saved_bytes = 0;
+            l->created = l->used = skd_mono_ms(); /* a new lifetime from now */
+            l->created_unix = skd__live_unix_ms();
+            *changed = 1;
+        }
+    }
+    if (rc == 0 && !(*out = skd__live_rec_json(l, skd_mono_ms())))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
+
+int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err)
+{
+    *out = NULL;
+    key = key ? key : "";
+    int rc = 0;
+    struct skd__live_rec *n = calloc(1, sizeof(*n));
+    if (!n || skd_uuid(n->id)) {
+        free(n);
+        return skd_err_set(err, SKD_ENOMEM, "no memory or randomness for a sandbox id");
+    }
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key, id);
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (l->moving)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "a pause or resume of sandbox %s is under way; try again when it is "
+                         "done",
+                         id);
+    else if (r->live_stop)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+    else if (skd__live_count_key_locked(r, key) >= r->live_max_key)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key runs %d live sandboxes, its cap "
+                         "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                         r->live_max_key);
+    else if (skd__live_count_key_locked(r, NULL) >= r->live_max)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "the server runs %d live sandboxes, its cap (SKILLS_SANDBOX_MAX_LIVE); "
+                         "try later",
+                         r->live_max);
+    if (rc == 0) {
+        n->key = strdup(l->key);
+        n->image = strdup(l->image);
+        n->ws = l->ws ? strdup(l->ws) : NULL;
+        if (!n->key || !n->image || (l->ws && !n->ws))
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        pthread_mutex_unlock(&r->live_mu);
+        skd__live_rec_free(n);
+        return rc;
+    }
+    n->cfg = l->cfg;
+    n->has_ws = l->has_ws;
+    n->idle = l->idle;
+    n->lifetime = l->lifetime;
+    n->on_idle_pause = l->on_idle_pause;
+    n->created = n->used = skd_mono_ms();
+    n->created_unix = skd__live_unix_ms();
+    n->making = 1; /* counted against the caps while it is made */
+    n->next = r->lives;
+    r->lives = n;
+    r->nlive++;
+    l->forks++;
+    int from_saved = l->paused;
+    unsigned src_gen = l->paused ? 0 : l->gen;
+    pthread_mutex_unlock(&r->live_mu);
+    int64_t bytes = 0;
+    rc = skd__spawner_live_save(r->spawner, id, src_gen, n->id,
+                                from_saved ? SKD__SNAP_FROM_SAVED : 0, 0, &bytes, err);
+    if (rc == 0)
+        rc = skd__live_make(r, n, n->ws, 1, err);
+    if (rc) {
+        skd_err e2 = {0};
+        skd__spawner_live_delete(r->spawner, n->id, 0, &e2); /* its snapshot, if any */
+    }
+    pthread_mutex_lock(&r->live_mu);
+    if ((l = skd__live_find_locked(r, key, id)) != NULL)
+        l->forks--;
+    skd__live_unlink_locked(r, n);
+    if (rc == 0 && !r->live_stop) {
+        n->making = 0;
+        n->used = skd_mono_ms();
+        n->next = r->lives;
+        r->lives = n;
+        r->nlive++;
+        *out = skd__live_rec_json(n, n->used);
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    if (rc == 0 && !*out) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        skd__live_end_rec(r, n, NULL);
+        return rc;
+    }
+    if (rc)
+        skd__live_rec_free(n);
+    return rc;
+}
