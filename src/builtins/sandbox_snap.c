@@ -44,28 +44,26 @@ static json_t *answer(const char *id, json_t *sb, int changed, const char *messa
     return o;
 }
 
-static json_t *pause_handler(const skd_ctx *ctx, const json_t *input, void *udata)
-{
-    (void)udata;
-    json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
-    if (!r)
-        return res;
-    skd_err err = {0};
-    json_t *sb = NULL;
-    int changed = 0;
-    const char *id = skd_json_str(input, "sandboxId", "");
-    if (skd_live_pause(r, ctx->key_id, id, &changed, &sb, &err) != 0)
-        return skd_result_from_err(&err);
-    return answer(id, sb, changed,
-                  changed ? "paused: its root layer and /tmp are saved, its processes ended; "
-                            "sandbox_resume starts it again"
-                          : "already paused: nothing was done");
-}
+/* A pause or a resume: the call, and what the answer says when it
+ * changed the sandbox and when it was already so. */
+struct move {
+    int (*fn)(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+              skd_err *err);
+    const char *done, *already;
+};
 
-static json_t *resume_handler(const skd_ctx *ctx, const json_t *input, void *udata)
+static const struct move pause_move = {
+    skd_live_pause,
+    "paused: its root layer and /tmp are saved, its processes ended; sandbox_resume starts it "
+    "again",
+    "already paused: nothing was done"};
+static const struct move resume_move = {
+    skd_live_resume, "resumed: its files are as they were at the pause; its processes are new",
+    "already running: nothing was done"};
+
+static json_t *move_handler(const skd_ctx *ctx, const json_t *input, void *udata)
 {
-    (void)udata;
+    const struct move *m = udata;
     json_t *res = NULL;
     skd_runner *r = runner_of(ctx, &res);
     if (!r)
@@ -74,12 +72,9 @@ static json_t *resume_handler(const skd_ctx *ctx, const json_t *input, void *uda
     json_t *sb = NULL;
     int changed = 0;
     const char *id = skd_json_str(input, "sandboxId", "");
-    if (skd_live_resume(r, ctx->key_id, id, &changed, &sb, &err) != 0)
+    if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0)
         return skd_result_from_err(&err);
-    return answer(id, sb, changed,
-                  changed ? "resumed: its files are as they were at the pause; its processes "
-                            "are new"
-                          : "already running: nothing was done");
+    return answer(id, sb, changed, changed ? m->done : m->already);
 }
 
 static json_t *fork_handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -113,7 +108,8 @@ void skd__builtin_sandbox_pause_def(skd_skill_def *d)
                      "Pausing a paused one does nothing and says so.";
     d->input_schema = json_loads(id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
-    d->handler = pause_handler;
+    d->handler = move_handler;
+    d->udata = (void *)&pause_move;
 }
 
 void skd__builtin_sandbox_resume_def(skd_skill_def *d)
@@ -125,7 +121,8 @@ void skd__builtin_sandbox_resume_def(skd_skill_def *d)
                      "one does nothing and says so.";
     d->input_schema = json_loads(id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
-    d->handler = resume_handler;
+    d->handler = move_handler;
+    d->udata = (void *)&resume_move;
 }
 
 void skd__builtin_sandbox_fork_def(skd_skill_def *d)
