@@ -161,6 +161,7 @@ static void end_rec(skd_runner *r, struct skd__live_rec *l)
     int rc = skd__spawner_live_delete(r->spawner, l->id, l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
+    skd__interp_forget(r, l->id);
     rec_free(l);
 }
 
@@ -657,4 +658,32 @@ int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *pr
     if (running)
         skd_runner_kill(r, process_id);
     return 0;
+}
+
+/* ---- for interpreter contexts (interp.c) ---- */
+
+int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
+                   int *has_ws, skd_err *err)
+{
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key ? key : "", id);
+    if (l) {
+        *cfg = l->cfg;
+        *has_ws = l->has_ws;
+        l->busy++;
+        l->used = skd_mono_ms();
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    return l ? 0 : skd_err_set(err, SKD_ENOENT, "no such sandbox");
+}
+
+void skd__live_release(skd_runner *r, const char *key, const char *id)
+{
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key ? key : "", id);
+    if (l && l->busy > 0) {
+        l->busy--;
+        l->used = skd_mono_ms();
+    }
+    pthread_mutex_unlock(&r->live_mu);
 }
