@@ -407,9 +407,11 @@ static int start(skd_runner *r, struct ictx *c, const char *key, const skd_sandb
     pthread_mutex_unlock(&in->mu);
     char cap[32];
     snprintf(cap, sizeof(cap), "%lld", (long long)cfg->output_limit);
-    const char *argv[5] = {
-        c->lang == L_PYTHON ? "python3" : "node", c->lang == L_PYTHON ? "-c" : "-e",
-        c->lang == L_PYTHON ? skd__interp_driver_py : skd__interp_driver_js, cap, NULL};
+    /* node: one V8 helper thread instead of four (each thread of the
+     * sandbox counts against its pidsLimit). */
+    const char *py_argv[] = {"python3", "-c", skd__interp_driver_py, cap, NULL};
+    const char *js_argv[] = {"node", "--v8-pool-size=1", "-e", skd__interp_driver_js, cap, NULL};
+    const char *const *argv = c->lang == L_PYTHON ? py_argv : js_argv;
     skd_sandbox_spec spec = {
         .argv = argv,
         .config = cfg,

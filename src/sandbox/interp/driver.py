@@ -20,6 +20,7 @@ import ast
 import builtins
 import json
 import os
+import select
 import signal
 import sys
 import threading
@@ -29,7 +30,15 @@ CAP = int(sys.argv[1]) if len(sys.argv) > 1 else 1 << 20
 FILENAME = "<cell>"
 MARK = ("\x00skd-%s\x00" % os.urandom(8).hex()).encode()
 
+# The protocol keeps the original stdin and stdout on descriptors of its
+# own (not inherited by child processes); fd 0 becomes /dev/null, so that
+# neither the code (input()) nor a child it starts reads the requests.
 proto = os.dup(1)
+requests = os.fdopen(os.dup(0), "rb")
+null_fd = os.open(os.devnull, os.O_RDONLY)
+os.dup2(null_fd, 0)
+os.close(null_fd)
+sys.stdin = open(0, "r", closefd=False)
 lock = threading.Condition()
 
 
@@ -55,35 +64,49 @@ class Stream:
 streams = {1: Stream(), 2: Stream()}
 
 
-def pump(fd, s):
+def pump(fds):
+    # One thread for both streams (each thread counts against pidsLimit).
     keep = len(MARK) - 1
-    while True:
-        try:
-            d = os.read(fd, 65536)
-        except InterruptedError:
-            continue
-        if not d:
-            return
-        with lock:
-            s.pending += d
-            while True:
-                i = s.pending.find(MARK)
-                if i < 0:
-                    break
-                s.add(s.pending[:i])
-                s.pending = s.pending[i + len(MARK):]
-                s.marks += 1
-                lock.notify_all()
-            if len(s.pending) > keep:
-                s.add(s.pending[:-keep])
-                s.pending = s.pending[-keep:]
+    while fds:
+        ready, _, _ = select.select(list(fds), [], [])
+        for fd in ready:
+            try:
+                d = os.read(fd, 65536)
+            except InterruptedError:
+                continue
+            if not d:
+                del fds[fd]
+                continue
+            s = fds[fd]
+            with lock:
+                s.pending += d
+                while True:
+                    i = s.pending.find(MARK)
+                    if i < 0:
+                        break
+                    s.add(s.pending[:i])
+                    s.pending = s.pending[i + len(MARK):]
+                    s.marks += 1
+                    lock.notify_all()
+                if len(s.pending) > keep:
+                    s.add(s.pending[:-keep])
+                    s.pending = s.pending[-keep:]
 
 
-for fd in (1, 2):
-    r, w = os.pipe()
-    os.dup2(w, fd)
-    os.close(w)
-    threading.Thread(target=pump, args=(r, streams[fd]), daemon=True).start()
+# Set-up failures (a thread the pids limit refuses) go to the original
+# stderr, which skilld reports.
+startup_err = os.dup(2)
+try:
+    pipes = {}
+    for fd in (1, 2):
+        r, w = os.pipe()
+        os.dup2(w, fd)
+        os.close(w)
+        pipes[r] = streams[fd]
+    threading.Thread(target=pump, args=(pipes,), daemon=True).start()
+except BaseException as e:
+    os.write(startup_err, ("driver start-up: %s: %s\n" % (type(e).__name__, e)).encode())
+    os._exit(1)
 sys.stdout = open(1, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
 sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
 
@@ -107,7 +130,7 @@ jobs = []
 
 
 def reader():
-    for line in sys.stdin.buffer:
+    for line in requests:
         try:
             m = json.loads(line)
         except ValueError:
@@ -129,10 +152,11 @@ def clip(s):
 
 
 def user_traceback(e):
-    tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != FILENAME:
-        tb = tb.tb_next
-    return "".join(traceback.format_exception(type(e), e, tb))
+    # Without the driver's own frames (its file is "<string>": python -c).
+    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename != "<string>"]
+    text = traceback.format_list(frames)
+    return "".join(["Traceback (most recent call last):\n"] + text if text else []) + \
+        "".join(traceback.format_exception_only(type(e), e))
 
 
 def run(code, ns):
@@ -171,7 +195,12 @@ def collect():
 
 def main():
     ns = {"__name__": "__main__", "__builtins__": builtins}
-    threading.Thread(target=reader, daemon=True).start()
+    try:
+        threading.Thread(target=reader, daemon=True).start()
+    except BaseException as e:
+        os.write(startup_err, ("driver start-up: %s: %s\n" % (type(e).__name__, e)).encode())
+        os._exit(1)
+    os.close(startup_err)
     send({"ready": True})
     while True:
         with lock:
