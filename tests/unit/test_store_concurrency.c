@@ -84,15 +84,31 @@ TEST(read_error_is_store_unavailable)
     CHECK(skd_store_key_create(st, "admin", SKD_SCOPE_ALL, &secret, &info, &err) == 0);
     skd_store_close(st);
     st = NULL;
-    /* Keep page 1 (the header and the schema), overwrite every table page. */
+    /* Keep the schema readable (page 1 and the pages sqlite_master spills
+     * onto), overwrite the root page of every table and index, so opening
+     * works and every read of a table fails. */
+    int roots[256], nroots = 0, page = 4096;
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+    CHECK(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) == SQLITE_OK);
+    CHECK(sqlite3_prepare_v2(db, "PRAGMA page_size", -1, &q, NULL) == SQLITE_OK);
+    if (q && sqlite3_step(q) == SQLITE_ROW)
+        page = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    CHECK(sqlite3_prepare_v2(db, "SELECT rootpage FROM sqlite_master WHERE rootpage > 1", -1, &q,
+                             NULL) == SQLITE_OK);
+    while (q && nroots < 256 && sqlite3_step(q) == SQLITE_ROW)
+        roots[nroots++] = sqlite3_column_int(q, 0);
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    CHECK(nroots > 5);
     int fd = open(path, O_RDWR);
     CHECK(fd >= 0);
-    off_t size = lseek(fd, 0, SEEK_END);
-    CHECK(size > 4096);
-    char junk[4096];
+    char junk[65536];
     memset(junk, 0xA5, sizeof(junk));
-    for (off_t off = 4096; off < size; off += 4096)
-        CHECK(pwrite(fd, junk, sizeof(junk), off) == (ssize_t)sizeof(junk));
+    CHECK(page >= 512 && page <= (int)sizeof(junk));
+    for (int i = 0; i < nroots; i++)
+        CHECK(pwrite(fd, junk, (size_t)page, (off_t)(roots[i] - 1) * page) == (ssize_t)page);
     close(fd);
 
     CHECK(skd_store_open(path, &st, &err) == 0);
