@@ -244,8 +244,10 @@ static void on_output(void *arg, int stream, const char *data, size_t len)
         }
         const char *nl = memchr(data, '\n', len);
         size_t n = nl ? (size_t)(nl - data) : len;
-        if (!c->overflow && skd_buf_append(&c->line, data, n) != 0)
-            c->overflow = 1;
+        if (!c->overflow && skd_buf_append(&c->line, data, n) != 0) {
+            c->overflow = c->too_big = 1; /* the waiting call ends the process now */
+            pthread_cond_broadcast(&c->cv);
+        }
         if (!nl)
             break;
         frame_end(c);

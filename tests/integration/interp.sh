@@ -15,11 +15,16 @@
 #      name, sh, a context without sandboxId are invalid_input (400).
 #   8. the cap on contexts per sandbox (SKILLS_INTERP_MAX_CONTEXTS) is busy.
 #   9. over MCP tools/call the same context answers with its state.
-#  10. deleting the sandbox ends its interpreters: no process is left.
+#  10. what the driver may not do: a frame past SKILLS_INTERP_MAX_LINE_BYTES
+#      ends it (too_large, then a restart); a malformed frame is ignored;
+#      code longer than a line is too_large; output is capped at the
+#      sandbox's outputLimit (truncated); input() does not read requests;
+#      two calls to one context run one after the other.
+#  11. deleting the sandbox ends its interpreters: no process is left.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
 
-start_server SKILLS_INTERP_MAX_CONTEXTS=3
+start_server SKILLS_INTERP_MAX_CONTEXTS=3 SKILLS_INTERP_MAX_LINE_BYTES=65536
 [ -n "$ADMIN" ] || { fail "server starts" "$(tail -5 "$TMP/serve.err")"; finish; }
 K1=$(new_key i1 skills:execute | cut -d' ' -f2)
 K2=$(new_key i2 skills:execute | cut -d' ' -f2)
@@ -163,6 +168,41 @@ OUT=$(curl -sS "${MCP_H[@]}" -H "Authorization: Bearer $K2" -H "Mcp-Session-Id: 
 echo "$OUT" | grep -q 'not_found' && pass "over MCP another key gets not_found" || fail "over MCP another key gets not_found" "${OUT:0:400}"
 
 # ---- 10 ----
+as "$K1" POST /v1/sandboxes -d '{"outputLimit":1000}'
+SB2=$(echo "$BODY" | "$JGET" .id)
+evp "$K1" "$SB2" default python $'import __main__, os\nos.write(__main__.proto, b"\\x1e{not json\\n")\nv = 7\nv'
+expect_json "a malformed frame from the driver is ignored; the real answer comes" 'j["success"] and j["result"] == "7"'
+evp "$K1" "$SB2" default python $'import __main__, os\nos.write(__main__.proto, b"\\x1e" + b"x" * 70000)\nimport time; time.sleep(5)'
+expect_json "a frame past SKILLS_INTERP_MAX_LINE_BYTES ends the interpreter: too_large" \
+    'not j["success"] and j["error"]["code"] == "too_large" and "SKILLS_INTERP_MAX_LINE_BYTES" in j["error"]["message"] and j["durationMs"] < 4000'
+evp "$K1" "$SB2" default python 'v'
+expect_json "and the next call restarts it" 'j["contextRestarted"] is True and j["error"]["name"] == "NameError"'
+CODE=$(python3 -c 'print("#" * 70000)')
+evp "$K1" "$SB2" default python "$CODE"
+expect_json "code longer than a line may be is too_large" 'j["error"]["code"] == "too_large"'
+evp "$K1" "$SB2" default python $'print("y" * 5000)\n"z" * 5000'
+expect_json "output is capped at the sandbox's outputLimit and marked truncated" \
+    'j["success"] and j["truncated"] and len(j["stdout"]) <= 1000 and len(j["result"]) <= 1010'
+evp "$K1" "$SB2" default python $'try:\n    input()\nexcept EOFError:\n    print("eof")'
+expect_json "input() reads nothing of the protocol (EOF)" 'j["success"] and j["stdout"] == "eof\n"'
+evp "$K1" "$SB2" default python '1 + 1'
+expect_json "and the context still answers" 'j["result"] == "2" and not j["contextRestarted"]'
+( evp "$K1" "$SB2" default python $'import time\ntime.sleep(1.5)\n"first"'; echo "$BODY" >"$TMP/first.json" ) &
+sleep 0.3
+t0=$(date +%s%N)
+evp "$K1" "$SB2" default python '"second"'
+t1=$(date +%s%N)
+wait
+ms=$(((t1 - t0) / 1000000))
+BODY2=$BODY
+BODY=$(cat "$TMP/first.json")
+expect_json "two calls to one context: the first answers" 'j["success"] and j["result"] == "\x27first\x27"'
+BODY=$BODY2
+[ "$ms" -ge 900 ] && expect_json "the second waits for it, then answers (${ms} ms)" 'j["success"] and j["result"] == "\x27second\x27"' ||
+    fail "the second call waits for the first" "answered after ${ms} ms: ${BODY:0:200}"
+as "$K1" DELETE "/v1/sandboxes/$SB2"
+
+# ---- 11 ----
 before=$(live_procs "$SB" | wc -l)
 [ "$before" -ge 3 ] && pass "the interpreters run in the sandbox's cgroup ($before processes)" || fail "the interpreters run in the sandbox's cgroup" "$before"
 as "$K1" DELETE "/v1/sandboxes/$SB"
