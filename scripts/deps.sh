@@ -14,12 +14,13 @@ TEST_PKGS=(valgrind clang-format python3 python3-pip git curl iproute2 busybox-s
     nodejs npm procps psmisc util-linux time
     docker.io podman catatonit uidmap slirp4netns fuse-overlayfs
     qemu-system-x86 debootstrap cpio e2fsprogs
-    postgresql-15 postgresql-client-15 haproxy python3-yaml
+    postgresql-15 postgresql-client-15 haproxy python3-yaml python3-requests
     chromium)
 # (qemu, debootstrap, cpio, e2fsprogs: the VM ring, tests/platform/, which
 # also fetches Debian's cloud kernel with apt-get download; postgresql-15,
 # haproxy, python3-yaml: the store ring, tests/store/ and tests/scale/;
-# chromium: the console's browser tests, tests/node/console.test.mjs, which
+# python3-requests: secrets.sh checks that requests in a sandbox gets a
+# secret's value; chromium: the console's browser tests, tests/node/console.test.mjs, which
 # drive it with playwright-core from tests/node/package.json.)
 
 want=("${BUILD_PKGS[@]}")

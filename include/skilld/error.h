@@ -40,7 +40,8 @@
     X(NETWORK, "network_error", "the network request failed")                                      \
     X(UNSUPPORTED_MEDIA, "unsupported_content", "the content type is not supported")               \
     X(COMMAND, "command_failed", "the command exited with an error")                               \
-    X(STORE, "store_unavailable", "the store cannot be reached or failed")
+    X(STORE, "store_unavailable", "the store cannot be reached or failed")                         \
+    X(PAUSED, "sandbox_paused", "the sandbox is paused; resume it first")
 
 enum skd_errno {
     SKD_OK = 0,

@@ -171,6 +171,10 @@ typedef struct skd_sandbox_result {
  * into the workspace. */
 void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r);
 
+/* The bytes, up and down, an egress record (an array as in
+ * skd_sandbox_result.egress; NULL ok: 0) says went through the proxy. */
+int64_t skd_sandbox_egress_bytes(const json_t *egress);
+
 /* Free the strings of r (not r itself) and clear them. NULL ok. */
 void skd_sandbox_result_free(skd_sandbox_result *r);
 
@@ -357,6 +361,7 @@ typedef struct skd_live_opts {
     const char *workspace;            /* host directory at /workspace, or NULL */
     int64_t idle_timeout_ms;          /* 0: SKILLS_SANDBOX_IDLE_TIMEOUT_MS (also the ceiling) */
     int64_t lifetime_ms;              /* 0: SKILLS_SANDBOX_LIFETIME_MS (also the ceiling) */
+    int on_idle_pause;                /* the idle timeout pauses it instead of ending it */
 } skd_live_opts;
 
 /* Make a live sandbox for key. *out: a new object {id, state, image,
@@ -373,8 +378,24 @@ int skd_live_get(skd_runner *r, const char *key, const char *id, json_t **out, s
 /* End one of key's: every process killed, its cgroup and layers removed.
  * 0 or SKD_ENOENT. */
 int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err);
+/* As skd_live_delete; *egress receives what the sandbox's egress proxy
+ * did since the last exec took its records (a new array of records as in
+ * skd_sandbox_result.egress, each with sandboxId; NULL without network or
+ * when there is nothing). egress NULL: they go to the live egress hook
+ * below (skd_live_delete does that). */
+int skd_live_delete_egress(skd_runner *r, const char *key, const char *id, json_t **egress,
+                           skd_err *err);
 /* End every live sandbox of key (its revocation). Returns how many. */
 int skd_live_delete_key(skd_runner *r, const char *key);
+
+/* Where the egress records of a live sandbox go when no call takes them:
+ * it ended by its idle timeout, its lifetime, its key's revocation, the
+ * server's stop, or skd_live_delete. fn gets the owner key, the sandbox
+ * id and the records (borrowed, as in skd_live_delete_egress); it may
+ * block briefly (it writes a row). NULL fn: they are dropped. */
+typedef void (*skd_live_egress_fn)(void *arg, const char *key_id, const char *sandbox_id,
+                                   const json_t *egress);
+void skd_runner_set_live_egress(skd_runner *r, skd_live_egress_fn fn, void *arg);
 
 typedef struct skd_live_exec_opts {
     /* argv, env, stdin, cwd (NULL: /workspace when the sandbox has one,
@@ -410,5 +431,25 @@ int skd_live_processes(skd_runner *r, const char *key, const char *id, const cha
 /* Kill a background process (and everything it started). 0 or SKD_ENOENT. */
 int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *process_id,
                   skd_err *err);
+
+/* ---- pause, resume, fork (live.c, native_snap.c) ----
+ * A filesystem snapshot, not a process checkpoint: pause saves the root
+ * layer and /tmp under DATA_DIR and ends every process; resume starts the
+ * sandbox again (new processes, the same id) with those files; fork makes
+ * a new sandbox of key with a copy of them. Memory is not kept.
+ *
+ * Pause: *changed 0 when it was paused already (nothing done). SKD_EBUSY
+ * past SKILLS_SANDBOX_MAX_PAUSED_PER_KEY or while another pause, resume or
+ * fork of it runs; SKD_EQUOTA when its files would take the key's paused
+ * bytes past SKILLS_SANDBOX_PAUSED_MAX_BYTES (it runs on). Resume:
+ * *changed 0 when it was running; SKD_EBUSY past the live caps. *out: the
+ * sandbox object (new reference). Fork: *out is the new sandbox; the live
+ * caps hold for it. SKD_ENOENT for no such sandbox of key. An exec in a
+ * paused sandbox is SKD_EPAUSED: nothing resumes it but a resume. */
+int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                   skd_err *err);
+int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                    skd_err *err);
+int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err);
 
 #endif

@@ -24,6 +24,10 @@ void skd__builtin_sandbox_exec_def(skd_skill_def *d);
 void skd__builtin_sandbox_list_def(skd_skill_def *d);
 void skd__builtin_sandbox_delete_def(skd_skill_def *d);
 void skd__builtin_sandbox_processes_def(skd_skill_def *d);
+void skd__builtin_secrets_list_def(skd_skill_def *d);
+void skd__builtin_sandbox_pause_def(skd_skill_def *d); /* sandbox_snap.c */
+void skd__builtin_sandbox_resume_def(skd_skill_def *d);
+void skd__builtin_sandbox_fork_def(skd_skill_def *d);
 
 /* skilld exec's skill, registered by the command line in its one-call
  * engine only (src/builtins/exec.c); not in the list below. */
@@ -37,6 +41,8 @@ void skd__builtin_exec_def(skd_skill_def *d);
         skd__builtin_skills_register_def, skd__builtin_skill_run_def,                              \
         skd__builtin_sandbox_create_def, skd__builtin_sandbox_exec_def,                            \
         skd__builtin_sandbox_list_def, skd__builtin_sandbox_delete_def,                            \
-        skd__builtin_sandbox_processes_def, /* end */
+        skd__builtin_sandbox_processes_def, skd__builtin_sandbox_pause_def,                        \
+        skd__builtin_sandbox_resume_def, skd__builtin_sandbox_fork_def,                            \
+        skd__builtin_secrets_list_def, /* end */
 
 #endif

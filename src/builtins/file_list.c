@@ -157,7 +157,8 @@ static json_t *to_json(struct listing *l, const char *path)
     json_t *arr = json_array();
     if (!arr)
         return NULL;
-    qsort(l->v, l->n, sizeof(*l->v), by_path);
+    if (l->n) /* an empty listing has no array: qsort's NULL is undefined */
+        qsort(l->v, l->n, sizeof(*l->v), by_path);
     for (size_t i = 0; i < l->n; i++) {
         json_t *e = json_pack("{s:s, s:s, s:I}", "path", l->v[i].path, "type", l->v[i].type, "size",
                               (json_int_t)l->v[i].size);

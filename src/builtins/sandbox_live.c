@@ -35,7 +35,10 @@ static const char create_schema[] =
     "  \"idleTimeoutMs\": {\"type\": \"integer\", \"minimum\": 1000, \"maximum\": 604800000,"
     "                     \"description\": \"end the sandbox after this long without an exec\"},"
     "  \"lifetimeMs\": {\"type\": \"integer\", \"minimum\": 1000, \"maximum\": 604800000,"
-    "                  \"description\": \"end the sandbox this long after its creation\"}"
+    "                  \"description\": \"end the sandbox this long after its creation\"},"
+    "  \"onIdle\": {\"type\": \"string\", \"enum\": [\"delete\", \"pause\"],"
+    "              \"description\": \"what idleTimeoutMs does: delete (default) or pause "
+    "(sandbox_pause)\"}"
     "}}";
 
 static const char id_schema[] =
@@ -123,6 +126,7 @@ static json_t *create_handler(const skd_ctx *ctx, const json_t *input, void *uda
         .workspace = ctx->ws ? skd_workspace_path(ctx->ws) : NULL,
         .idle_timeout_ms = skd_json_int(input, "idleTimeoutMs", 0),
         .lifetime_ms = skd_json_int(input, "lifetimeMs", 0),
+        .on_idle_pause = strcmp(skd_json_str(input, "onIdle", "delete"), "pause") == 0,
     };
     skd_err err = {0};
     json_t *sb = NULL;
@@ -157,12 +161,21 @@ static json_t *delete_handler(const skd_ctx *ctx, const json_t *input, void *uda
     if (!r)
         return res;
     skd_err err = {0};
+    json_t *egress = NULL;
     const char *id = skd_json_str(input, "sandboxId", "");
-    if (skd_live_delete(r, ctx->key_id, id, &err) != 0)
+    if (skd_live_delete_egress(r, ctx->key_id, id, &egress, &err) != 0)
         return skd_result_from_err(&err);
+    /* networkEnabled: what its proxy did since the last exec, metered and
+     * recorded with this call (the engine's audit row takes "egress"). */
+    if (egress && ctx->usage)
+        ctx->usage->egress_bytes += skd_sandbox_egress_bytes(egress);
     json_t *o = skd_result_ok();
-    if (o)
+    if (o) {
         json_object_set_new(o, "sandboxId", json_string(id));
+        if (egress)
+            json_object_set(o, "egress", egress);
+    }
+    json_decref(egress);
     return o;
 }
 

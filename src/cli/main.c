@@ -23,6 +23,9 @@ static const struct {
     {"skills", skd__cli_skills,
      "skills [list] [--json] | add FILE|DIR | rm|enable|disable NAME[@V]  [--key KEY_ID]"},
     {"keys", skd__cli_keys, "keys create NAME [--scopes S] | list | revoke ID"},
+    {"secrets", skd__cli_secrets,
+     "secrets set NAME --key K --hosts H,.. [--headers N,..] < VALUE | list --key K | rm NAME "
+     "--key K"},
     {"exec", skd__cli_exec,
      "exec [--image I] [--key K] [--timeout MS] ... -- CMD ARGS  run in a sandbox"},
     {"image", skd__cli_image, "image import NAME:TAG FILE.tar | list [--json] | rm NAME:TAG"},

@@ -187,6 +187,7 @@ void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
     skd_runner *old = e->runner;
     e->runner = r;
     skd__engine_secrets_attach(e, r);
+    skd__engine_usage_attach(e, r);
     pthread_mutex_unlock(&e->runner_mu);
     skd_runner_free(old);
 }
@@ -194,8 +195,10 @@ void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
 skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
 {
     pthread_mutex_lock(&e->runner_mu);
-    if (!e->runner && skd_runner_new(e->cfg, NULL, &e->runner, err) == 0)
+    if (!e->runner && skd_runner_new(e->cfg, NULL, &e->runner, err) == 0) {
         skd__engine_secrets_attach(e, e->runner);
+        skd__engine_usage_attach(e, e->runner);
+    }
     skd_runner *r = e->runner;
     pthread_mutex_unlock(&e->runner_mu);
     return r;

@@ -30,6 +30,9 @@ struct skd_engine {
     skd_oauth *oauth; /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
 };
 
+/* Let r hand e the egress records of live sandboxes that ended with no
+ * call to take them (usage.c); nothing without a store. */
+void skd__engine_usage_attach(skd_engine *e, skd_runner *r);
 /* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
 void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
 /* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */

@@ -7,8 +7,11 @@
  * the sums below hold over every replica of one store.
  */
 #include "engine/engine_int.h"
+#include "skilld/log.h"
 #include "skilld/tenancy.h"
+#include "skilld/util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define DAY_MS (24LL * 3600 * 1000)
@@ -84,4 +87,48 @@ json_t *skd_engine_usage(skd_engine *e, const skd_actor *who, const char *of_key
     if (!out)
         skd_err_set(err, SKD_ENOMEM, "out of memory");
     return out;
+}
+
+/* skd_live_egress_fn: a live sandbox ended with egress records no call took
+ * (idle, lifetime, revocation, server stop, or a delete through the C API):
+ * they become an audit row of their own, skill "sandbox_end", for the
+ * sandbox's key, so its bytes are metered and its substitutions recorded as
+ * an exec's would be. */
+static void live_egress(void *arg, const char *key_id, const char *sandbox_id, const json_t *egress)
+{
+    skd_engine *e = arg;
+    char id[37], digest[SKD_SHA256_HEX_LEN + 1] = "";
+    json_t *input = json_pack("{s:s}", "sandboxId", sandbox_id);
+    char *in = input ? json_dumps(input, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+    char *text = json_dumps(egress, JSON_COMPACT);
+    json_decref(input);
+    if (in)
+        skd_sha256_hex(in, strlen(in), digest);
+    skd_usage u = {.egress_bytes = skd_sandbox_egress_bytes(egress)};
+    skd_audit a = {
+        .id = id,
+        .key_id = key_id,
+        .skill = "sandbox_end",
+        .version = "1.0.0",
+        .status = "success",
+        .created_ms = skd_wall_ms(),
+        .input_digest = digest,
+        .egress = text,
+        .egress_bytes = u.egress_bytes,
+    };
+    skd_err err = {0};
+    if (!text || skd_uuid7(id))
+        skd_warn("live sandbox %s: its egress record is lost (out of memory or randomness)",
+                 sandbox_id);
+    else if (skd_store_audit_add(e->store, &a, &err))
+        skd_warn("live sandbox %s: egress row not written: %s", sandbox_id, skd_err_msg(&err));
+    skd__exec_stats_add_usage(e->stats, key_id, "sandbox_end", 1, &u);
+    free(in);
+    free(text);
+}
+
+void skd__engine_usage_attach(skd_engine *e, skd_runner *r)
+{
+    if (e->store && r)
+        skd_runner_set_live_egress(r, live_egress, e);
 }

@@ -73,6 +73,7 @@ void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
     int port = c ? c->req.port : 0;
     const char *addr = c ? c->addr_text : "";
     struct egress_record *r = NULL;
+    pthread_mutex_lock(&run->rec_mu);
     for (size_t i = 0; i < run->nrecords; i++) {
         struct egress_record *x = &run->records[i];
         if (x->port == port && strcmp(x->host, host) == 0 && strcmp(x->addr, addr) == 0 &&
@@ -84,6 +85,7 @@ void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
     if (!r) {
         if (run->nrecords >= SKD__EGRESS_MAX_RECORDS) {
             run->records_dropped++;
+            pthread_mutex_unlock(&run->rec_mu);
             return;
         }
         r = &run->records[run->nrecords++];
@@ -101,6 +103,7 @@ void skd__egress_record(struct skd_egress_run *run, const struct egress_conn *c,
         r->used |= c->used;
         r->elsewhere |= c->elsewhere;
     }
+    pthread_mutex_unlock(&run->rec_mu);
 }
 
 /* The names of the run's secrets whose bits are set in m, or NULL. */
@@ -246,6 +249,7 @@ static void run_free(struct skd_egress_run *run)
 {
     if (!run)
         return;
+    pthread_mutex_destroy(&run->rec_mu);
     for (size_t i = 0; i < run->nstrs; i++)
         free(run->strs[i]);
     skd_secrets_free(run->secrets, run->nsecrets);
@@ -294,6 +298,7 @@ int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
+    pthread_mutex_init(&run->rec_mu, NULL);
     run->lfd = listen_fd;
     run->policy.limits = p->limits;
     for (size_t i = 0; i < p->nallow; i++)
@@ -367,6 +372,25 @@ json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run)
     pthread_mutex_unlock(&e->mu);
     json_t *a = records_json(run);
     run_free(run);
+    return a;
+}
+
+int skd__egress_open_conns(skd_egress_run *run)
+{
+    return run ? atomic_load(&run->nconns) : 0;
+}
+
+json_t *skd__egress_take(skd_egress_run *run)
+{
+    if (!run)
+        return NULL;
+    pthread_mutex_lock(&run->rec_mu);
+    json_t *a = records_json(run);
+    if (a) {
+        run->nrecords = 0;
+        run->records_dropped = 0;
+    }
+    pthread_mutex_unlock(&run->rec_mu);
     return a;
 }
 

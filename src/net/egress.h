@@ -206,6 +206,19 @@ int skd__egress_attach(skd_egress *e, int listen_fd, const skd_egress_policy *p,
  */
 json_t *skd__egress_detach(skd_egress *e, skd_egress_run *run);
 
+/*
+ * What run did since it was attached or last taken, as skd__egress_detach
+ * gives it (connections that ended; one still open is counted when it
+ * ends), and forget it: the run goes on being served. For a proxy that
+ * lives longer than one command (a live sandbox's). New JSON array, or
+ * NULL when out of memory (nothing is forgotten then). NULL run gives NULL.
+ */
+json_t *skd__egress_take(skd_egress_run *run);
+
+/* Connections of run open at this moment (accepted, not yet ended and
+ * recorded). Thread-safe; NULL run gives 0. */
+int skd__egress_open_conns(skd_egress_run *run);
+
 /* Requests the proxies refused (403 and the like) and connections they cut
  * at a limit, since the process started (for /metrics). Thread-safe. */
 uint64_t skd_egress_refused_total(void);

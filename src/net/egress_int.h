@@ -61,11 +61,13 @@ struct skd_egress_run {
     skd_secret *secrets; /* owned: the key's secrets (values wiped at free) */
     size_t nsecrets;
     int listed;           /* lfd is in the epoll set */
-    int nconns;           /* live connections */
+    _Atomic int nconns;   /* live connections (read by skd__egress_open_conns) */
     _Atomic int64_t up;   /* bytes from the sandbox so far (workers add too) */
     _Atomic int64_t down; /* bytes to the sandbox so far */
     int nworkers;         /* connections served by a worker thread */
     int closing;          /* detach waits for the workers to finish */
+    /* under rec_mu: written by the loop, taken by skd__egress_take */
+    pthread_mutex_t rec_mu;
     struct egress_record records[SKD__EGRESS_MAX_RECORDS];
     size_t nrecords;
     int64_t records_dropped;

@@ -16,6 +16,11 @@
 
 #define SKD__SANDBOX_PROXY_URL "http://127.0.0.1:3128" /* SKD_EGRESS_PORT, net/egress.h */
 #define SKD__SANDBOX_TRUST_BUNDLE "/.skilld-trust.pem" /* in the sandbox's root */
+/* networkEnabled: node's fetch through the proxy (node < 22.21), a file of
+ * the sandbox's root that NODE_OPTIONS requires (SKD__SANDBOX_NODE_OPTION,
+ * put before any NODE_OPTIONS of the caller's). */
+#define SKD__SANDBOX_NODE_PRELOAD "/.skilld-egress.cjs"
+#define SKD__SANDBOX_NODE_OPTION "--require=" SKD__SANDBOX_NODE_PRELOAD
 
 /* X(name, value, kind) */
 #define SKD__SANDBOX_ENV(X)                                                                        \
@@ -43,6 +48,15 @@
 extern const char *const skd__sandbox_env_base[];
 extern const char *const skd__sandbox_env_proxy[];
 extern const char *const skd__sandbox_env_trust[];
+
+/* The text of SKD__SANDBOX_NODE_PRELOAD (env.c). */
+extern const char skd__sandbox_node_preload[];
+
+/* The trust bundle's text: the system's roots (the host's
+ * /etc/ssl/certs/ca-certificates.crt, when there is one of at most 768 KiB)
+ * then ca_pem. Returns a new string (caller frees), or NULL when out of
+ * memory. */
+char *skd__sandbox_trust_text(const char *ca_pem);
 
 /* 1 when the NAME=value entry (or a bare NAME) names a PROXY row. */
 int skd__sandbox_env_is_proxy(const char *entry);

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* How many background processes a sandbox keeps (running or ended, whose
  * output may still be read); the oldest ended one makes room. */
@@ -55,7 +56,22 @@ struct skd__live_rec {
     int making;             /* the spawner is making it: counted, not yet usable */
     struct live_proc *procs;
     int nprocs;
+    /* networkEnabled: its egress proxy while it runs (a pause ends it, a
+     * resume places a new one), and the key's
+     * secrets it was made or resumed with (its execs' placeholders). */
+    skd_egress_run *egress;
+    skd_secret *secrets;
+    size_t nsecrets;
+    /* Pause, resume, fork (the section at the end). */
+    char *ws;            /* the workspace's path, for a resume, or NULL */
+    int on_idle_pause;   /* its idle timeout pauses it instead of ending it */
+    int paused;          /* its files are saved; it has no process */
+    int moving;          /* MOVE_PAUSE or MOVE_RESUME under way, or 0 */
+    int forks;           /* forks of it under way */
+    int64_t saved_bytes; /* paused: what its saved files hold */
 };
+
+enum { MOVE_PAUSE = 1, MOVE_RESUME };
 
 static void proc_free(struct live_proc *p)
 {
@@ -86,8 +102,10 @@ static void rec_free(struct skd__live_rec *l)
 {
     if (!l)
         return;
+    skd_secrets_free(l->secrets, l->nsecrets);
     free(l->key);
     free(l->image);
+    free(l->ws);
     free(l);
 }
 
@@ -115,12 +133,20 @@ static json_t *rec_json(const struct skd__live_rec *l, int64_t now)
     int64_t life_end = l->created + l->lifetime;
     int64_t end = idle_end < life_end ? idle_end : life_end;
     json_t *limits = skd_sandbox_config_to_json(&l->cfg);
-    return json_pack("{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:b}", "id", l->id, "state",
-                     "running", "image", l->image, "createdAt", iso_time(l->created_unix),
-                     "expiresAt", iso_time(l->created_unix + (end - l->created)), "idleExpiresAt",
-                     iso_time(l->created_unix + (idle_end - l->created)), "limits",
-                     limits ? limits : json_object(), "idleTimeoutMs", (json_int_t)l->idle,
-                     "lifetimeMs", (json_int_t)l->lifetime, "workspace", l->has_ws);
+    const char *state = l->paused ? (l->moving == MOVE_RESUME ? "resuming" : "paused")
+                                  : (l->moving == MOVE_PAUSE ? "pausing" : "running");
+    /* Paused, it does not expire: it waits for a resume or a delete. */
+    json_t *o = json_pack(
+        "{s:s, s:s, s:s, s:o, s:o, s:o, s:o, s:I, s:I, s:b, s:s}", "id", l->id, "state", state,
+        "image", l->image, "createdAt", iso_time(l->created_unix), "expiresAt",
+        l->paused ? json_null() : iso_time(l->created_unix + (end - l->created)), "idleExpiresAt",
+        l->paused ? json_null() : iso_time(l->created_unix + (idle_end - l->created)), "limits",
+        limits ? limits : json_object(), "idleTimeoutMs", (json_int_t)l->idle, "lifetimeMs",
+        (json_int_t)l->lifetime, "workspace", l->has_ws, "onIdle",
+        l->on_idle_pause ? "pause" : "delete");
+    if (o && l->paused)
+        json_object_set_new(o, "savedBytes", json_integer((json_int_t)l->saved_bytes));
+    return o;
 }
 
 /* The record of id owned by key; caller holds live_mu. */
@@ -130,6 +156,19 @@ static struct skd__live_rec *find_locked(skd_runner *r, const char *key, const c
         if (!l->making && strcmp(l->id, id) == 0 && strcmp(l->key, key) == 0)
             return l;
     return NULL;
+}
+
+/* 1 with err set when l is paused (or being paused or resumed): an exec
+ * is refused, never resumes it behind the caller's back. Under live_mu. */
+static int paused_locked(const struct skd__live_rec *l, skd_err *err)
+{
+    if (!l->paused && l->moving != MOVE_PAUSE)
+        return 0;
+    skd_err_set(err, SKD_EPAUSED,
+                "sandbox %s is %s; resume it first (POST /v1/sandboxes/%s/resume, or the "
+                "sandbox_resume skill); its files are kept, its processes are not",
+                l->id, l->moving == MOVE_PAUSE ? "being paused" : "paused", l->id);
+    return 1;
 }
 
 static void unlink_locked(skd_runner *r, struct skd__live_rec *l)
@@ -142,30 +181,108 @@ static void unlink_locked(skd_runner *r, struct skd__live_rec *l)
         }
 }
 
+/* Running (and being made) sandboxes of key, or of every key with key
+ * NULL: the live caps count these; paused ones have a cap of their own. */
 static int count_key_locked(skd_runner *r, const char *key)
 {
     int n = 0;
     for (struct skd__live_rec *l = r->lives; l; l = l->next)
-        n += strcmp(l->key, key) == 0;
+        n += !l->paused && (!key || strcmp(l->key, key) == 0);
     return n;
 }
 
+/* Egress records (src/net/egress.h) of sandbox id: each names it. a, or
+ * NULL when a is empty (decref'd) or NULL. */
+static json_t *egress_named(json_t *a, const char *id)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach (a, i, d)
+        json_object_set_new(d, "sandboxId", json_string(id));
+    if (a && json_array_size(a) == 0) {
+        json_decref(a);
+        a = NULL;
+    }
+    return a;
+}
+
+/* An exec just ended in l: its connections were closed as its processes
+ * ended, and the proxy records each when it sees the close. Wait (at most
+ * SETTLE_MS, live_mu released meanwhile) until no more connections are
+ * open than were when the exec began, so that the records taken next hold
+ * the exec's own. Caller holds live_mu; l may be unlinked when it returns
+ * (then its proxy is not looked at again). */
+#define SETTLE_MS 100
+static void egress_settle_locked(skd_runner *r, struct skd__live_rec *l, int conns0)
+{
+    int64_t end = skd_mono_ms() + SETTLE_MS;
+    char id[SKD_UUID_LEN + 1];
+    memcpy(id, l->id, sizeof(id));
+    while (l && l->egress && skd__egress_open_conns(l->egress) > conns0 && skd_mono_ms() < end) {
+        pthread_mutex_unlock(&r->live_mu);
+        struct timespec ts = {0, 2 * 1000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&r->live_mu);
+        struct skd__live_rec *x = r->lives;
+        while (x && (x != l || strcmp(x->id, id) != 0))
+            x = x->next;
+        l = x; /* still linked, so its proxy is still attached */
+    }
+}
+
+/* Stop serving l's egress proxy (its socket and connections closed). What
+ * it did since the last exec took its records goes to *out when asked for
+ * (a new array, or NULL), else to the runner's live egress hook (an end
+ * no call asked for: idle, lifetime, revocation, server stop), so no byte
+ * goes unmetered. */
+static void egress_end_run(skd_runner *r, const char *key, const char *id, skd_egress_run *eg,
+                           json_t **out)
+{
+    if (out)
+        *out = NULL;
+    if (!eg)
+        return;
+    json_t *a = egress_named(skd__egress_detach(r->egress, eg), id);
+    pthread_mutex_lock(&r->mu);
+    skd_live_egress_fn fn = r->live_egress_fn;
+    void *arg = r->live_egress_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (out)
+        *out = a;
+    else if (a && fn)
+        fn(arg, key, id, a);
+    if (!out)
+        json_decref(a);
+}
+
+static void egress_end(skd_runner *r, struct skd__live_rec *l, json_t **out)
+{
+    skd_egress_run *eg = l->egress;
+    l->egress = NULL;
+    egress_end_run(r, l->key, l->id, eg, out);
+}
+
 /* End a record already unlinked: the spawner kills its processes and
- * removes its cgroup. A spawner that died took it with it. */
-static void end_rec(skd_runner *r, struct skd__live_rec *l)
+ * removes its cgroup. A spawner that died took it with it. egress: as for
+ * egress_end. */
+static void end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
 {
     pthread_mutex_lock(&r->live_mu);
     procs_detach_locked(l);
     pthread_mutex_unlock(&r->live_mu);
     skd_err e = {0};
-    int rc = skd__spawner_live_delete(r->spawner, l->id, l->gen, &e);
+    /* A paused one's saved files outlive the spawner that made them. */
+    int rc = skd__spawner_live_delete(r->spawner, l->id, l->paused ? 0 : l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
+    egress_end(r, l, egress);
     skd__interp_forget(r, l->id);
     rec_free(l);
 }
 
 /* ---- the reaper ---- */
+
+static int idle_pause_locked(skd_runner *r, struct skd__live_rec *l);
 
 static void *reaper_main(void *arg)
 {
@@ -183,17 +300,23 @@ static void *reaper_main(void *arg)
         int64_t now = skd_mono_ms();
         struct skd__live_rec *l = r->lives;
         while (l && !r->live_stop) {
-            int expired = !l->making && (now >= l->created + l->lifetime ||
-                                         (!l->busy && now >= l->used + l->idle));
+            int expired =
+                !l->making && !l->paused && !l->moving && !l->forks &&
+                (now >= l->created + l->lifetime || (!l->busy && now >= l->used + l->idle));
             if (!expired) {
                 l = l->next;
+                continue;
+            }
+            if (l->on_idle_pause && now < l->created + l->lifetime &&
+                idle_pause_locked(r, l) == 0) {
+                l = r->lives; /* the lock was let go meanwhile */
                 continue;
             }
             unlink_locked(r, l);
             pthread_mutex_unlock(&r->live_mu);
             skd_info("live sandbox %s ended: %s", l->id,
                      now >= l->created + l->lifetime ? "lifetime over" : "idle");
-            end_rec(r, l);
+            end_rec(r, l, NULL);
             pthread_mutex_lock(&r->live_mu);
             l = r->lives; /* the list may have changed meanwhile */
         }
@@ -225,6 +348,9 @@ void skd__live_init(skd_runner *r, const skd_config *cfg)
     r->live_max_key = cfg ? (int)skd_config_int(cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY") : 4;
     r->live_idle = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_IDLE_TIMEOUT_MS") : 600000;
     r->live_lifetime = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_LIFETIME_MS") : 3600000;
+    r->live_max_paused_key =
+        cfg ? (int)skd_config_int(cfg, "SKILLS_SANDBOX_MAX_PAUSED_PER_KEY") : 4;
+    r->live_paused_bytes = cfg ? skd_config_int(cfg, "SKILLS_SANDBOX_PAUSED_MAX_BYTES") : 1 << 30;
 }
 
 void skd__live_stop(skd_runner *r)
@@ -243,7 +369,10 @@ void skd__live_stop(skd_runner *r)
         struct skd__live_rec *l = r->lives;
         unlink_locked(r, l);
         procs_detach_locked(l);
+        pthread_mutex_unlock(&r->live_mu);
+        egress_end(r, l, NULL);
         rec_free(l);
+        pthread_mutex_lock(&r->live_mu);
     }
     pthread_mutex_unlock(&r->live_mu);
 }
@@ -255,6 +384,67 @@ void skd__live_free(skd_runner *r)
 }
 
 /* ---- the API (include/skilld/sandbox.h) ---- */
+
+/* Have the spawner make l (restore: again from its snapshot, a resume
+ * or a fork's copy). With networkEnabled (the ceilings allowed it):
+ * the key's secrets and, with any, the egress CA for its trust bundle, as
+ * a one-shot run gets them (runner.c); then the proxy socket the spawner
+ * placed on its loopback is served for its whole life. Fail closed: a
+ * sandbox whose proxy cannot be served is ended. */
+static int make(skd_runner *r, struct skd__live_rec *l, const char *workspace, int restore,
+                skd_err *err)
+{
+    char *ca_pem = NULL;
+    int rc, egress_fd = -1;
+    skd_egress *e = NULL;
+    skd_secrets_free(l->secrets, l->nsecrets); /* a resume reads them again */
+    l->secrets = NULL;
+    l->nsecrets = 0;
+    if (l->cfg.network_enabled) {
+        if (!(e = skd__runner_egress(r, err)))
+            return SKD_ESANDBOX;
+        if ((rc = skd__runner_secrets(r, l->key, &l->secrets, &l->nsecrets, err)) != 0)
+            return rc;
+        if (l->nsecrets && (rc = skd__egress_ca_pem(e, &ca_pem, err)) != 0)
+            return rc;
+    }
+    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, workspace, ca_pem, restore,
+                                  &l->gen, &egress_fd, err);
+    free(ca_pem);
+    if (rc == 0 && l->cfg.network_enabled) {
+        rc = egress_fd < 0 ? skd_err_set(err, SKD_ESANDBOX,
+                                         "live sandbox: networkEnabled, but no egress proxy "
+                                         "socket was placed")
+                           : skd__runner_egress_attach(r, l->key, NULL, NULL, l->secrets,
+                                                       l->nsecrets, egress_fd, &l->egress, err);
+        egress_fd = -1; /* stolen */
+        if (rc) {
+            skd_err e2 = {0};
+            skd__spawner_live_delete(r->spawner, l->id, l->gen, &e2);
+        }
+    }
+    if (egress_fd >= 0)
+        close(egress_fd); /* placed, but not asked for */
+    return rc;
+}
+
+int skd__live_secrets(skd_runner *r, const char *key, const char *id, skd_secret **out, size_t *n,
+                      skd_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    int rc = 0;
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key ? key : "", id);
+    if (l && l->nsecrets) {
+        if (skd_secrets_copy(l->secrets, l->nsecrets, out) != 0)
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+        else
+            *n = l->nsecrets;
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
 
 int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json_t **out,
                     skd_err *err)
@@ -278,7 +468,9 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     l->key = strdup(key);
     l->image = strdup(o->image && *o->image ? o->image : "host");
     l->has_ws = o->workspace != NULL;
-    if (!l->key || !l->image) {
+    l->ws = o->workspace ? strdup(o->workspace) : NULL;
+    l->on_idle_pause = o->on_idle_pause;
+    if (!l->key || !l->image || (o->workspace && !l->ws)) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
@@ -298,10 +490,6 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     }
     if ((rc = skd_sandbox_config_check(&l->cfg, &r->ceilings, err)) != 0)
         goto fail;
-    if (l->cfg.network_enabled) {
-        rc = skd_err_set(err, SKD_EINVAL, "networkEnabled: not supported for live sandboxes yet");
-        goto fail;
-    }
     const char *rt = r->runtime;
     if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX,
@@ -322,7 +510,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
                              "this key holds %d live sandboxes, its cap "
                              "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete one first",
                              r->live_max_key);
-        else if (r->nlive >= r->live_max)
+        else if (count_key_locked(r, NULL) >= r->live_max)
             rc = skd_err_set(err, SKD_EBUSY,
                              "the server holds %d live sandboxes, its cap "
                              "(SKILLS_SANDBOX_MAX_LIVE); try later",
@@ -339,7 +527,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     pthread_mutex_unlock(&r->live_mu);
     if (rc)
         goto fail;
-    rc = skd__spawner_live_create(r->spawner, l->id, l->image, &l->cfg, o->workspace, &l->gen, err);
+    rc = make(r, l, o->workspace, 0, err);
     pthread_mutex_lock(&r->live_mu);
     unlink_locked(r, l);
     if (rc == 0 && !r->live_stop) {
@@ -356,7 +544,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
             rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         else
             rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         return rc;
     }
     if (rc)
@@ -393,17 +581,31 @@ int skd_live_get(skd_runner *r, const char *key, const char *id, json_t **out, s
     return *out ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
-int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+int skd_live_delete_egress(skd_runner *r, const char *key, const char *id, json_t **egress,
+                           skd_err *err)
 {
+    if (egress)
+        *egress = NULL; /* NULL: egress_end hands them to the hook */
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key ? key : "", id);
-    if (l)
+    int moving = l && (l->moving || l->forks);
+    if (l && !moving)
         unlink_locked(r, l);
     pthread_mutex_unlock(&r->live_mu);
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
-    end_rec(r, l);
+    if (moving)
+        return skd_err_set(err, SKD_EBUSY,
+                           "a pause, resume or fork of sandbox %s is under way; delete it when "
+                           "that is done",
+                           id);
+    end_rec(r, l, egress);
     return 0;
+}
+
+int skd_live_delete(skd_runner *r, const char *key, const char *id, skd_err *err)
+{
+    return skd_live_delete_egress(r, key, id, NULL, err); /* the records: to the hook */
 }
 
 int skd_live_delete_key(skd_runner *r, const char *key)
@@ -412,14 +614,22 @@ int skd_live_delete_key(skd_runner *r, const char *key)
     for (;;) {
         pthread_mutex_lock(&r->live_mu);
         struct skd__live_rec *l = r->lives;
-        while (l && (l->making || strcmp(l->key, key) != 0))
+        int waiting = 0;
+        while (l && (l->making || l->moving || l->forks || strcmp(l->key, key) != 0)) {
+            waiting |= strcmp(l->key, key) == 0 && (l->moving || l->forks);
             l = l->next;
+        }
         if (l)
             unlink_locked(r, l);
         pthread_mutex_unlock(&r->live_mu);
+        if (!l && waiting) { /* a pause, resume or fork ends soon */
+            struct timespec ts = {0, 20 * 1000000L};
+            nanosleep(&ts, NULL);
+            continue;
+        }
         if (!l)
             return n;
-        end_rec(r, l);
+        end_rec(r, l, NULL);
         n++;
     }
 }
@@ -431,13 +641,17 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
     skd_sandbox_config cfg;
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key, id);
-    if (l) {
+    int paused = l && paused_locked(l, err);
+    if (l && !paused) {
         cfg = l->cfg;
         l->busy++;
         l->used = skd_mono_ms();
     }
     int has_ws = l && l->has_ws;
+    int conns0 = l ? skd__egress_open_conns(l->egress) : 0;
     pthread_mutex_unlock(&r->live_mu);
+    if (paused)
+        return SKD_EPAUSED;
     if (!l)
         return skd_err_set(err, SKD_ENOENT, "no such sandbox");
     if (o->timeout_ms > 0)
@@ -455,17 +669,37 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
      * spawner died and took it along): the record goes too. */
     int gone = rc == SKD_ENOENT || (rc == 0 && res->error == SKD_ENOENT);
     pthread_mutex_lock(&r->live_mu);
+    if (rc == 0 && !gone && (l = find_locked(r, key, id)) != NULL && l->egress)
+        egress_settle_locked(r, l, conns0);
+    int paused_meanwhile = 0;
     if ((l = find_locked(r, key, id)) != NULL) {
         l->busy--;
         l->used = skd_mono_ms();
-        if (gone)
+        /* Paused under it: the processes are gone, the sandbox is not. */
+        if (gone && (l->paused || l->moving == MOVE_PAUSE) && rc == SKD_ENOENT) {
+            gone = 0;
+            skd_err_clear(err);
+            paused_meanwhile = paused_locked(l, err);
+        } else if (gone && (l->paused || l->moving)) {
+            gone = 0;
+        } else if (gone) {
             unlink_locked(r, l);
+        } else if (rc == 0 && l->egress && !res->egress) {
+            /* networkEnabled: what the sandbox's proxy did since the last
+             * exec took it (this exec's connections, and its background
+             * processes'), for this call's record and metering. Under
+             * live_mu: l's proxy is detached only under it (unlinked or
+             * paused). */
+            res->egress = egress_named(skd__egress_take(l->egress), l->id);
+        }
     } else if (rc == 0 && !res->exited) {
         res->killed = 1; /* its sandbox ended under it */
     }
     pthread_mutex_unlock(&r->live_mu);
+    if (paused_meanwhile)
+        return SKD_EPAUSED;
     if (gone && l)
-        end_rec(r, l);
+        end_rec(r, l, NULL);
     if (rc == SKD_ENOENT) {
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");
@@ -540,6 +774,11 @@ int skd_live_exec_background(skd_runner *r, const char *key, const char *id,
     p->started_unix = unix_ms();
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key, id);
+    if (l && paused_locked(l, err)) {
+        pthread_mutex_unlock(&r->live_mu);
+        proc_free(p);
+        return SKD_EPAUSED;
+    }
     int room = l && proc_room_locked(l);
     int has_ws = l && l->has_ws;
     if (l) {
@@ -660,6 +899,259 @@ int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *pr
     return 0;
 }
 
+/* ---- pause, resume, fork ----
+ * The files are the spawner's to save and restore (native_snap.c); here
+ * is the record's state, the caps and who may do what when. A record that
+ * is being paused or resumed (moving) or forked (forks) is not deleted,
+ * reaped, paused or resumed meanwhile: those calls are SKD_EBUSY, and a
+ * key's revocation waits for them. */
+
+static int count_paused_locked(skd_runner *r, const char *key, int64_t *bytes)
+{
+    int n = 0;
+    *bytes = 0;
+    for (struct skd__live_rec *l = r->lives; l; l = l->next)
+        if (strcmp(l->key, key) == 0 && (l->paused || l->moving == MOVE_PAUSE)) {
+            n++;
+            *bytes += l->saved_bytes;
+        }
+    return n;
+}
+
+/* Pause l (running, not moving); caller holds live_mu, which is let go
+ * while the spawner saves the files and held again on return. */
+static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
+{
+    int64_t bytes = 0;
+    if (l->moving || l->forks)
+        return skd_err_set(err, SKD_EBUSY,
+                           "a pause, resume or fork of sandbox %s is under way; try again when "
+                           "it is done",
+                           l->id);
+    int n = count_paused_locked(r, l->key, &bytes);
+    if (n >= r->live_max_paused_key)
+        return skd_err_set(err, SKD_EBUSY,
+                           "this key holds %d paused sandboxes, its cap "
+                           "(SKILLS_SANDBOX_MAX_PAUSED_PER_KEY); delete or resume one first",
+                           n);
+    int64_t left = r->live_paused_bytes - bytes;
+    if (left <= 0)
+        return skd_err_set(err, SKD_EQUOTA,
+                           "the saved files of this key's paused sandboxes hold %lld bytes, "
+                           "its quota (SKILLS_SANDBOX_PAUSED_MAX_BYTES); delete or resume one "
+                           "first",
+                           (long long)bytes);
+    l->moving = MOVE_PAUSE;
+    pthread_mutex_unlock(&r->live_mu);
+    int64_t saved = 0;
+    int rc =
+        skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
+    if (rc == SKD_EQUOTA) {
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_EQUOTA,
+                         "the sandbox's files would take this key's paused sandboxes past "
+                         "%lld bytes (SKILLS_SANDBOX_PAUSED_MAX_BYTES); it runs on",
+                         (long long)r->live_paused_bytes);
+    }
+    pthread_mutex_lock(&r->live_mu);
+    if (rc == 0 && l->egress) {
+        /* Its network namespace is gone: so is its proxy. Taken under
+         * live_mu (execs read l->egress under it), detached without it;
+         * l stays linked meanwhile, as it is moving. */
+        skd_egress_run *eg = l->egress;
+        l->egress = NULL;
+        pthread_mutex_unlock(&r->live_mu);
+        egress_end_run(r, l->key, l->id, eg, NULL);
+        pthread_mutex_lock(&r->live_mu);
+    }
+    l->moving = 0;
+    if (rc == 0) {
+        l->paused = 1;
+        l->saved_bytes = saved;
+        procs_detach_locked(l); /* their processes are gone */
+    } else if (rc == SKD_ENOENT ||
+               (rc == SKD_ESANDBOX && skd__spawner_client_gen(r->spawner) != l->gen)) {
+        /* It ended under the pause (its spawner died): the record goes. */
+        unlink_locked(r, l);
+        pthread_mutex_unlock(&r->live_mu);
+        end_rec(r, l, NULL);
+        pthread_mutex_lock(&r->live_mu);
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");
+    }
+    return rc;
+}
+
+/* The reaper: l's idle timeout is over and it pauses instead of ending.
+ * 0 when it is paused or gone; else it is to be ended (caps or quota). */
+static int idle_pause_locked(skd_runner *r, struct skd__live_rec *l)
+{
+    skd_err e = {0};
+    char id[SKD_UUID_LEN + 1];
+    memcpy(id, l->id, sizeof(id));
+    int rc = pause_locked(r, l, &e);
+    if (rc == 0)
+        skd_info("live sandbox %s paused: idle", id);
+    else if (rc != SKD_ENOENT)
+        skd_warn("live sandbox %s: idle, not paused (%s): it ends", id, skd_err_msg(&e));
+    return rc == SKD_ENOENT ? 0 : rc;
+}
+
+int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                   skd_err *err)
+{
+    *out = NULL;
+    *changed = 0;
+    key = key ? key : "";
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key, id);
+    int rc = 0;
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (!l->paused && (rc = pause_locked(r, l, err)) == 0)
+        *changed = 1;
+    if (rc == 0 && !(*out = rec_json(l, skd_mono_ms())))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
+
+int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                    skd_err *err)
+{
+    *out = NULL;
+    *changed = 0;
+    key = key ? key : "";
+    int rc = 0;
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key, id);
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (l->moving || (l->paused && l->forks))
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "a pause, resume or fork of sandbox %s is under way; try again when "
+                         "it is done",
+                         id);
+    else if (l->paused && count_key_locked(r, key) >= r->live_max_key)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key runs %d live sandboxes, its cap "
+                         "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                         r->live_max_key);
+    else if (l->paused && count_key_locked(r, NULL) >= r->live_max)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "the server runs %d live sandboxes, its cap (SKILLS_SANDBOX_MAX_LIVE); "
+                         "try later",
+                         r->live_max);
+    if (rc == 0 && l->paused) {
+        l->moving = MOVE_RESUME;
+        pthread_mutex_unlock(&r->live_mu);
+        rc = make(r, l, l->ws, 1, err); /* no other call touches l while it moves */
+        pthread_mutex_lock(&r->live_mu);
+        l->moving = 0;
+        if (rc == 0) {
+            l->paused = 0;
+            l->saved_bytes = 0;
+            l->created = l->used = skd_mono_ms(); /* a new lifetime from now */
+            l->created_unix = unix_ms();
+            *changed = 1;
+        }
+    }
+    if (rc == 0 && !(*out = rec_json(l, skd_mono_ms())))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
+}
+
+int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err)
+{
+    *out = NULL;
+    key = key ? key : "";
+    int rc = 0;
+    struct skd__live_rec *n = calloc(1, sizeof(*n));
+    if (!n || skd_uuid(n->id)) {
+        free(n);
+        return skd_err_set(err, SKD_ENOMEM, "no memory or randomness for a sandbox id");
+    }
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = find_locked(r, key, id);
+    if (!l)
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    else if (l->moving)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "a pause or resume of sandbox %s is under way; try again when it is "
+                         "done",
+                         id);
+    else if (r->live_stop)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+    else if (count_key_locked(r, key) >= r->live_max_key)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key runs %d live sandboxes, its cap "
+                         "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                         r->live_max_key);
+    else if (count_key_locked(r, NULL) >= r->live_max)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "the server runs %d live sandboxes, its cap (SKILLS_SANDBOX_MAX_LIVE); "
+                         "try later",
+                         r->live_max);
+    if (rc == 0) {
+        n->key = strdup(l->key);
+        n->image = strdup(l->image);
+        n->ws = l->ws ? strdup(l->ws) : NULL;
+        if (!n->key || !n->image || (l->ws && !n->ws))
+            rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    if (rc) {
+        pthread_mutex_unlock(&r->live_mu);
+        rec_free(n);
+        return rc;
+    }
+    n->cfg = l->cfg;
+    n->has_ws = l->has_ws;
+    n->idle = l->idle;
+    n->lifetime = l->lifetime;
+    n->on_idle_pause = l->on_idle_pause;
+    n->created = n->used = skd_mono_ms();
+    n->created_unix = unix_ms();
+    n->making = 1; /* counted against the caps while it is made */
+    n->next = r->lives;
+    r->lives = n;
+    r->nlive++;
+    l->forks++;
+    int from_saved = l->paused;
+    unsigned src_gen = l->paused ? 0 : l->gen;
+    pthread_mutex_unlock(&r->live_mu);
+    int64_t bytes = 0;
+    rc = skd__spawner_live_save(r->spawner, id, src_gen, n->id,
+                                from_saved ? SKD__SNAP_FROM_SAVED : 0, 0, &bytes, err);
+    if (rc == 0)
+        rc = make(r, n, n->ws, 1, err);
+    if (rc) {
+        skd_err e2 = {0};
+        skd__spawner_live_delete(r->spawner, n->id, 0, &e2); /* its snapshot, if any */
+    }
+    pthread_mutex_lock(&r->live_mu);
+    if ((l = find_locked(r, key, id)) != NULL)
+        l->forks--;
+    unlink_locked(r, n);
+    if (rc == 0 && !r->live_stop) {
+        n->making = 0;
+        n->used = skd_mono_ms();
+        n->next = r->lives;
+        r->lives = n;
+        r->nlive++;
+        *out = rec_json(n, n->used);
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    if (rc == 0 && !*out) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+        end_rec(r, n, NULL);
+        return rc;
+    }
+    if (rc)
+        rec_free(n);
+    return rc;
+}
+
 /* ---- for interpreter contexts (interp.c) ---- */
 
 int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
@@ -667,13 +1159,16 @@ int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_c
 {
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = find_locked(r, key ? key : "", id);
-    if (l) {
+    int paused = l && paused_locked(l, err);
+    if (l && !paused) {
         *cfg = l->cfg;
         *has_ws = l->has_ws;
         l->busy++;
         l->used = skd_mono_ms();
     }
     pthread_mutex_unlock(&r->live_mu);
+    if (paused)
+        return SKD_EPAUSED;
     return l ? 0 : skd_err_set(err, SKD_ENOENT, "no such sandbox");
 }
 

@@ -149,4 +149,10 @@ extern const skd__provider skd__provider_remote;
  * when unknown or (for auto) none works. */
 const skd__provider *skd__provider_find(const char *name, skd_err *err);
 
+/* How a live sandbox's files are saved (spawner_client.h, native_live.c):
+ * END: pause (the sandbox ends once saved); FROM_SAVED: copy a paused
+ * one's snapshot (a fork of it). */
+#define SKD__SNAP_END 1
+#define SKD__SNAP_FROM_SAVED 2
+
 #endif

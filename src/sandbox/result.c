@@ -34,13 +34,20 @@ void skd_sandbox_usage_add(skd_usage *u, const skd_sandbox_result *r)
     if (r->mem_peak_bytes > u->mem_peak_bytes)
         u->mem_peak_bytes = r->mem_peak_bytes;
     u->workspace_bytes += (int64_t)(r->ws_written & INT64_MAX);
+    u->egress_bytes += skd_sandbox_egress_bytes(r->egress);
+}
+
+int64_t skd_sandbox_egress_bytes(const json_t *egress)
+{
+    int64_t n = 0;
     size_t i;
     const json_t *d;
-    json_array_foreach (r->egress, i, d) { /* counted by the proxy (src/net/egress.c) */
+    json_array_foreach (egress, i, d) { /* counted by the proxy (src/net/egress.c) */
         json_int_t up = json_integer_value(json_object_get(d, "bytesUp"));
         json_int_t down = json_integer_value(json_object_get(d, "bytesDown"));
-        u->egress_bytes += (up > 0 ? up : 0) + (down > 0 ? down : 0);
+        n += (up > 0 ? up : 0) + (down > 0 ? down : 0);
     }
+    return n;
 }
 
 /* A JSON string of the n bytes at p with invalid UTF-8 replaced. */

@@ -104,21 +104,35 @@ static int add_proxy_env(struct run *run, skd_err *err)
         n++;
     while (skd__sandbox_env_proxy[extra])
         extra++;
-    char **v = calloc(n + extra + 1, sizeof(*v));
+    char **v = calloc(n + extra + 2, sizeof(*v));
     if (!v)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    static const char node_opt[] = "NODE_OPTIONS=";
+    const size_t nlen = sizeof(node_opt) - 1;
+    char *node_caller = NULL; /* the caller's NODE_OPTIONS entry, or NULL */
     for (size_t i = 0; i < n; i++) {
         if (skd__sandbox_env_is_proxy(run->envp[i]))
             free(run->envp[i]);
+        else if (strncmp(run->envp[i], node_opt, nlen) == 0 && !node_caller)
+            node_caller = run->envp[i];
         else
             v[k++] = run->envp[i];
     }
     free(run->envp);
     run->envp = v;
     for (size_t i = 0; i < extra; i++)
-        if (!(v[k++] = strdup(skd__sandbox_env_proxy[i])))
+        if (!(v[k++] = strdup(skd__sandbox_env_proxy[i]))) {
+            free(node_caller);
             return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    return 0;
+        }
+    /* node's fetch through the proxy: the preload first, then whatever
+     * options the caller gave node. */
+    const char *rest = node_caller ? node_caller + nlen : "";
+    size_t len = nlen + strlen(SKD__SANDBOX_NODE_OPTION) + 1 + strlen(rest) + 1;
+    if ((v[k] = malloc(len)) != NULL)
+        snprintf(v[k], len, "%s%s%s%s", node_opt, SKD__SANDBOX_NODE_OPTION, *rest ? " " : "", rest);
+    free(node_caller);
+    return v[k] ? 0 : skd_err_set(err, SKD_ENOMEM, "out of memory");
 }
 
 void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg)
@@ -126,6 +140,14 @@ void skd_runner_set_secrets(skd_runner *r, skd_sandbox_secrets_fn fn, void *arg)
     pthread_mutex_lock(&r->mu);
     r->secrets_fn = fn;
     r->secrets_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}
+
+void skd_runner_set_live_egress(skd_runner *r, skd_live_egress_fn fn, void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->live_egress_fn = fn;
+    r->live_egress_arg = arg;
     pthread_mutex_unlock(&r->mu);
 }
 
@@ -162,17 +184,27 @@ static int put_env(struct run *run, char **add, size_t nadd, skd_err *err)
 /* networkEnabled with a key: the key's secrets for the egress proxy, and
  * NAME=placeholder for each in place of any entry of that name; with any,
  * the egress CA for the sandbox's trust bundle and the TRUST rows naming
- * it (native; a container gets no bundle, so TLS to a bound host fails
- * there rather than anything else breaking). */
-static int add_secrets(skd_runner *r, struct run *run, const char *rt, skd_err *err)
+ * it (native: a file of the root; docker/podman: a read-only bind). */
+int skd__runner_secrets(skd_runner *r, const char *key, skd_secret **out, size_t *n, skd_err *err)
 {
+    *out = NULL;
+    *n = 0;
     pthread_mutex_lock(&r->mu);
     skd_sandbox_secrets_fn fn = r->secrets_fn;
     void *arg = r->secrets_arg;
     pthread_mutex_unlock(&r->mu);
-    if (!fn || !run->key[0])
+    if (!fn || !key || !key[0])
         return 0;
-    int rc = fn(arg, run->key, &run->secrets, &run->nsecrets, err);
+    return fn(arg, key, out, n, err);
+}
+
+/* An exec into a live sandbox gets the placeholders of the secrets its
+ * sandbox's proxy holds (those of its creation), so that the two agree. */
+static int add_secrets(skd_runner *r, struct run *run, skd_err *err)
+{
+    int rc = run->live
+                 ? skd__live_secrets(r, run->key, run->live, &run->secrets, &run->nsecrets, err)
+                 : skd__runner_secrets(r, run->key, &run->secrets, &run->nsecrets, err);
     if (rc)
         return rc;
     if (!run->nsecrets)
@@ -185,19 +217,17 @@ static int add_secrets(skd_runner *r, struct run *run, const char *rt, skd_err *
             goto nomem;
         snprintf(add[nadd++], len, "%s=%s", run->secrets[j].name, run->secrets[j].placeholder);
     }
-    if (!is_container_runtime(rt)) {
-        skd_egress *e = skd__runner_egress(r, err);
-        if (!e || (rc = skd__egress_ca_pem(e, &run->ca_pem, err)) != 0) {
-            for (size_t j = 0; j < nadd; j++)
-                free(add[j]);
-            return e ? rc : SKD_ESANDBOX;
-        }
-        for (size_t j = 0; skd__sandbox_env_trust[j]; j++)
-            if (!(add[nadd++] = strdup(skd__sandbox_env_trust[j]))) {
-                nadd--;
-                goto nomem;
-            }
+    skd_egress *e = skd__runner_egress(r, err);
+    if (!e || (rc = skd__egress_ca_pem(e, &run->ca_pem, err)) != 0) {
+        for (size_t j = 0; j < nadd; j++)
+            free(add[j]);
+        return e ? rc : SKD_ESANDBOX;
     }
+    for (size_t j = 0; skd__sandbox_env_trust[j]; j++)
+        if (!(add[nadd++] = strdup(skd__sandbox_env_trust[j]))) {
+            nadd--;
+            goto nomem;
+        }
     return put_env(run, add, nadd, err);
 nomem:
     for (size_t j = 0; j < nadd; j++)
@@ -262,7 +292,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
     }
-    if (run->cfg.network_enabled && (rc = add_secrets(r, run, rt, err)))
+    if (run->cfg.network_enabled && (rc = add_secrets(r, run, err)))
         goto fail;
     if (run->cwd[0] != '/') {
         rc = skd_err_set(err, SKD_EINVAL, "working directory must be absolute");

@@ -110,6 +110,8 @@ struct skd_runner {
                                           (under mu) */
     skd_sandbox_secrets_fn secrets_fn; /* under mu; NULL: no secrets */
     void *secrets_arg;
+    skd_live_egress_fn live_egress_fn; /* under mu; NULL: records dropped */
+    void *live_egress_arg;
     /* Live sandboxes (live.c), under live_mu. */
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv;
@@ -118,6 +120,8 @@ struct skd_runner {
     struct skd__live_rec *lives;
     int nlive, live_max, live_max_key;
     int64_t live_idle, live_lifetime; /* defaults and ceilings, ms */
+    int live_max_paused_key;          /* SKILLS_SANDBOX_MAX_PAUSED_PER_KEY */
+    int64_t live_paused_bytes;        /* SKILLS_SANDBOX_PAUSED_MAX_BYTES, per key */
     struct skd__interp *interp;       /* interpreter contexts (interp.c) */
 };
 
@@ -144,6 +148,24 @@ void skd__live_release(skd_runner *r, const char *key, const char *id);
 /* The runner's egress proxy, started on first use (thread-safe); NULL with
  * err set when it cannot start. */
 skd_egress *skd__runner_egress(skd_runner *r, skd_err *err);
+
+/* supervisor.c: serve egress_fd (stolen: closed on every path), a socket
+ * placed on a sandbox's loopback, with the operator's egress policy
+ * narrowed by the operator's list for key and by allow/deny (either may
+ * be NULL), and secrets (borrowed; copied). The runner's proxy must be
+ * started (skd__runner_egress). *out: the handle for skd__egress_detach. */
+int skd__runner_egress_attach(skd_runner *r, const char *key, const char *allow, const char *deny,
+                              const skd_secret *secrets, size_t nsecrets, int egress_fd,
+                              skd_egress_run **out, skd_err *err);
+
+/* live.c: a copy of the secrets live sandbox id of key was made with (what
+ * its proxy puts in), for an exec's placeholders: 0 with *out (caller
+ * frees with skd_secrets_free; NULL and 0 when it has none or is gone). */
+int skd__live_secrets(skd_runner *r, const char *key, const char *id, skd_secret **out, size_t *n,
+                      skd_err *err);
+
+/* runner.c: key's secrets from the engine's source (none without one). */
+int skd__runner_secrets(skd_runner *r, const char *key, skd_secret **out, size_t *n, skd_err *err);
 
 void skd__run_free(struct run *run);
 /* result.c: a JSON string of the n bytes at p (NULL: ""), invalid UTF-8

@@ -172,28 +172,36 @@ static void send_kill(struct run *run)
     run->prov->kill(run->pstate);
 }
 
+int skd__runner_egress_attach(skd_runner *r, const char *key, const char *allow, const char *deny,
+                              const skd_secret *secrets, size_t nsecrets, int egress_fd,
+                              skd_egress_run **out, skd_err *err)
+{
+    *out = NULL;
+    skd_egress_policy p;
+    char key_hosts[4096];
+    skd__egress_policy_defaults(&p, r->cfg);
+    const char *kh = skd__egress_key_hosts(r->cfg, key, key_hosts, sizeof(key_hosts));
+    if (skd__egress_policy_narrow(&p, kh, NULL, err) ||
+        skd__egress_policy_narrow(&p, allow, deny, err)) {
+        close(egress_fd);
+        return SKD_ESANDBOX;
+    }
+    p.secrets = secrets;
+    p.nsecrets = nsecrets;
+    return skd__egress_attach(r->egress, egress_fd, &p, out, err);
+}
+
 /* networkEnabled: serve the socket the provider placed on the sandbox's
- * loopback (steals egress_fd) with the operator's policy, narrowed by the
- * operator's list for the key and by the run's (a custom skill's) lists.
- * Fail closed: without it the run must not go on. */
+ * loopback (steals egress_fd). Fail closed: without it the run must not
+ * go on. */
 static int attach_egress(skd_runner *r, struct run *run, int egress_fd, skd_err *err)
 {
     if (egress_fd < 0)
         return skd_err_set(err, SKD_ESANDBOX,
                            "%s sandbox: networkEnabled, but no egress proxy socket was placed",
                            run->prov->name);
-    skd_egress_policy p;
-    char key_hosts[4096];
-    skd__egress_policy_defaults(&p, r->cfg);
-    const char *kh = skd__egress_key_hosts(r->cfg, run->key, key_hosts, sizeof(key_hosts));
-    if (skd__egress_policy_narrow(&p, kh, NULL, err) ||
-        skd__egress_policy_narrow(&p, run->egress_allow, run->egress_deny, err)) {
-        close(egress_fd);
-        return SKD_ESANDBOX;
-    }
-    p.secrets = run->secrets;
-    p.nsecrets = run->nsecrets;
-    return skd__egress_attach(r->egress, egress_fd, &p, &run->egress, err);
+    return skd__runner_egress_attach(r, run->key, run->egress_allow, run->egress_deny, run->secrets,
+                                     run->nsecrets, egress_fd, &run->egress, err);
 }
 
 /* Spawn a run that left the queue (state RUN_STARTING, slot counted). */
@@ -216,7 +224,9 @@ static void start_run(skd_runner *r, struct run *run)
     run->err.fd = sp.stderr_fd;
     run->status_fd = sp.status_fd;
     int egress_bad = 0;
-    if (run->cfg.network_enabled)
+    /* An exec into a live sandbox goes out through its sandbox's proxy,
+     * attached for the sandbox's life (live.c). */
+    if (run->cfg.network_enabled && !run->live)
         egress_bad = attach_egress(r, run, sp.egress_fd, &e) != 0;
     else if (sp.egress_fd >= 0)
         close(sp.egress_fd);

@@ -185,6 +185,7 @@ unsigned skd__http_status_for(int code)
         return MHD_HTTP_NOT_FOUND;
     case SKD_EEXISTS:
     case SKD_EDISABLED:
+    case SKD_EPAUSED:
         return MHD_HTTP_CONFLICT;
     case SKD_ETOOBIG:
         return MHD_HTTP_CONTENT_TOO_LARGE;

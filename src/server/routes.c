@@ -45,6 +45,10 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/sandboxes/{}/processes", 1, X, skd__rest_sandbox_processes, 0},
     {"GET", "/v1/sandboxes/{}/processes/{}/output", 1, X, skd__rest_sandbox_process_output, 0},
     {"DELETE", "/v1/sandboxes/{}/processes/{}", 1, X, skd__rest_sandbox_process_kill, 0},
+    /* pause, resume, fork (rest_sandbox_snap.c) */
+    {"POST", "/v1/sandboxes/{}/pause", 1, X, skd__rest_sandbox_pause, 0},
+    {"POST", "/v1/sandboxes/{}/resume", 1, X, skd__rest_sandbox_resume, 0},
+    {"POST", "/v1/sandboxes/{}/fork", 1, X, skd__rest_sandbox_fork, 0},
     {"GET", "/v1/keys", 1, A, skd__rest_keys_list, 0},
     {"POST", "/v1/keys", 1, A, skd__rest_keys_create, 0},
     {"DELETE", "/v1/keys/{}", 1, A, skd__rest_keys_revoke, 0},

@@ -6,6 +6,15 @@
 # upstream (tests/fixtures/net/recorder.py on 127.0.0.2) records the
 # Authorization it receives. bound.test and other.test are both pinned to it:
 # only bound.test is a secret's host.
+# Before the network namespace: dockerd and the busybox test image for the
+# docker and podman checks (scripts/setup-containers.sh runs in the host's).
+if [ -z "${SKILLD_NETNS:-}" ]; then
+    SETUP_LOG=$(mktemp /tmp/skilld-secrets-setup.XXXXXX)
+    if ! "$(dirname "$0")/../../scripts/setup-containers.sh" >"$SETUP_LOG" 2>&1; then
+        echo "FAIL secrets.sh: container setup: $(tail -3 "$SETUP_LOG" | tr '\n' ' ')"
+    fi
+    rm -f "$SETUP_LOG"
+fi
 source "$(dirname "$0")/../fixtures/net/netenv.sh"
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
@@ -36,7 +45,7 @@ for _ in $(seq 1 100); do [ -e "$TMP/rec-http" ] && [ -e "$TMP/rec-https" ] && b
 VALUE="ghp_Secret$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 start_server SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=native \
     SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP,bound.test:$SP:$APP,other.test:$SP:$APP,meta.bound.test:$SP:169.254.169.254" \
-    SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem" SKILLS_EGRESS_SCRUB_MAX_BYTES=1048576
+    SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem" SKILLS_EGRESS_SCRUB_MAX_BYTES=1048576 SKILLS_SECRETS_MAX_PER_KEY=3
 A=(-H "Authorization: Bearer $ADMIN")
 read -r AID ASEC <<<"$(new_key alice skills:read,skills:execute)"
 read -r BID BSEC <<<"$(new_key bob skills:read,skills:execute)"
@@ -68,6 +77,23 @@ bad "an IPv4 host" hosts '{"name":"X","value":"v","hosts":["127.0.0.2"]}'
 bad "an IPv6 host" hosts '{"name":"X","value":"v","hosts":["::1"]}'
 bad "no hosts" hosts '{"name":"X","value":"v","hosts":[]}'
 bad "a bad header name" headers '{"name":"X","value":"v","hosts":["a.test"],"headers":["a b"]}'
+bad "NODE_OPTIONS is taken (it requires the egress preload)" name '{"name":"NODE_OPTIONS","value":"v","hosts":["a.test"]}'
+
+# An admin sets a secret for another key; a key holds at most
+# SKILLS_SECRETS_MAX_PER_KEY (3 here).
+req POST /v1/secrets "${A[@]}" -d "{\"name\":\"B1\",\"value\":\"v1\",\"hosts\":[\"a.test\"],\"key\":\"$BID\"}"
+expect_status "an admin sets a secret for another key" 201
+req GET /v1/secrets "${BO[@]}"
+expect_json "that key lists it" "[s['name'] for s in j['secrets']]==['B1']"
+req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"B2\",\"value\":\"v2\",\"hosts\":[\"a.test\"],\"key\":\"$BID\"}"
+expect_status "only an admin sets one for another key" 403
+for n in B2 B3; do req POST /v1/secrets "${BO[@]}" -d "{\"name\":\"$n\",\"value\":\"v\",\"hosts\":[\"a.test\"]}"; done
+req POST /v1/secrets "${BO[@]}" -d '{"name":"B4","value":"v","hosts":["a.test"]}'
+if json_get "$BODY" 'j["error"]["code"]' | grep -qx quota_exceeded && echo "$BODY" | grep -q SKILLS_SECRETS_MAX_PER_KEY; then
+    pass "past SKILLS_SECRETS_MAX_PER_KEY a secret is refused"; else
+    fail "past SKILLS_SECRETS_MAX_PER_KEY a secret is refused" "$STATUS $BODY"; fi
+for n in B1 B2 B3; do req DELETE "/v1/secrets/$n" "${BO[@]}"; done
+expect_status "the key deletes its own" 204
 
 req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"GH_TOKEN\",\"value\":\"$VALUE\",\"hosts\":[\"bound.test\",\"*.bound.test\"],\"headers\":[\"Authorization\",\"X-Api-Key\"]}"
 expect_status "set a secret" 201
@@ -83,10 +109,44 @@ expect_status "only an admin names another key" 403
 req GET "/v1/secrets?key=$AID" "${A[@]}"
 expect_json "an admin lists another key's secrets" "[s['name'] for s in j['secrets']]==['GH_TOKEN']"
 
-# sbx KEYHEADER SCRIPT: run SCRIPT with sh -c in a sandbox with network.
+# The secrets_list skill (MCP and every transport): names, no value.
+req POST /v1/execute "${AL[@]}" -d '{"skill":"secrets_list","input":{}}'
+expect_json "the secrets_list skill lists the key's names and hosts, never a value" \
+    "j['success'] and [s['name'] for s in j['secrets']]==['GH_TOKEN'] and j['secrets'][0]['hosts']==['bound.test','*.bound.test'] and '$VALUE' not in json.dumps(j) and 'value' not in j['secrets'][0]"
+req POST /v1/execute "${BO[@]}" -d '{"skill":"secrets_list","input":{}}'
+expect_json "secrets_list shows another key none of them" "j['success'] and j['secrets']==[]"
+# The command line, as the operator: the value from stdin.
+CLIV="cli_$(head -c 8 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if printf '%s\n' "$CLIV" | "$SKILLD" --data-dir "$DATA" secrets set CLI_TOKEN --key "$BID" --hosts cli.test --headers X-Token >"$TMP/cli.out" 2>&1 &&
+    grep -q '"fingerprint"' "$TMP/cli.out" && ! grep -qF "$CLIV" "$TMP/cli.out"; then
+    pass "skilld secrets set reads the value from stdin"; else
+    fail "skilld secrets set reads the value from stdin" "$(cat "$TMP/cli.out")"; fi
+req GET /v1/secrets "${BO[@]}"
+expect_json "the key lists the secret the command line set" \
+    "[s['name'] for s in j['secrets']]==['CLI_TOKEN'] and j['secrets'][0]['headers']==['x-token']"
+"$SKILLD" --data-dir "$DATA" secrets list --key "$BID" >"$TMP/cli.out" 2>&1
+if grep -q CLI_TOKEN "$TMP/cli.out" && ! grep -qF "$CLIV" "$TMP/cli.out"; then pass "skilld secrets list names it, without the value"; else
+    fail "skilld secrets list names it, without the value" "$(cat "$TMP/cli.out")"; fi
+if printf 'a\nb' | "$SKILLD" --data-dir "$DATA" secrets set BAD --key "$BID" --hosts cli.test >"$TMP/cli.out" 2>&1; then
+    fail "skilld secrets set refuses a value with LF" "$(cat "$TMP/cli.out")"; else
+    grep -q invalid_input "$TMP/cli.out" && pass "skilld secrets set refuses a value with LF" ||
+        fail "skilld secrets set refuses a value with LF" "$(cat "$TMP/cli.out")"; fi
+"$SKILLD" --data-dir "$DATA" secrets rm CLI_TOKEN --key "$BID" >/dev/null 2>&1
+req GET /v1/secrets "${BO[@]}"
+expect_json "skilld secrets rm removes it" "j['secrets']==[]"
+
+# sbx KEYSECRET SCRIPT: run SCRIPT with sh -c in a sandbox with network (in
+# image $SBX_IMAGE, with the caller's variables $SBX_ENV, a JSON object, when set).
 sbx() {
     local input
-    input=$(python3 -c 'import json,sys; print(json.dumps({"skill":"execute_command","input":{"command":"sh","args":["-c",sys.argv[1]],"networkEnabled":True,"timeoutMs":30000}}))' "$2")
+    input=$(python3 -c '
+import json, sys
+i = {"command": "sh", "args": ["-c", sys.argv[1]], "networkEnabled": True, "timeoutMs": 30000}
+if sys.argv[2]:
+    i["image"] = sys.argv[2]
+if sys.argv[3]:
+    i["env"] = json.loads(sys.argv[3])
+print(json.dumps({"skill": "execute_command", "input": i}))' "$2" "${SBX_IMAGE:-}" "${SBX_ENV:-}")
     req POST /v1/execute -H "Authorization: Bearer $1" -d "$input"
 }
 rec_has() { grep -F -- "$1" "$REC" | grep -qF -- "$2"; }
@@ -102,8 +162,17 @@ expect_json "the run's egress record names the substitution" \
     "any(r.get('host')=='bound.test' and r.get('substituted')==['GH_TOKEN'] for r in j['egress'])"
 EXEC=$(json_get "$BODY" 'j["executionId"]')
 req GET "/v1/executions/$EXEC" "${AL[@]}"
-expect_json "the execution's audit row names it, without the value" \
-    "'GH_TOKEN' in json.dumps(j) and '$VALUE' not in json.dumps(j)"
+expect_json "the execution's audit row names the secret and the host, without the value" \
+    "any(r.get('host')=='bound.test' and r.get('substituted')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[])) and '$VALUE' not in json.dumps(j)"
+req GET "/v1/executions/$EXEC" "${A[@]}"
+expect_json "an admin sees the substitution in the audit row" \
+    "any(r.get('substituted')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[]))"
+req GET "/v1/executions/$EXEC" "${BO[@]}"
+if [ "$STATUS" = 404 ] || [ "$STATUS" = 403 ]; then pass "another key does not see the audit row"; else
+    fail "another key does not see the audit row" "$STATUS $BODY"; fi
+req GET "/v1/executions?limit=50" "${AL[@]}"
+expect_json "the execution list carries the substitution, without the value" \
+    "'GH_TOKEN' in json.dumps(j) and 'bound.test' in json.dumps(j) and '$VALUE' not in json.dumps(j)"
 
 sbx "$ASEC" 'python3 -c "
 import os, urllib.request
@@ -134,6 +203,32 @@ r = urllib.request.Request(\"https://bound.test:8445/https-python\", headers={\"
 print(urllib.request.urlopen(r).read().decode())"'
 if rec_has '"/https-python"' "\"Bearer $VALUE\""; then pass "python urllib over HTTPS: the bound host gets the value"; else
     fail "python urllib over HTTPS: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+# Python's requests (Debian's python3-requests): HTTPS_PROXY and REQUESTS_CA_BUNDLE.
+sbx "$ASEC" 'python3 -c "
+import os, requests
+r = requests.get(\"https://bound.test:8445/https-requests\", headers={\"Authorization\": \"Bearer \" + os.environ[\"GH_TOKEN\"]})
+print(\"status=%d\" % r.status_code)"'
+if rec_has '"/https-requests"' "\"Bearer $VALUE\"" && echo "$BODY" | grep -q 'status=200'; then
+    pass "python requests over HTTPS: the bound host gets the value, TLS verified against the bundle"; else
+    fail "python requests over HTTPS: the bound host gets the value, TLS verified against the bundle" "$BODY $(cat "$REC")"; fi
+# Node's fetch (undici; node < 22.21 reads no proxy variable): the preload
+# NODE_OPTIONS requires sends it through the proxy, and node verifies the
+# leaf skilld mints against NODE_EXTRA_CA_CERTS (without it, the same fetch fails).
+NODE_FETCH='node -e "fetch(process.argv[1], {headers: {Authorization: \"Bearer \" + process.env.GH_TOKEN}}).then(r => r.text()).then(t => console.log(\"node=\" + t.length), e => console.log(\"nodeerr=\" + (e.cause && e.cause.code || e)))"'
+sbx "$ASEC" "$NODE_FETCH https://bound.test:8445/https-node; $NODE_FETCH http://bound.test:8444/http-node; env -u NODE_EXTRA_CA_CERTS $NODE_FETCH https://bound.test:8445/https-node-untrusted; echo \"opts=\$NODE_OPTIONS\""
+if rec_has '"/https-node"' "\"Bearer $VALUE\"" && [ "$(out | grep -c '^node=[1-9]')" = 2 ]; then
+    pass "node fetch over HTTPS: the bound host gets the value, TLS verified"; else
+    fail "node fetch over HTTPS: the bound host gets the value, TLS verified" "$BODY $(cat "$REC")"; fi
+if rec_has '"/http-node"' "\"Bearer $VALUE\""; then pass "node fetch over HTTP: the bound host gets the value"; else
+    fail "node fetch over HTTP: the bound host gets the value" "$BODY $(cat "$REC")"; fi
+if out | grep -E '^nodeerr=(UNABLE_TO_VERIFY_LEAF_SIGNATURE|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_GET_ISSUER_CERT_LOCALLY)$' >/dev/null &&
+    ! grep -F '"/https-node-untrusted"' "$REC" >/dev/null; then
+    pass "node fetch without skilld's CA refuses the intercepted TLS (it verifies)"; else
+    fail "node fetch without skilld's CA refuses the intercepted TLS (it verifies)" "$BODY"; fi
+SBX_ENV='{"NODE_OPTIONS": "--max-old-space-size=200"}' sbx "$ASEC" "echo \"opts=\$NODE_OPTIONS\"; $NODE_FETCH https://bound.test:8445/https-node-opts"
+if out | grep -x 'opts=--require=/.skilld-egress.cjs --max-old-space-size=200' >/dev/null && rec_has '"/https-node-opts"' "\"Bearer $VALUE\""; then
+    pass "a caller's NODE_OPTIONS is kept behind the preload"; else
+    fail "a caller's NODE_OPTIONS is kept behind the preload" "$BODY"; fi
 sbx "$ASEC" 'git -c http.extraHeader="X-Api-Key: $GH_TOKEN" ls-remote https://bound.test:8445/repo.git; echo "git=$?"'
 if rec_has '"/repo.git/info/refs' "\"xapikey\": \"$VALUE\"" && out | grep -x 'git=0' >/dev/null; then
     pass "git ls-remote over HTTPS: the value in an extra header"; else
@@ -167,6 +262,10 @@ if rec_has '"/unbound"' "\"Bearer $PH\""; then pass "an unbound host sees only t
     fail "an unbound host sees only the placeholder" "$(cat "$REC")"; fi
 expect_json "the record notes placeholder_elsewhere" \
     "any(r.get('host')=='other.test' and r.get('placeholderElsewhere')==['GH_TOKEN'] for r in j['egress'])"
+EXEC=$(json_get "$BODY" 'j["executionId"]')
+req GET "/v1/executions/$EXEC" "${AL[@]}"
+expect_json "the audit row notes placeholder_elsewhere with the host" \
+    "any(r.get('host')=='other.test' and r.get('placeholderElsewhere')==['GH_TOKEN'] for r in (j.get('execution') or j).get('egress',[]))"
 sbx "$ASEC" 'curl -sS -H "Host: bound.test:8444" -H "Authorization: Bearer $GH_TOKEN" http://other.test:8444/forged'
 if rec_has '"/forged"' "\"Bearer $PH\""; then pass "a forged Host naming the bound host gets no value"; else
     fail "a forged Host naming the bound host gets no value" "$(cat "$REC")"; fi
@@ -204,6 +303,53 @@ req DELETE /v1/secrets/GH_TOKEN "${AL[@]}"
 expect_status "a second delete is 404" 404
 
 stop_server
-if grep -qF -- "$VALUE" "$TMP/serve.err" "$TMP/serve.out"; then fail "the value is in no log" "found"; else
+cat "$TMP/serve.err" "$TMP/serve.out" >>"$TMP/serve-all.log"
+
+# --- docker and podman: the same placeholders and trust bundle ------------------
+# The busybox test image: its wget verifies no TLS, takes no CA file and
+# sends https:// URLs to a proxy without CONNECT, so the checks are that the
+# TRUST variables name a read-only bundle that holds skilld's CA (the
+# interception itself is the proxy's, whatever the runtime: checked above),
+# and that the value reaches the bound host over HTTP.
+for R in docker podman; do
+    start_server SKILLS_SANDBOX_NETWORK_ENABLED=true SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test \
+        SKILLS_OUTBOUND_RESOLVE="bound.test:$HP:$APP,other.test:$HP:$APP,bound.test:$SP:$APP" \
+        SKILLS_EGRESS_UPSTREAM_CA_FILE="$TMP/testca.pem"
+    req POST /v1/secrets "${AL[@]}" -d "{\"name\":\"GH_TOKEN\",\"value\":\"$VALUE\",\"hosts\":[\"bound.test\"]}"
+    expect_status "$R: set the secret again" 201
+    CALINE=$(sed -n 2p "$TMP/data/egress-ca.pem")
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" 'echo "var=$GH_TOKEN"; echo "trust=$SSL_CERT_FILE $REQUESTS_CA_BUNDLE $NODE_EXTRA_CA_CERTS $CURL_CA_BUNDLE $GIT_SSL_CAINFO"; echo "node=$NODE_OPTIONS"; test -s /.skilld-egress.cjs && echo preload; echo x 2>/dev/null >>/.skilld-trust.pem || echo read-only; echo "certs=$(grep -c "BEGIN CERTIFICATE" /.skilld-trust.pem)"; grep -qxF "'"$CALINE"'" /.skilld-trust.pem && echo has-ca'
+    CPH=$(out | sed -n 's/^var=//p')
+    case "$CPH" in skd_secret_*) pass "$R: the container holds a placeholder" ;; *) fail "$R: the container holds a placeholder" "$BODY" ;; esac
+    T=/.skilld-trust.pem
+    if out | grep -x "trust=$T $T $T $T $T" >/dev/null && out | grep -x read-only >/dev/null &&
+        out | grep -x has-ca >/dev/null && [ "$(out | sed -n 's/^certs=//p')" -gt 1 ]; then
+        pass "$R: the TRUST variables name a read-only bundle of the system's roots and skilld's CA"; else
+        fail "$R: the TRUST variables name a read-only bundle of the system's roots and skilld's CA" "$BODY"; fi
+    if out | grep -x 'node=--require=/.skilld-egress.cjs' >/dev/null && out | grep -x preload >/dev/null; then
+        pass "$R: NODE_OPTIONS requires the egress preload, which is there"; else
+        fail "$R: NODE_OPTIONS requires the egress preload, which is there" "$BODY"; fi
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" "wget -q -O - --header \"Authorization: Bearer \$GH_TOKEN\" http://bound.test:$HP/ctr-http-$R; wget -q -O - --header \"Authorization: Bearer \$GH_TOKEN\" http://other.test:$HP/ctr-unbound-$R"
+    if rec_has "\"/ctr-http-$R\"" "\"Bearer $VALUE\""; then
+        pass "$R: the bound host gets the value"; else
+        fail "$R: the bound host gets the value" "$BODY $(tail -5 "$REC")"; fi
+    if rec_has "\"/ctr-unbound-$R\"" "\"Bearer $CPH\""; then pass "$R: an unbound host sees only the placeholder"; else
+        fail "$R: an unbound host sees only the placeholder" "$BODY $(tail -5 "$REC")"; fi
+    SBX_IMAGE=skilld-test:1 sbx "$BSEC" 'echo "bob=${GH_TOKEN-unset}"; test -e /.skilld-trust.pem && echo bundle || echo no-bundle'
+    if out | grep -x 'bob=unset' >/dev/null && out | grep -x no-bundle >/dev/null; then
+        pass "$R: another key's container has no variable and no bundle"; else
+        fail "$R: another key's container has no variable and no bundle" "$BODY"; fi
+    req DELETE /v1/secrets/GH_TOKEN "${AL[@]}"
+    SBX_IMAGE=skilld-test:1 sbx "$ASEC" 'echo "after=${GH_TOKEN-unset}"'
+    if out | grep -x 'after=unset' >/dev/null; then pass "$R: after DELETE, no variable"; else
+        fail "$R: after DELETE, no variable" "$BODY"; fi
+    SID=$(json_get "$BODY" 'j.get("sandboxId","")')
+    if [ ${#SID} = 36 ] && [ ! -e "/run/skilld-podman/$SID" ]; then
+        pass "$R: the run's directory (the bound files) is removed with the container"; else
+        fail "$R: the run's directory (the bound files) is removed with the container" "$SID $(ls /run/skilld-podman)"; fi
+    stop_server
+    cat "$TMP/serve.err" "$TMP/serve.out" >>"$TMP/serve-all.log"
+done
+if grep -qF -- "$VALUE" "$TMP/serve-all.log"; then fail "the value is in no log" "found"; else
     pass "the value is in no log"; fi
 finish

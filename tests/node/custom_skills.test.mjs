@@ -17,6 +17,8 @@ async function rest(method, path, secret, body) {
     method,
     headers: { Authorization: `Bearer ${secret}`, 'Content-Type': 'application/json', 'A2A-Version': '1.0' },
     body: body === undefined ? undefined : JSON.stringify(body),
+  }).catch((e) => {
+    throw new Error(`${method} ${path}: ${e.message} (${e.cause || 'no cause'}); the server's log ends: ${server.log().slice(-1500)}`);
   });
   const text = await r.text();
   return { status: r.status, json: text ? JSON.parse(text) : null };

@@ -735,6 +735,54 @@ static int fcntl_closed(int fd)
     return fcntl(fd, F_GETFD) < 0 && errno == EBADF;
 }
 
+/* skd__egress_take: the records so far, forgotten once taken, while the
+ * run is still served (a live sandbox's proxy); open_conns counts an open
+ * connection until it ends. */
+TEST(proxy_take_records_while_served)
+{
+    struct env v;
+    CHECK_EQ_INT(env_start(&v), 0);
+    skd_egress_policy p;
+    skd__egress_policy_defaults(&p, v.cfg);
+    int port;
+    skd_egress_run *run = attach(&v, &p, &port);
+    CHECK(run != NULL);
+    char req[256], buf[8192];
+    for (int round = 1; round <= 2; round++) {
+        int c = client(port);
+        snprintf(req, sizeof(req), "GET http://allowed.test:%d/r HTTP/1.1\r\n\r\n", v.up.port);
+        write_all(c, req, strlen(req));
+        read_all(c, buf, sizeof(buf));
+        CHECK(strncmp(buf, "HTTP/1.1 200 OK", 15) == 0);
+        close(c);
+        for (int i = 0; i < 200 && skd__egress_open_conns(run) > 0; i++)
+            usleep(5000);
+        CHECK_EQ_INT(skd__egress_open_conns(run), 0);
+        json_t *rec = skd__egress_take(run);
+        json_t *o = find_record(rec, "allowed.test", "allowed");
+        CHECK(o != NULL);
+        CHECK_EQ_INT(json_integer_value(json_object_get(o, "connections")), 1); /* this round's */
+        json_decref(rec);
+    }
+    int c = client(port); /* still served after the takes; open until it ends */
+    snprintf(req, sizeof(req), "CONNECT allowed.test:%d HTTP/1.1\r\n\r\n", v.up.port);
+    write_all(c, req, strlen(req));
+    read_head(c, buf, sizeof(buf));
+    CHECK(strncmp(buf, "HTTP/1.1 200 ", 13) == 0);
+    CHECK_EQ_INT(skd__egress_open_conns(run), 1);
+    json_t *rec = skd__egress_take(run);
+    CHECK_EQ_INT((int)json_array_size(rec), 0); /* not counted before it ends */
+    json_decref(rec);
+    close(c);
+    rec = skd__egress_detach(v.eg, run);
+    CHECK_EQ_INT(json_integer_value(
+                     json_object_get(find_record(rec, "allowed.test", "allowed"), "connections")),
+                 1);
+    json_decref(rec);
+    CHECK(skd__egress_take(NULL) == NULL);
+    env_stop(&v);
+}
+
 TEST(proxy_detach_closes_everything)
 {
     struct env v;
@@ -784,6 +832,7 @@ int main(void)
     RUN(proxy_client_hangs_up);
     RUN(proxy_many_small_segments);
     RUN(proxy_tunnel_both_ways_at_once);
+    RUN(proxy_take_records_while_served);
     RUN(proxy_detach_closes_everything);
     return TAP_END();
 }

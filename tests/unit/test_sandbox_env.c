@@ -1,7 +1,12 @@
 /* Unit tests for the sandbox's one environment table (src/sandbox/env.h):
- * the base rows, the proxy rows, and the test of a name. */
+ * the base rows, the proxy rows, the test of a name, the names a secret
+ * may not take and the texts of the files skilld puts in the root. */
 #include "sandbox/env.h"
+#include "skilld/sandbox.h"
 #include "tap.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 TEST(base_rows)
 {
@@ -31,10 +36,31 @@ TEST(proxy_rows)
     CHECK(!skd__sandbox_env_is_proxy(""));
 }
 
+/* The names a secret may not take, and the files skilld puts in the root. */
+TEST(reserved_and_files)
+{
+    CHECK(skd_sandbox_env_reserved("NODE_OPTIONS"));
+    CHECK(skd_sandbox_env_reserved("SSL_CERT_FILE"));
+    CHECK(skd_sandbox_env_reserved("SSL_CERT_DIR"));
+    CHECK(skd_sandbox_env_reserved("SKILLS_X"));
+    CHECK(!skd_sandbox_env_reserved("GH_TOKEN"));
+    CHECK(!skd_sandbox_env_reserved("NODE_OPTIONSX"));
+    CHECK_STR(SKD__SANDBOX_NODE_OPTION, "--require=/.skilld-egress.cjs");
+    CHECK(strncmp(skd__sandbox_node_preload, "'use strict';\n", 14) == 0);
+    static const char ca[] = "-----BEGIN CERTIFICATE-----\nX\n-----END CERTIFICATE-----\n";
+    char *t = skd__sandbox_trust_text(ca);
+    CHECK(t != NULL);
+    size_t len = t ? strlen(t) : 0, clen = strlen(ca);
+    CHECK(len >= clen && strcmp(t + len - clen, ca) == 0); /* the CA last */
+    CHECK(len == clen || t[len - clen - 1] == '\n');       /* after the system's roots */
+    free(t);
+}
+
 int main(void)
 {
     TAP_BEGIN("test_sandbox_env");
     RUN(base_rows);
     RUN(proxy_rows);
+    RUN(reserved_and_files);
     return TAP_END();
 }

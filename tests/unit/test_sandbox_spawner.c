@@ -127,6 +127,53 @@ TEST(proto_workspace_outcome)
     close(sv[0]), close(sv[1]);
 }
 
+/* A live sandbox's save (pause, fork) names the sandbox, the new snapshot
+ * and its flags and cap; a save without them, negative bytes, unknown
+ * flags or a second set are refused. */
+TEST(proto_live_save)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    skd__spawn_out o;
+    skd__spawn_msg m;
+    skd_err e = {0};
+    const char *id = "11111111-2222-4333-8444-555555555555";
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_SAVE, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    skd__spawn_out_str(&o, SKD__T_SNAP, id);
+    skd__spawn_out_snap_args(&o, SKD__SNAP_END, 104857600);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), 0);
+    CHECK_EQ_INT(m.type, SKD__REQ_LIVE_SAVE);
+    CHECK_STR(m.snap, id);
+    CHECK_EQ_INT(m.snap_flags, SKD__SNAP_END);
+    CHECK_EQ_INT(m.snap_bytes, 104857600);
+    skd__spawn_msg_free(&m);
+    /* no snapshot name */
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_SAVE, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    skd__spawn_out_snap_args(&o, 0, 1);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    /* negative bytes, unknown flags, twice */
+    int64_t bad_bytes[] = {-1, 1, 1};
+    int bad_flags[] = {0, 8, 0};
+    for (int i = 0; i < 3; i++) {
+        skd__spawn_out_init(&o, SKD__REQ_LIVE_SAVE, 0);
+        skd__spawn_out_str(&o, SKD__T_LIVE, id);
+        skd__spawn_out_str(&o, SKD__T_SNAP, id);
+        skd__spawn_out_snap_args(&o, bad_flags[i], bad_bytes[i]);
+        if (i == 2)
+            skd__spawn_out_snap_args(&o, 0, 1);
+        CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+        skd__spawn_out_free(&o);
+        CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    }
+    close(sv[0]), close(sv[1]);
+}
+
 /* The run's metering (cpu_us, mem_peak, ws_written) crosses as one field;
  * a negative count, a field of the wrong size or a second one is refused. */
 TEST(proto_usage_outcome)
@@ -483,6 +530,7 @@ int main(int argc, char **argv)
     RUN(proto_fields_and_fds);
     RUN(proto_workspace_outcome);
     RUN(proto_usage_outcome);
+    RUN(proto_live_save);
     RUN(proto_large_message_by_memfd);
     RUN(proto_garbage_refused_fds_closed);
     RUN(hostile_requests_refused);

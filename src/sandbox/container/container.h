@@ -89,8 +89,10 @@ int skd__ctr_cg_hit_limit(const char *id);
 void skd__ctr_cg_usage(const char *id, int64_t *cpu_us, int64_t *mem_peak);
 void skd__ctr_cg_remove(const char *id);
 
-/* Podman's per-run working directory SKD__CTR_RUNDIR/<id> (conmon writes
- * its "oom" marker there). skd__ctr_rundir_remove deletes its files and
+/* The per-run directory SKD__CTR_RUNDIR/<id>: podman's working directory
+ * (conmon writes its "oom" marker there), and for a networkEnabled run of
+ * either engine the files bound read-only into the container (the node
+ * preload, the trust bundle). skd__ctr_rundir_remove deletes its files and
  * the directory; missing is fine. */
 #define SKD__CTR_RUNDIR "/run/skilld-podman"
 void skd__ctr_rundir_remove(const char *id);

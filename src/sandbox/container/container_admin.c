@@ -51,12 +51,13 @@ static int remove_ids(const skd__engine *e, char **ids, int n, skd__ctr_cmd *r)
 static int remove_batch(const skd__engine *e, char **ids, char **runs, int n, skd__ctr_cmd *r)
 {
     int removed = remove_ids(e, ids, n, r);
-    if (removed > 0 && strcmp(e->name, "podman") == 0)
+    if (removed > 0)
         for (int i = 0; i < n; i++)
             if (strlen(runs[i]) == SKD_UUID_LEN &&
                 strspn(runs[i], "0123456789abcdef-") == SKD_UUID_LEN) {
-                skd__ctr_cg_remove(runs[i]);
-                skd__ctr_rundir_remove(runs[i]);
+                if (strcmp(e->name, "podman") == 0)
+                    skd__ctr_cg_remove(runs[i]);
+                skd__ctr_rundir_remove(runs[i]); /* docker too: a networkEnabled run's files */
             }
     return removed;
 }

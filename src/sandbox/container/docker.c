@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include "sandbox/container/docker_int.h"
+#include "sandbox/env.h"
 #include "sandbox/spawner/egress_place.h"
 #include "skilld/image.h"
 #include "skilld/log.h"
@@ -70,10 +71,52 @@ static int rundir_make(ctr_state *s, skd_err *err)
         (mkdir(s->rundir, 0700) != 0 && errno != EEXIST)) {
         int e = errno;
         s->rundir[0] = '\0';
-        return skd_err_set(err, SKD_ESANDBOX, "podman: cannot make %s/%s: %s", SKD__CTR_RUNDIR,
-                           s->id, strerror(e));
+        return skd_err_set(err, SKD_ESANDBOX, "%s: cannot make %s/%s: %s", s->eng.name,
+                           SKD__CTR_RUNDIR, s->id, strerror(e));
     }
     return 0;
+}
+
+/* Write text as the file name of the run's directory, mode 0644 (the
+ * container's user reads it through a read-only bind). */
+static int rundir_put(ctr_state *s, const char *name, const char *text, skd_err *err)
+{
+    char path[160];
+    snprintf(path, sizeof(path), "%s/%s", s->rundir, name);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    size_t len = strlen(text), off = 0;
+    while (fd >= 0 && off < len) {
+        ssize_t n = write(fd, text + off, len - off);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        off += (size_t)n;
+    }
+    int ok = fd >= 0 && off == len && fchmod(fd, 0644) == 0;
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0)
+        ok = 0;
+    if (!ok)
+        return skd_err_set(err, SKD_ESANDBOX, "%s: cannot write %s: %s", s->eng.name, path,
+                           strerror(e));
+    return 0;
+}
+
+/* networkEnabled: the files skilld puts in the sandbox's root natively
+ * (the node preload, and with secrets the trust bundle), written to the
+ * run's directory for the create command to bind read-only. */
+static int rundir_egress_files(ctr_state *s, const skd__sandbox_req *req, skd_err *err)
+{
+    int rc = rundir_put(s, SKD__CTR_NODE_PRELOAD, skd__sandbox_node_preload, err);
+    if (rc == 0 && req->ca_pem) {
+        char *text = skd__sandbox_trust_text(req->ca_pem);
+        rc = text ? rundir_put(s, SKD__CTR_TRUST_BUNDLE, text, err)
+                  : skd_err_set(err, SKD_ENOMEM, "out of memory");
+        free(text);
+        s->trust = rc == 0;
+    }
+    return rc;
 }
 
 static int rundir_has_oom(const ctr_state *s)
@@ -412,7 +455,9 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     s->reserve = req->cfg->data_reserve;
     skd_strlcpy(s->id, req->id, sizeof(s->id));
     s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
-    if (strcmp(engine, "podman") == 0 && (rc = rundir_make(s, err)) != 0)
+    if ((strcmp(engine, "podman") == 0 || s->network) && (rc = rundir_make(s, err)) != 0)
+        goto out;
+    if (s->network && (rc = rundir_egress_files(s, req, err)) != 0)
         goto out;
     if (fill_argvs(s) != 0) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");

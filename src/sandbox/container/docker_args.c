@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sandbox/container/docker_int.h"
+#include "sandbox/env.h"
 #include "skilld/image.h"
 
 void skd__ctr_argv_add(skd__ctr_argv *a, const char *s)
@@ -121,6 +122,13 @@ int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_arg
         skd__ctr_argv_addf(a, "--volume=%s:/workspace:%s",
                            s->wsq ? skd__wsq_merged(s->wsq) : req->workspace,
                            c->workspace_read_only ? "ro" : "rw");
+    if (c->network_enabled && s->rundir[0]) { /* what the native root holds (rundir_egress_files) */
+        skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_NODE_PRELOAD,
+                           SKD__SANDBOX_NODE_PRELOAD);
+        if (s->trust)
+            skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_TRUST_BUNDLE,
+                               SKD__SANDBOX_TRUST_BUNDLE);
+    }
     skd__ctr_argv_addf(a, "--workdir=%s",
                        req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
     for (size_t i = 0; req->envp && req->envp[i]; i++) {

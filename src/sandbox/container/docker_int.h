@@ -40,7 +40,13 @@ typedef struct ctr_state {
     int64_t reserve; /* SKILLS_DATA_RESERVE_BYTES for the commit */
     char rundir[96]; /* podman: the client's working directory, or "" */
     int network;     /* networkEnabled: the egress proxy goes into the container */
+    int trust;       /* the trust bundle is in rundir (a run with secrets) */
 } ctr_state;
+
+/* The files of the run's directory bound read-only into a networkEnabled
+ * container at SKD__SANDBOX_NODE_PRELOAD and SKD__SANDBOX_TRUST_BUNDLE. */
+#define SKD__CTR_NODE_PRELOAD "egress.cjs"
+#define SKD__CTR_TRUST_BUNDLE "trust.pem"
 
 /* A growable argv with strings owned by it (freed by skd__ctr_argv_free);
  * oom is set by the first allocation that failed, and later adds do

@@ -83,6 +83,10 @@ void skd__cgroup_usage(skd__cgroup *cg, int64_t *cpu_us, int64_t *mem_peak);
 long long skd__cgroup_oom_count(skd__cgroup *cg);
 /* Remove the cgroup (killing leftovers) and free. NULL ok. */
 void skd__cgroup_destroy(skd__cgroup *cg);
+/* Freeze (on) or thaw every task of cg (v2 cgroup.freeze, v1 freezer).
+ * Freezing waits until the tasks are frozen, 2 s at most. 0, or -1 when
+ * it cannot (no freezer) or they did not freeze in time. */
+int skd__cgroup_freeze(skd__cgroup *cg, int on);
 /* Drop what this process found out about cgroups (a freshly forked
  * spawner starts over). */
 void skd__cgroup_forget(void);
@@ -248,8 +252,23 @@ int skd__native_flush_one(void);
  * Delete kills every process of it and removes its cgroup: 0 or
  * SKD_ENOENT. drop_all ends every one (the spawner's exit). An exec into
  * one is a run of skd__provider_native_live, whose req->live names it. */
-int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max, skd_err *err);
+/* restore: NULL, or the snapshot (native_snap.h) to start from: its root
+ * layer and /tmp are copied in (the caller removes it after). */
+int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
+                            const char *restore, skd_err *err);
+/* Save live sandbox id's root layer and /tmp as snapshot dst, with the
+ * sandbox frozen while they are copied; then SKD__SNAP_END ends it (every
+ * process, its cgroup) or else it runs on. SKD__SNAP_FROM_SAVED: copy
+ * snapshot id instead. *bytes: what the snapshot holds. SKD_EQUOTA past
+ * max bytes (nothing saved, the sandbox runs on); SKD_ENOENT for no such
+ * sandbox or snapshot. */
+int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
+                          skd_err *err);
 int skd__native_live_delete(const char *id);
+/* The egress proxy's listening socket a live sandbox made with
+ * networkEnabled got on its loopback (the caller owns it from now on), or
+ * -1: none, or taken already. */
+int skd__native_live_take_egress(const char *id);
 void skd__native_live_drop_all(void);
 size_t skd__native_live_count(void);
 extern const skd__provider skd__provider_native_live;

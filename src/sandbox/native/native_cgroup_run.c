@@ -395,3 +395,28 @@ void skd__cgroup_destroy(skd__cgroup *cg)
     }
     free(cg);
 }
+
+int skd__cgroup_freeze(skd__cgroup *cg, int on)
+{
+    if (!cg || !cg->n)
+        return -1;
+    const char *dir = skd__cg.version == 2 ? cg->dir[0] : cg->dir[C_FREEZER];
+    const char *file = skd__cg.version == 2 ? "cgroup.freeze" : "freezer.state";
+    const char *val = skd__cg.version == 2 ? (on ? "1" : "0") : (on ? "FROZEN" : "THAWED");
+    if (!dir[0] || skd__cg_write_file(dir, file, val) != 0)
+        return -1;
+    if (!on)
+        return 0;
+    /* Wait until every task is frozen (a task in a system call gets there
+     * when it returns), 2 s at most. */
+    for (int i = 0; i < 400; i++) {
+        char buf[256];
+        if (skd__cg.version == 2 ? skd__cg_read_file(dir, "cgroup.events", buf, sizeof(buf)) == 0 &&
+                                       keyed_in(buf, "frozen") == 1
+                                 : skd__cg_read_file(dir, "freezer.state", buf, sizeof(buf)) == 0 &&
+                                       strncmp(buf, "FROZEN", 6) == 0)
+            return 0;
+        usleep(5000);
+    }
+    return -1;
+}

@@ -98,9 +98,17 @@ static int add_host_root(struct nstate *s)
 
 static int skip_image_entry(const char *n)
 {
-    static const char *const skip[] = {
-        ".",         "..",  "proc",          "dev",   "tmp",
-        "workspace", "sys", ".skilld-image", "skill", &SKD__SANDBOX_TRUST_BUNDLE[1]};
+    static const char *const skip[] = {".",
+                                       "..",
+                                       "proc",
+                                       "dev",
+                                       "tmp",
+                                       "workspace",
+                                       "sys",
+                                       ".skilld-image",
+                                       "skill",
+                                       &SKD__SANDBOX_TRUST_BUNDLE[1],
+                                       &SKD__SANDBOX_NODE_PRELOAD[1]};
     for (size_t i = 0; i < sizeof(skip) / sizeof(skip[0]); i++)
         if (strcmp(n, skip[i]) == 0)
             return 1;
@@ -268,25 +276,9 @@ void skd__native_set_opts(struct nstate *s)
  * file of the root (written by the child into the root's tmpfs). */
 static int add_trust_bundle(struct nstate *s, const char *ca_pem)
 {
-    static const char sys_bundle[] = "/etc/ssl/certs/ca-certificates.crt";
-    size_t cap = 768 * 1024, len = 0;
-    char *text = malloc(cap + strlen(ca_pem) + 2);
+    char *text = skd__sandbox_trust_text(ca_pem);
     if (!text)
         return -1;
-    int fd = open(sys_bundle, O_RDONLY | O_CLOEXEC);
-    while (fd >= 0 && len < cap) {
-        ssize_t n = read(fd, text + len, cap - len);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-    }
-    if (fd >= 0)
-        close(fd);
-    if (len == cap) /* a system bundle this large is not ours to cut */
-        len = 0;
-    if (len && text[len - 1] != '\n')
-        text[len++] = '\n';
-    memcpy(text + len, ca_pem, strlen(ca_pem) + 1);
     int rc = add_ent(s, MNT_WRITE_FILE, &SKD__SANDBOX_TRUST_BUNDLE[1], text, 0);
     free(text);
     return rc;
@@ -318,6 +310,9 @@ int skd__native_fill_child(struct nstate *s, skd_err *err)
         rc = add_ent(s, MNT_BIND_DIR, "skill", q->skill_dir, 0);
     if (rc == 0 && q->ca_pem)
         rc = add_trust_bundle(s, q->ca_pem);
+    if (rc == 0 && q->cfg->network_enabled) /* NODE_OPTIONS requires it (sandbox/env.h) */
+        rc =
+            add_ent(s, MNT_WRITE_FILE, &SKD__SANDBOX_NODE_PRELOAD[1], skd__sandbox_node_preload, 0);
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]) && rc == 0; i++)
         if (!(s->paths[i] = stage_path(rels[i])))
             rc = -1;

@@ -5,12 +5,12 @@
  * drops them. It has one thread, so the clone3 in the native provider never
  * meets a libc lock held by another thread (STYLE.md 14).
  *
- * Two processes of this file run per server:
- *   the zygote   forked by the server at start-up, before any thread and
- *                before the server drops root. It only forks spawners: the
- *                first at once, and a new one whenever the server asks
- *                (REQ_NEW_SPAWNER) because the last one died.
- *   the spawner  forked by the zygote. It serves prepare / spawn / kill /
+ * Two processes run per server:
+ *   the zygote   (zygote.c) forked by the server at start-up, before any
+ *                thread and before the server drops root. It only forks
+ *                spawners: the first at once, and a new one whenever the
+ *                server asks (REQ_NEW_SPAWNER) because the last one died.
+ *   the spawner  (this file) forked by the zygote. It serves prepare / spawn / kill /
  *                cleanup of every provider (native; docker and podman
  *                through their CLIs) over its SOCK_SEQPACKET socket, reaps
  *                its children, and when the server goes away (EOF) kills
@@ -29,9 +29,11 @@
  * descriptors and are used as such.
  */
 #include "sandbox/native/native.h"
+#include "sandbox/native/native_snap.h"
 #include "sandbox/spawner/spawner.h"
 #include "sandbox/spawner/spawner_proto.h"
 #include "sandbox/ws_quota.h"
+#include "skilld/log.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -360,6 +362,26 @@ fail:
     reply_error(0, rc, skd_err_msg(&err));
 }
 
+/* The answer to a live create: OK, with the egress proxy's socket placed
+ * on the sandbox's loopback when it has networkEnabled (the server serves
+ * it for the sandbox's life). A sandbox whose answer cannot be sent is
+ * ended: the server does not know it. */
+static void reply_live_made(uint64_t h, const char *id)
+{
+    skd__spawn_out o;
+    skd_err e = {0};
+    int fd = skd__native_live_take_egress(id);
+    skd__spawn_out_init(&o, SKD__REP_OK, h);
+    skd__spawn_out_str(&o, SKD__T_PROVIDER, "native");
+    if (fd >= 0)
+        skd__spawn_out_fd(&o, fd, SKD__FD_EGRESS);
+    if (skd__spawn_send(S.sock, &o, &e) != 0)
+        skd__native_live_delete(id);
+    skd__spawn_out_free(&o);
+    if (fd >= 0)
+        close(fd); /* the server holds its copy now */
+}
+
 /* A live sandbox (native_live.c): checked as a prepare is, made at once.
  * Its workspace arrives as a directory descriptor, used for the sandbox's
  * life. */
@@ -379,6 +401,8 @@ static void on_live_create(skd__spawn_msg *m)
         rc = skd_err_set(&err, SKD_EBUSY, "sandbox spawner: too many live sandboxes");
     if (rc == 0)
         rc = check_limits(&cfg, &err);
+    if (rc == 0 && m->ca_pem && !valid_pem_cert(m->ca_pem))
+        rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     cfg.workspace_quota = S.conf->workspace_quota;
     cfg.data_reserve = S.conf->data_reserve;
     if (rc == 0)
@@ -397,25 +421,60 @@ static void on_live_create(skd__spawn_msg *m)
             .data_dir = S.conf->data_dir,
             .workspace_fd = ws_fd,
             .skill_fd = -1,
+            .ca_pem = m->ca_pem, /* networkEnabled with secrets: the trust bundle */
         };
-        rc = skd__native_live_create(&req, S.conf->root_layer_max, &err);
+        /* Resumed or forked: from the snapshot of its id, removed once
+         * the sandbox holds its files again. */
+        const char *restore = m->has_snap_args && (m->snap_flags & 1) ? m->live : NULL;
+        rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
+        if (rc == 0 && restore)
+            skd__snap_drop(restore);
     }
     if (rc)
         reply_error(m->handle, rc, skd_err_msg(&err));
     else
-        reply_ok(m->handle, "native");
+        reply_live_made(m->handle, m->live);
     if (ws_fd >= 0)
         close(ws_fd);
     free(ws_path);
     free(rootfs);
 }
 
+/* The sandbox, its snapshot (paused), or both (a fork's source). */
 static void on_live_delete(skd__spawn_msg *m)
 {
-    if (!valid_uuid(m->live) || skd__native_live_delete(m->live) != 0)
+    int live = valid_uuid(m->live) && skd__native_live_delete(m->live) == 0;
+    int saved = valid_uuid(m->live) && skd__snap_drop(m->live) == 0;
+    if (!live && !saved)
         reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
     else
         reply_ok(m->handle, NULL);
+}
+
+/* Pause (SKD__SNAP_END) or the first half of a fork: save the files of a
+ * live sandbox, or copy a saved one (SKD__SNAP_FROM_SAVED), as snapshot
+ * m->snap. The cap is the server's (its quota) within the spawner's own:
+ * a root layer and a /tmp at their ceilings. */
+static void on_live_save(skd__spawn_msg *m)
+{
+    skd_err err = {0};
+    int64_t bytes = 0;
+    int64_t cap = (int64_t)S.conf->root_layer_max + S.conf->ceil.max[SKD_LIMIT_TMP] + (64 << 20);
+    int64_t max = m->snap_bytes > 0 && m->snap_bytes < cap ? m->snap_bytes : cap;
+    int rc = 0;
+    if (!valid_uuid(m->live) || !valid_uuid(m->snap))
+        rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox or snapshot id");
+    else
+        rc = skd__native_live_save(m->live, m->snap, m->snap_flags, max, &bytes, &err);
+    if (rc) {
+        reply_error(m->handle, rc, skd_err_msg(&err));
+        return;
+    }
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
+    skd__spawn_out_snap_args(&o, 0, bytes);
+    skd__spawn_send(S.sock, &o, &err);
+    skd__spawn_out_free(&o);
 }
 
 static void close_spawned(skd__spawned *sp)
@@ -655,6 +714,9 @@ static void on_message(void)
     case SKD__REQ_LIVE_DELETE:
         on_live_delete(&m);
         break;
+    case SKD__REQ_LIVE_SAVE:
+        on_live_save(&m);
+        break;
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");
         break;
@@ -662,33 +724,7 @@ static void on_message(void)
     skd__spawn_msg_free(&m);
 }
 
-/* Die with the parent, and make sure it has not died already. */
-static void tie_to_parent(pid_t parent)
-{
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != parent)
-        _exit(0);
-}
-
-static void keep_only_fd(int keep)
-{
-    if (dup2(keep, 3) != 3)
-        _exit(127);
-    syscall(SYS_close_range, 4U, ~0U, 0U);
-}
-
-static void default_signals(void)
-{
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_IGN);
-    signal(SIGINT, SIG_IGN); /* a terminal's ^C is for the server */
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGCHLD, SIG_DFL);
-}
-
-__attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf, int sock)
+void skd__spawner_main(const skd__spawner_conf *conf, int sock)
 {
     skd_err err = {0};
     S.conf = conf;
@@ -698,6 +734,7 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
     if (S.epfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, sock, &ev) != 0)
         _exit(127);
     skd__native_forget();
+    skd__snap_set_dir(conf->snap_dir);
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
     skd__native_set_defaults(&conf->defaults);
     skd__native_defer_teardown(1);
@@ -728,110 +765,4 @@ __attribute__((noreturn)) static void spawner_main(const skd__spawner_conf *conf
         if (S.owed_since && (n == 0 || skd_mono_ms() - S.owed_since >= IDLE_MAX_MS) && !idle_step())
             S.owed_since = 0;
     }
-}
-
-/* ---- the zygote ---- */
-
-static pid_t last_spawner;
-
-/* Fork a helper process (the spawner or the zygote) that runs main_fn on
- * its end of a new SOCK_SEQPACKET pair, as fd 3, with nothing else open. */
-static int fork_helper(const skd__spawner_conf *conf, const char *name,
-                       void (*main_fn)(const skd__spawner_conf *, int), int *sock_out,
-                       pid_t *pid_out)
-{
-    int sv[2];
-    if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0)
-        return -1;
-    pid_t me = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        close(sv[0]);
-        close(sv[1]);
-        return -1;
-    }
-    if (pid == 0) {
-        tie_to_parent(me);
-        close(sv[0]);
-        keep_only_fd(sv[1]);
-        default_signals();
-        prctl(PR_SET_NAME, name, 0, 0, 0);
-        main_fn(conf, 3);
-        _exit(127); /* main_fn does not return */
-    }
-    close(sv[1]);
-    *sock_out = sv[0];
-    *pid_out = pid;
-    return 0;
-}
-
-/* In the zygote: a new spawner (its own ctrl socket is not inherited:
- * fork_helper keeps nothing but the new pair's end). */
-static int fork_spawner(const skd__spawner_conf *conf)
-{
-    int fd;
-    return fork_helper(conf, "skilld-spawner", spawner_main, &fd, &last_spawner) == 0 ? fd : -1;
-}
-
-__attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf, int ctrl)
-{
-    for (;;) {
-        struct pollfd p = {.fd = ctrl, .events = POLLIN};
-        int n = poll(&p, 1, 1000);
-        int st = 0;
-        while (waitpid(-1, &st, WNOHANG) > 0) {
-            /* A spawner that was killed could not stop its containers
-             * (native sandboxes die with it): remove what it left. */
-            if (WIFSIGNALED(st)) {
-                skd__containers_reap_leftovers("docker", 0);
-                skd__containers_reap_leftovers("podman", 0);
-            }
-        }
-        if (n <= 0)
-            continue;
-        skd__spawn_msg m;
-        skd_err err = {0};
-        int rc = skd__spawn_recv(ctrl, &m, &err);
-        if (rc == SKD_ENOENT || rc == SKD_ESANDBOX) {
-            /* The server is gone: its spawners see EOF too and clean up;
-             * wait for them, so none is left for init to reap. */
-            while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
-                ;
-            _exit(0);
-        }
-        skd__spawn_out o;
-        if (rc == 0 && m.type == SKD__REQ_NEW_SPAWNER) {
-            int fd = fork_spawner(conf);
-            if (fd >= 0) {
-                skd__spawn_out_init(&o, SKD__REP_OK, (uint64_t)last_spawner);
-                skd__spawn_out_fd(&o, fd, SKD__FD_SOCKET);
-            } else {
-                skd__spawn_out_init(&o, SKD__REP_ERROR, 0);
-                skd__spawn_out_i32(&o, SKD__T_CODE, SKD_ESANDBOX);
-                skd__spawn_out_str(&o, SKD__T_MESSAGE, "sandbox spawner: cannot fork");
-            }
-            skd__spawn_send(ctrl, &o, &err);
-            skd__spawn_out_free(&o);
-            if (fd >= 0)
-                close(fd);
-        } else {
-            skd__spawn_out_init(&o, SKD__REP_ERROR, 0);
-            skd__spawn_out_i32(&o, SKD__T_CODE, SKD_EINVAL);
-            skd__spawn_out_str(&o, SKD__T_MESSAGE, "sandbox zygote: unexpected message");
-            skd__spawn_send(ctrl, &o, &err);
-            skd__spawn_out_free(&o);
-        }
-        if (rc == 0)
-            skd__spawn_msg_free(&m);
-    }
-}
-
-int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out)
-{
-    return fork_helper(conf, "skilld-spawner", spawner_main, sock_out, pid_out);
-}
-
-int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out)
-{
-    return fork_helper(conf, "skilld-zygote", zygote_main, ctrl_out, pid_out);
 }

@@ -26,6 +26,7 @@ typedef struct skd__spawner_conf {
     long long workspace_quota, data_reserve;
     long long workspace_max_entries; /* SKILLS_WORKSPACE_MAX_ENTRIES (0: the default) */
     long long root_layer_max;        /* SKILLS_SANDBOX_ROOT_LAYER_MAX_BYTES: a live sandbox's */
+    char snap_dir[PATH_MAX];         /* paused live sandboxes' files (the zygote sets it), or "" */
     /* A run's defaults (the operator's): pre-made sandboxes are made with
      * this /tmp size and these limits (native.c), never a tenant's. */
     skd_sandbox_config defaults;
@@ -37,6 +38,9 @@ typedef struct skd__spawner_conf {
 /* Fork the zygote (which forks the first spawner at the server's first
  * request). Returns 0 with the control socket and the zygote's pid, or -1
  * with errno. */
+/* The spawner's loop (spawner.c) on socket sock, in a process of its own:
+ * it never returns. */
+__attribute__((noreturn)) void skd__spawner_main(const skd__spawner_conf *conf, int sock);
 int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_out);
 /* Fork a spawner without a zygote, for a caller with one run and the
  * native provider (skilld exec): nothing to fork again should it die (the

@@ -270,11 +270,12 @@ static void remote_cleanup(void *state, skd__outcome *out)
     free(s);
 }
 
-int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
-                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
-                             skd_err *err)
+static int live_create(skd__spawner_client *c, const char *id, const char *image,
+                       const skd_sandbox_config *cfg, const char *workspace, const char *ca_pem,
+                       int restore, unsigned *gen, int *egress_fd, skd_err *err)
 {
     int ws = -1, rc;
+    *egress_fd = -1;
     if (!c)
         return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
     if (workspace && (rc = open_dir(workspace, &ws, err)) != 0)
@@ -285,6 +286,10 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
     skd__spawn_out_str(&o, SKD__T_LIVE, id);
     skd__spawn_out_str(&o, SKD__T_IMAGE, image);
     skd__spawn_out_config(&o, cfg);
+    if (ca_pem)
+        skd__spawn_out_str(&o, SKD__T_CA_PEM, ca_pem);
+    if (restore)
+        skd__spawn_out_snap_args(&o, 1, 0);
     if (ws >= 0)
         skd__spawn_out_fd(&o, ws, SKD__FD_WORKSPACE);
     pthread_mutex_lock(&c->mu);
@@ -303,6 +308,40 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
     rc = rep.type == SKD__REP_OK
              ? 0
              : skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    if (rc == 0)
+        *egress_fd = skd__spawn_take_fd(&rep, SKD__FD_EGRESS);
+    skd__spawn_msg_free(&rep); /* closes any descriptor not taken */
+    return rc;
+}
+
+int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
+                             const skd_sandbox_config *cfg, const char *workspace,
+                             const char *ca_pem, int restore, unsigned *gen, int *egress_fd,
+                             skd_err *err)
+{
+    return live_create(c, id, image, cfg, workspace, ca_pem, restore, gen, egress_fd, err);
+}
+
+int skd__spawner_live_save(skd__spawner_client *c, const char *id, unsigned gen, const char *dst,
+                           int flags, int64_t max, int64_t *bytes, skd_err *err)
+{
+    *bytes = 0;
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_SAVE, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    skd__spawn_out_str(&o, SKD__T_SNAP, dst);
+    skd__spawn_out_snap_args(&o, flags, max);
+    int rc = rpc(c, gen, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (rc)
+        return rc;
+    if (rep.type != SKD__REP_OK || !rep.has_snap_args)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    else
+        *bytes = rep.snap_bytes;
     skd__spawn_msg_free(&rep);
     return rc;
 }

@@ -27,14 +27,26 @@ void skd__spawner_client_reap(skd__spawner_client *c);
 
 /* Live sandboxes (spawner.c, native_live.c). Create makes one named id
  * (a UUID) with cfg's limits and workspace (a host directory, or NULL) at
- * /workspace, and sets *gen to the spawner that holds it: 0 or an SKD_E*
- * with the spawner's message. Delete ends it: 0, SKD_ENOENT when the
+ * /workspace, ca_pem (or NULL) added to its trust bundle, and sets *gen
+ * to the spawner that holds it and *egress_fd to the egress proxy's
+ * listening socket on its loopback (cfg->network_enabled; the caller owns
+ * it) or -1: 0 or an SKD_E* with the spawner's message. Delete ends it: 0, SKD_ENOENT when the
  * spawner has none of that id, SKD_ESANDBOX when the spawner of gen is
  * gone (and the sandbox with it). gen: the current spawner's. */
 int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char *image,
-                             const skd_sandbox_config *cfg, const char *workspace, unsigned *gen,
+                             const skd_sandbox_config *cfg, const char *workspace,
+                             const char *ca_pem, int restore, unsigned *gen, int *egress_fd,
                              skd_err *err);
 int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err);
+/* Pause, resume, fork (native_snap.c). Create with restore makes live
+ * sandbox id again from its snapshot, which then goes (a resume, or a
+ * fork's copy). Save keeps live sandbox id's files
+ * (or with SKD__SNAP_FROM_SAVED its snapshot's) as snapshot dst, and with
+ * SKD__SNAP_END ends it; *bytes is what was kept; SKD_EQUOTA past max.
+ * Delete removes a snapshot of its id as well. gen 0: any spawner (a
+ * snapshot outlives the spawner that made it). */
+int skd__spawner_live_save(skd__spawner_client *c, const char *id, unsigned gen, const char *dst,
+                           int flags, int64_t max, int64_t *bytes, skd_err *err);
 unsigned skd__spawner_client_gen(skd__spawner_client *c);
 
 #endif

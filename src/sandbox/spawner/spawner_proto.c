@@ -115,6 +115,15 @@ void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes)
     put_field(o, SKD__T_WORKSPACE, w, sizeof(w));
 }
 
+void skd__spawn_out_snap_args(skd__spawn_out *o, int flags, int64_t bytes)
+{
+    unsigned char w[16] = {0};
+    int32_t f = flags;
+    memcpy(w, &f, 4);
+    memcpy(w + 8, &bytes, 8);
+    put_field(o, SKD__T_SNAP_ARGS, w, sizeof(w));
+}
+
 void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3])
 {
     put_field(o, SKD__T_USAGE, v, 3 * sizeof(int64_t));
@@ -280,6 +289,8 @@ static int check_required(const skd__spawn_msg *m)
         return m->live && m->image && m->has_config && !m->argc;
     case SKD__REQ_LIVE_DELETE:
         return m->live && !m->has_config && !m->nlimits;
+    case SKD__REQ_LIVE_SAVE:
+        return m->live && m->snap && m->has_snap_args && !m->has_config && !m->nlimits;
     case SKD__REP_ERROR:
         return m->code < 0 && m->message;
     case SKD__REP_OUTCOME:
@@ -323,7 +334,7 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
     if (magic != SKD__SPAWN_MAGIC)
         return bad(m, err, "bad magic");
     if (m->type < SKD__REQ_PREPARE || m->type >= SKD__TYPE_MAX ||
-        (m->type > SKD__REQ_LIVE_DELETE && m->type < SKD__REP_OK))
+        (m->type > SKD__REQ_LIVE_SAVE && m->type < SKD__REP_OK))
         return bad(m, err, "unknown type");
     if (nfd_hdr != (uint32_t)nfds)
         return bad(m, err, "descriptor count does not match");
@@ -378,6 +389,20 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
         case SKD__T_LIVE:
             if (set_once(&m->live, take_str(m, &off, p, n)))
                 return bad(m, err, "bad live sandbox id");
+            break;
+        case SKD__T_SNAP:
+            if (set_once(&m->snap, take_str(m, &off, p, n)))
+                return bad(m, err, "bad snapshot name");
+            break;
+        case SKD__T_SNAP_ARGS:
+            if (n != 16 || m->has_snap_args)
+                return bad(m, err, "bad snapshot arguments");
+            memcpy(&v32, p, 4);
+            memcpy(&m->snap_bytes, p + 8, 8);
+            if (v32 < 0 || v32 > 3 || m->snap_bytes < 0 || p[4] || p[5] || p[6] || p[7])
+                return bad(m, err, "bad snapshot arguments");
+            m->snap_flags = v32;
+            m->has_snap_args = 1;
             break;
         case SKD__T_MESSAGE:
             if (set_once(&m->message, take_str(m, &off, p, n)))

@@ -50,7 +50,9 @@ enum skd__spawn_type {
     SKD__REQ_CLEANUP,     /* handle -> REP_OUTCOME; the handle is gone after */
     SKD__REQ_NEW_SPAWNER, /* (zygote) -> REP_OK with the new socket | REP_ERROR */
     SKD__REQ_LIVE_CREATE, /* live id, image, limits, workspace fd -> REP_OK | REP_ERROR */
-    SKD__REQ_LIVE_DELETE, /* live id -> REP_OK | REP_ERROR (no such live sandbox) */
+    SKD__REQ_LIVE_DELETE, /* live id -> REP_OK | REP_ERROR (no such live sandbox or snapshot) */
+    SKD__REQ_LIVE_SAVE,   /* live id, snap (the new snapshot), snap args (flags, max bytes)
+                             -> REP_OK with snap args (0, bytes saved) | REP_ERROR */
     SKD__REP_OK = 16,
     SKD__REP_ERROR,
     SKD__REP_SPAWNED,
@@ -76,6 +78,9 @@ enum skd__spawn_tag {
     SKD__T_LIVE,         /* string: a live sandbox's UUID (REQ_LIVE_*; REQ_PREPARE: exec in it) */
     SKD__T_USAGE,        /* REP_OUTCOME: 3 x i64 >= 0: cpu_us, mem_peak, ws_written (metering) */
     SKD__T_CA_PEM,       /* string: the egress CA's certificate for the sandbox's trust bundle */
+    SKD__T_SNAP,         /* string: a snapshot's name, a UUID (REQ_LIVE_SAVE: the new one) */
+    SKD__T_SNAP_ARGS,    /* i32 flags (SKD__SNAP_*; REQ_LIVE_CREATE: 1 = from the snapshot of
+                            its id), i32 zero, i64 bytes >= 0 (a cap, or what was saved) */
     SKD__T_MAX
 };
 
@@ -102,6 +107,10 @@ typedef struct skd__spawn_msg {
     const char *provider, *id, *image, *cwd, *message;
     const char *live;   /* SKD__T_LIVE or NULL */
     const char *ca_pem; /* NULL when not sent */
+    const char *snap;   /* SKD__T_SNAP or NULL */
+    int has_snap_args;
+    int snap_flags;
+    int64_t snap_bytes;
     char **argv, **envp;
     size_t argc, envc;
     int has_config; /* every limit arrived (nlimits == SKD_LIMIT_N) */
@@ -146,6 +155,7 @@ void skd__spawn_out_outcome(skd__spawn_out *o, const int v[5]);
 void skd__spawn_out_workspace(skd__spawn_out *o, int code, uint64_t bytes);
 /* The run's metering: v[3] = {cpu_us, mem_peak, ws_written}, each >= 0. */
 void skd__spawn_out_usage(skd__spawn_out *o, const int64_t v[3]);
+void skd__spawn_out_snap_args(skd__spawn_out *o, int flags, int64_t bytes);
 /* Attach fd (borrowed) with its role. */
 void skd__spawn_out_fd(skd__spawn_out *o, int fd, int role);
 void skd__spawn_out_free(skd__spawn_out *o);
