@@ -52,7 +52,11 @@ BENCH_SRCS := $(wildcard bench/*.c)
 # The operator console (ui/*), embedded in the library as a generated C
 # file (scripts/embed-ui.sh; src/server/console.c serves it at /ui).
 UI_FILES := $(sort $(wildcard ui/*.html ui/*.js ui/*.css))
-LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/ui_assets.o
+# The drivers of eval_code's interpreter contexts, embedded the same way
+# (scripts/embed-drivers.sh; src/sandbox/interp.c runs them in a sandbox).
+DRIVER_FILES := src/sandbox/interp/driver.py src/sandbox/interp/driver.js
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/ui_assets.o \
+            $(BUILD)/obj/gen/interp_drivers.o
 CLI_OBJS := $(CLI_SRCS:%.c=$(BUILD)/obj/%.o)
 SUPPORT_OBJS := $(TEST_SUPPORT:%.c=$(BUILD)/obj/%.o)
 FIXTURE_OBJS := $(FIXTURE_SRCS:%.c=$(BUILD)/obj/%.o)
@@ -79,6 +83,16 @@ $(BUILD)/gen/ui_assets.c: $(UI_FILES) scripts/embed-ui.sh
 	@scripts/embed-ui.sh $@ $(UI_FILES)
 
 $(BUILD)/obj/gen/ui_assets.o: $(BUILD)/gen/ui_assets.c
+	@mkdir -p $(dir $@)
+	@echo "  CC    $<"
+	@$(CC) $(ALL_CFLAGS) -c $< -o $@
+
+$(BUILD)/gen/interp_drivers.c: $(DRIVER_FILES) scripts/embed-drivers.sh
+	@mkdir -p $(dir $@)
+	@echo "  GEN   $@"
+	@scripts/embed-drivers.sh $@ $(DRIVER_FILES)
+
+$(BUILD)/obj/gen/interp_drivers.o: $(BUILD)/gen/interp_drivers.c
 	@mkdir -p $(dir $@)
 	@echo "  CC    $<"
 	@$(CC) $(ALL_CFLAGS) -c $< -o $@

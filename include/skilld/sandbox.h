@@ -229,6 +229,12 @@ typedef struct skd_sandbox_spec {
      * timeout; it ends with its sandbox, or when it is killed), not
      * counted against the caps of concurrent runs. */
     int background;
+    /* May be NULL; with background only. The process's stdin stays open:
+     * its write end (non-blocking, close-on-exec) is handed to on_stdin
+     * (with output_arg) on the supervisor thread when the process starts,
+     * and the callee owns it from then on (interpreter contexts,
+     * src/sandbox/interp.c). stdin_data is then ignored. */
+    void (*on_stdin)(void *arg, int fd);
 } skd_sandbox_spec;
 
 /* Completion of an asynchronous run, called on the supervisor thread: it

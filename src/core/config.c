@@ -112,6 +112,11 @@ static const struct key keys[] = {
      "concurrent sandboxes (0: 4 x cores)"},
     {"SKILLS_SANDBOX_MAX_PER_KEY", K_INT, "0", 0, 4096, 0,
      "concurrent sandboxes per key (0: half the global cap)"},
+    /* interpreter contexts of live sandboxes (src/sandbox/interp.c, docs/sandbox.md) */
+    {"SKILLS_INTERP_MAX_CONTEXTS", K_INT, "8", 1, 256, 0,
+     "interpreter contexts (eval_code with sandboxId) a live sandbox may hold"},
+    {"SKILLS_INTERP_MAX_LINE_BYTES", K_INT, "4194304", 65536, 268435456, 0,
+     "bytes of one request or answer line between skilld and an interpreter context"},
     /* live sandboxes (src/sandbox/live.c, docs/sandbox.md) */
     {"SKILLS_SANDBOX_MAX_LIVE_PER_KEY", K_INT, "4", 0, 4096, 0,
      "live sandboxes a key may hold at once (0: none)"},

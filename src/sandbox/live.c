@@ -230,6 +230,7 @@ void skd__live_end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
     egress_end(r, l, egress);
+    skd__interp_forget(r, l->id);
     skd__live_rec_free(l);
 }
 
@@ -656,4 +657,35 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
         rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");
     }
     return rc;
+}
+
+/* ---- for interpreter contexts (interp.c) ---- */
+
+int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
+                   int *has_ws, skd_err *err)
+{
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key ? key : "", id);
+    int paused = l && skd__live_paused_locked(l, err);
+    if (l && !paused) {
+        *cfg = l->cfg;
+        *has_ws = l->has_ws;
+        l->busy++;
+        l->used = skd_mono_ms();
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    if (paused)
+        return SKD_EPAUSED;
+    return l ? 0 : skd_err_set(err, SKD_ENOENT, "no such sandbox");
+}
+
+void skd__live_release(skd_runner *r, const char *key, const char *id)
+{
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key ? key : "", id);
+    if (l && l->busy > 0) {
+        l->busy--;
+        l->used = skd_mono_ms();
+    }
+    pthread_mutex_unlock(&r->live_mu);
 }

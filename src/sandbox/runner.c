@@ -286,6 +286,7 @@ static int run_new(skd_runner *r, const skd_sandbox_spec *spec, const char *rt, 
     run->background = spec->live_id && spec->background;
     run->on_output = spec->on_output;
     run->output_arg = spec->output_arg;
+    run->on_stdin = run->background ? spec->on_stdin : NULL;
     run->cwd = dup_or_null(spec->cwd ? spec->cwd : spec->workspace ? "/workspace" : "/tmp", &bad);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -653,6 +654,7 @@ int skd_runner_new(const skd_config *cfg, const skd_runner_opts *opts, skd_runne
     skd_sandbox_config_defaults(&r->defaults, cfg);
     skd_sandbox_ceilings_from_config(&r->ceilings, cfg);
     skd__live_init(r, cfg);
+    skd__interp_init(r, cfg);
     if (bad) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto fail;
@@ -696,6 +698,7 @@ void skd_runner_free(skd_runner *r)
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->spawner_cv);
     skd__live_free(r);
+    skd__interp_free(r);
     free(r->runtime);
     free(r->data_dir);
     free(r->allowed);

@@ -51,6 +51,8 @@ struct run {
     int background;                   /* live only: no timer, not counted against the caps */
     void (*on_output)(void *arg, int stream, const char *data, size_t len);
     void *output_arg;
+    /* background: takes the write end of its stdin (interp.c) */
+    void (*on_stdin)(void *arg, int fd);
     skd_egress_run *egress; /* networkEnabled: its proxy, while running */
     skd_secret *secrets;    /* networkEnabled: the key's secrets (values
                                only ever here and in the proxy) */
@@ -120,6 +122,7 @@ struct skd_runner {
     int64_t live_idle, live_lifetime; /* defaults and ceilings, ms */
     int live_max_paused_key;          /* SKILLS_SANDBOX_MAX_PAUSED_PER_KEY */
     int64_t live_paused_bytes;        /* SKILLS_SANDBOX_PAUSED_MAX_BYTES, per key */
+    struct skd__interp *interp;       /* interpreter contexts (interp.c) */
 };
 
 /* live.c: set up (from the operator's settings), stop the reaper and
@@ -127,6 +130,20 @@ struct skd_runner {
 void skd__live_init(skd_runner *r, const skd_config *cfg);
 void skd__live_stop(skd_runner *r);
 void skd__live_free(skd_runner *r);
+
+/* Interpreter contexts (interp.c): set up from the operator's settings;
+ * forget a sandbox's contexts when it ends; free every context once the
+ * supervisor has stopped. */
+struct skd__interp;
+void skd__interp_init(skd_runner *r, const skd_config *cfg);
+void skd__interp_forget(skd_runner *r, const char *sandbox_id);
+void skd__interp_free(skd_runner *r);
+/* live.c, for interp.c: key's live sandbox id, its limits and whether it
+ * has a workspace; held (counted as a running exec, so not idle) until
+ * skd__live_release. 0 or SKD_ENOENT. */
+int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
+                   int *has_ws, skd_err *err);
+void skd__live_release(skd_runner *r, const char *key, const char *id);
 
 /* The runner's egress proxy, started on first use (thread-safe); NULL with
  * err set when it cannot start. */

@@ -244,7 +244,10 @@ static void start_run(skd_runner *r, struct run *run)
     bad |= watch(r, run, W_ERR, run->err.fd, EPOLLIN);
     if (run->status_fd >= 0)
         bad |= watch(r, run, W_STATUS, run->status_fd, EPOLLIN);
-    if (run->in_fd >= 0 && run->in_len > 0)
+    if (run->in_fd >= 0 && run->on_stdin) {
+        run->on_stdin(run->output_arg, run->in_fd); /* it owns the descriptor now */
+        run->in_fd = -1;
+    } else if (run->in_fd >= 0 && run->in_len > 0)
         bad |= watch(r, run, W_IN, run->in_fd, EPOLLOUT);
     else if (run->in_fd >= 0) {
         close(run->in_fd);
