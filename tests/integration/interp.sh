@@ -203,6 +203,25 @@ BODY=$BODY2
     fail "the second call waits for the first" "answered after ${ms} ms: ${BODY:0:200}"
 as "$K1" DELETE "/v1/sandboxes/$SB2"
 
+# ---- paused: refused, never resumed behind the caller's back; after a
+# resume the interpreter is new and says so ----
+as "$K1" POST /v1/sandboxes -d '{}'
+SB3=$(json_get "$BODY" 'j["id"]')
+evp "$K1" "$SB3" default python 'kept = 7'
+expect_json "a context in a sandbox that will be paused" 'j["success"]'
+as "$K1" POST "/v1/sandboxes/$SB3/pause"
+expect_status "the sandbox pauses" 200
+evp "$K1" "$SB3" default python 'kept'
+expect_json "eval_code in a paused sandbox is sandbox_paused and says how to resume" \
+    'not j["success"] and j["error"]["code"] == "sandbox_paused" and "resume" in j["error"]["message"]'
+as "$K1" GET "/v1/sandboxes/$SB3"
+expect_json "the refused eval left it paused" 'j["state"] == "paused"'
+as "$K1" POST "/v1/sandboxes/$SB3/resume"
+evp "$K1" "$SB3" default python '1 + 1'
+expect_json "after a resume the context is a new interpreter, and says so" \
+    'j["success"] and j["result"] == "2" and j["contextRestarted"]'
+as "$K1" DELETE "/v1/sandboxes/$SB3"
+
 # ---- 11 ----
 before=$(live_procs "$SB" | wc -l)
 [ "$before" -ge 3 ] && pass "the interpreters run in the sandbox's cgroup ($before processes)" || fail "the interpreters run in the sandbox's cgroup" "$before"
