@@ -25,6 +25,11 @@ void skd__builtin_sandbox_list_def(skd_skill_def *d);
 void skd__builtin_sandbox_delete_def(skd_skill_def *d);
 void skd__builtin_sandbox_processes_def(skd_skill_def *d);
 void skd__builtin_secrets_list_def(skd_skill_def *d);
+/* For the live sandbox skills (sandbox_live.c, sandbox_snap.c): the input
+ * schema {sandboxId}, and the runner of ctx, or NULL with *res the error
+ * result. */
+extern const char skd__builtin_sandbox_id_schema[];
+skd_runner *skd__builtin_runner(const skd_ctx *ctx, json_t **res);
 void skd__builtin_sandbox_pause_def(skd_skill_def *d); /* sandbox_snap.c */
 void skd__builtin_sandbox_resume_def(skd_skill_def *d);
 void skd__builtin_sandbox_fork_def(skd_skill_def *d);

@@ -41,7 +41,7 @@ static const char create_schema[] =
     "(sandbox_pause)\"}"
     "}}";
 
-static const char id_schema[] =
+const char skd__builtin_sandbox_id_schema[] =
     "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"sandboxId\"],"
     " \"properties\": {"
     "  \"sandboxId\": {\"type\": \"string\", \"maxLength\": 64,"
@@ -84,7 +84,7 @@ static const char processes_schema[] =
     "  \"kill\": {\"type\": \"boolean\", \"description\": \"kill the process\"}"
     "}}";
 
-static skd_runner *runner_of(const skd_ctx *ctx, json_t **res)
+skd_runner *skd__builtin_runner(const skd_ctx *ctx, json_t **res)
 {
     skd_err err = {0};
     skd_runner *r = ctx->runner(ctx, &err);
@@ -108,7 +108,7 @@ static json_t *create_handler(const skd_ctx *ctx, const json_t *input, void *uda
 {
     (void)udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     skd_sandbox_config cfg;
@@ -139,7 +139,7 @@ static json_t *list_handler(const skd_ctx *ctx, const json_t *input, void *udata
 {
     (void)udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     const char *id = skd_json_str(input, "sandboxId", NULL);
@@ -157,7 +157,7 @@ static json_t *delete_handler(const skd_ctx *ctx, const json_t *input, void *uda
 {
     (void)udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     skd_err err = {0};
@@ -184,7 +184,7 @@ static json_t *background(const skd_ctx *ctx, const json_t *input, const char **
                           const char *in, size_t in_len, const char *cwd)
 {
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     char **env = NULL;
@@ -217,7 +217,7 @@ static json_t *processes_handler(const skd_ctx *ctx, const json_t *input, void *
 {
     (void)udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     skd_err err = {0};
@@ -335,7 +335,7 @@ void skd__builtin_sandbox_delete_def(skd_skill_def *d)
     d->version = "1.0.0";
     d->description = "End one of your live sandboxes: every process of it is killed and its "
                      "files in /tmp are gone.";
-    d->input_schema = json_loads(id_schema, 0, NULL);
+    d->input_schema = json_loads(skd__builtin_sandbox_id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = delete_handler;
 }

@@ -12,22 +12,6 @@
 
 #include <string.h>
 
-static const char id_schema[] =
-    "{\"type\": \"object\", \"additionalProperties\": false, \"required\": [\"sandboxId\"],"
-    " \"properties\": {"
-    "  \"sandboxId\": {\"type\": \"string\", \"maxLength\": 64,"
-    "                 \"description\": \"the id sandbox_create returned\"}"
-    "}}";
-
-static skd_runner *runner_of(const skd_ctx *ctx, json_t **res)
-{
-    skd_err err = {0};
-    skd_runner *r = ctx->runner(ctx, &err);
-    if (!r)
-        *res = skd_result_from_err(&err);
-    return r;
-}
-
 /* {success, sandboxId, state, changed, message, sandbox}. */
 static json_t *answer(const char *id, json_t *sb, int changed, const char *message)
 {
@@ -65,7 +49,7 @@ static json_t *move_handler(const skd_ctx *ctx, const json_t *input, void *udata
 {
     const struct move *m = udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     skd_err err = {0};
@@ -81,7 +65,7 @@ static json_t *fork_handler(const skd_ctx *ctx, const json_t *input, void *udata
 {
     (void)udata;
     json_t *res = NULL;
-    skd_runner *r = runner_of(ctx, &res);
+    skd_runner *r = skd__builtin_runner(ctx, &res);
     if (!r)
         return res;
     skd_err err = {0};
@@ -106,7 +90,7 @@ void skd__builtin_sandbox_pause_def(skd_skill_def *d)
                      "every process of it ends, so it holds no memory (a filesystem snapshot, "
                      "not a process checkpoint). An exec in it is refused until sandbox_resume. "
                      "Pausing a paused one does nothing and says so.";
-    d->input_schema = json_loads(id_schema, 0, NULL);
+    d->input_schema = json_loads(skd__builtin_sandbox_id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = move_handler;
     d->udata = (void *)&pause_move;
@@ -119,7 +103,7 @@ void skd__builtin_sandbox_resume_def(skd_skill_def *d)
     d->description = "Resume one of your paused live sandboxes: the same id, its files as they "
                      "were at the pause, new processes (memory is not kept). Resuming a running "
                      "one does nothing and says so.";
-    d->input_schema = json_loads(id_schema, 0, NULL);
+    d->input_schema = json_loads(skd__builtin_sandbox_id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = move_handler;
     d->udata = (void *)&resume_move;
@@ -132,7 +116,7 @@ void skd__builtin_sandbox_fork_def(skd_skill_def *d)
     d->description = "Fork one of your live sandboxes (running or paused): a new sandbox whose "
                      "root layer and /tmp are a copy of this one's now; the two are independent "
                      "afterwards. Processes and memory are not copied.";
-    d->input_schema = json_loads(id_schema, 0, NULL);
+    d->input_schema = json_loads(skd__builtin_sandbox_id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = fork_handler;
 }
