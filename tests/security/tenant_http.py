@@ -144,10 +144,14 @@ def idle_hold(port, pid, secret, n, calls):
 def cap_evict(port, secret, cap):
     """cap idle connections, then one more client: the first idle one goes.
     The connections are made idle one after the other (each request answered
-    before the next connection opens), so the first is the longest idle."""
+    before the next connection opens), so the first is the longest idle. The
+    server puts a connection on its idle list when it has finished the
+    request, which may be after the client read the answer: a pause after
+    each keeps a busy machine from listing two of them out of order."""
     conns = []
     for _ in range(cap):
         conns.extend(open_idle(port, 1))
+        time.sleep(0.1)
     time.sleep(0.2)
     st, _ = get(port, '/v1/skills', secret)
     time.sleep(0.5)
