@@ -121,7 +121,7 @@ void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out);
-/* rest_sandbox_snap.c: pause, resume, fork of live sandboxes. */
+/* rest_sandboxes.c too: pause, resume, fork of live sandboxes. */
 void skd__rest_sandbox_pause(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_resume(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_fork(skd_http_req *req, skd_http_reply *out);

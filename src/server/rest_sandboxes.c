@@ -47,11 +47,11 @@ static void call(skd_http_req *req, skd_http_reply *out, const char *skill, json
     json_t *result = skd_engine_execute(skd__server_engine(req->srv), &c, exec_id);
     skd__calls_end(calls, cancel);
     json_decref(input);
-    const char *code = skd_result_code(result);
     if (!result) {
         skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "no result");
         return;
     }
+    const char *code = skd_result_code(result);
     if (code && !skd_result_success(result)) {
         skd__http_json(out, skd__http_status_for(skd_errcode_parse(code)), result);
         return;
@@ -108,6 +108,28 @@ void skd__rest_sandbox_delete(skd_http_req *req, skd_http_reply *out)
     json_t *in = input_with_id(req, out, 0);
     if (in)
         call(req, out, "sandbox_delete", in, MHD_HTTP_OK, NULL);
+}
+
+/* Pause, resume, fork (the skills of src/builtins/sandbox_snap.c). */
+void skd__rest_sandbox_pause(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 0);
+    if (in)
+        call(req, out, "sandbox_pause", in, MHD_HTTP_OK, NULL);
+}
+
+void skd__rest_sandbox_resume(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 0);
+    if (in)
+        call(req, out, "sandbox_resume", in, MHD_HTTP_OK, NULL);
+}
+
+void skd__rest_sandbox_fork(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 0);
+    if (in)
+        call(req, out, "sandbox_fork", in, MHD_HTTP_CREATED, "sandbox");
 }
 
 /* ---- a streamed exec (Accept: text/event-stream) ----

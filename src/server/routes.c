@@ -45,7 +45,7 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/sandboxes/{}/processes", 1, X, skd__rest_sandbox_processes, 0},
     {"GET", "/v1/sandboxes/{}/processes/{}/output", 1, X, skd__rest_sandbox_process_output, 0},
     {"DELETE", "/v1/sandboxes/{}/processes/{}", 1, X, skd__rest_sandbox_process_kill, 0},
-    /* pause, resume, fork (rest_sandbox_snap.c) */
+    /* pause, resume, fork (rest_sandboxes.c) */
     {"POST", "/v1/sandboxes/{}/pause", 1, X, skd__rest_sandbox_pause, 0},
     {"POST", "/v1/sandboxes/{}/resume", 1, X, skd__rest_sandbox_resume, 0},
     {"POST", "/v1/sandboxes/{}/fork", 1, X, skd__rest_sandbox_fork, 0},
