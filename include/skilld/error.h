@@ -41,7 +41,9 @@
     X(UNSUPPORTED_MEDIA, "unsupported_content", "the content type is not supported")               \
     X(COMMAND, "command_failed", "the command exited with an error")                               \
     X(STORE, "store_unavailable", "the store cannot be reached or failed")                         \
-    X(PAUSED, "sandbox_paused", "the sandbox is paused; resume it first")
+    X(PAUSED, "sandbox_paused", "the sandbox is paused; resume it first")                          \
+    X(LOST, "sandbox_lost", "the replica that held the sandbox stopped; the sandbox is gone")      \
+    X(REPLICA, "replica_unavailable", "the replica that holds the sandbox cannot be reached")
 
 enum skd_errno {
     SKD_OK = 0,

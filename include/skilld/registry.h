@@ -97,6 +97,10 @@ typedef struct skd_skill_def {
      * takes no lock and starts no process, so a transport may run it on
      * its event thread (skd_engine_skill_is_quick). */
     int quick;
+    /* 1: an input "sandboxId" names the live sandbox the call acts in; with
+     * replicas the engine runs the call on the replica that holds it
+     * (src/engine/replica.c). */
+    int live_bound;
     skd_handler_fn handler;
     void *udata;
     void (*udata_free)(void *udata); /* called when the skill is freed; may be NULL */
@@ -155,7 +159,8 @@ json_t *skd_skill_output_schema(const skd_skill *s); /* may be NULL */
 json_t *skd_skill_tags(const skd_skill *s);          /* array, may be empty */
 json_t *skd_skill_manifest(const skd_skill *s);      /* may be NULL */
 enum skd_mode skd_skill_mode(const skd_skill *s);
-int skd_skill_quick(const skd_skill *s); /* skd_skill_def.quick */
+int skd_skill_quick(const skd_skill *s);      /* skd_skill_def.quick */
+int skd_skill_live_bound(const skd_skill *s); /* skd_skill_def.live_bound */
 int skd_skill_enabled(const skd_skill *s);
 const char *skd_mode_name(enum skd_mode mode);
 

@@ -362,6 +362,7 @@ typedef struct skd_live_opts {
     int64_t idle_timeout_ms;          /* 0: SKILLS_SANDBOX_IDLE_TIMEOUT_MS (also the ceiling) */
     int64_t lifetime_ms;              /* 0: SKILLS_SANDBOX_LIFETIME_MS (also the ceiling) */
     int on_idle_pause;                /* the idle timeout pauses it instead of ending it */
+    const char *id;                   /* NULL: a new UUID; else this one (the caller's row) */
 } skd_live_opts;
 
 /* Make a live sandbox for key. *out: a new object {id, state, image,
@@ -396,6 +397,15 @@ int skd_live_delete_key(skd_runner *r, const char *key);
 typedef void (*skd_live_egress_fn)(void *arg, const char *key_id, const char *sandbox_id,
                                    const json_t *egress);
 void skd_runner_set_live_egress(skd_runner *r, skd_live_egress_fn fn, void *arg);
+
+/* Told when a live sandbox ended, whatever ended it (a delete, its idle
+ * timeout or lifetime, its key's revocation, its spawner's death, the
+ * runner's stop), or when the reaper paused it (paused 1; sandbox is its
+ * object, borrowed). Called without the runner's locks; it may block
+ * briefly (the engine ends the sandbox's row in the store). */
+typedef void (*skd_live_event_fn)(void *arg, const char *key_id, const char *sandbox_id, int paused,
+                                  const json_t *sandbox);
+void skd_runner_set_live_events(skd_runner *r, skd_live_event_fn fn, void *arg);
 
 typedef struct skd_live_exec_opts {
     /* argv, env, stdin, cwd (NULL: /workspace when the sandbox has one,
@@ -444,12 +454,14 @@ int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *pr
  * bytes past SKILLS_SANDBOX_PAUSED_MAX_BYTES (it runs on). Resume:
  * *changed 0 when it was running; SKD_EBUSY past the live caps. *out: the
  * sandbox object (new reference). Fork: *out is the new sandbox; the live
- * caps hold for it. SKD_ENOENT for no such sandbox of key. An exec in a
+ * caps hold for it; new_id names it (NULL: a new UUID). SKD_ENOENT for no
+ * such sandbox of key. An exec in a
  * paused sandbox is SKD_EPAUSED: nothing resumes it but a resume. */
 int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
                    skd_err *err);
 int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
                     skd_err *err);
-int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err);
+int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *new_id, json_t **out,
+                  skd_err *err);
 
 #endif

@@ -66,6 +66,10 @@ typedef struct skd_call {
      * the call runs, so that a cancel through another replica reaches it
      * (it fires cancel). */
     const char *task_id;
+    /* 1: another replica forwarded this call here (src/server/replica_http.c)
+     * because this one holds its live sandbox: it runs here, whatever the
+     * store says, and is never forwarded again. */
+    int forwarded;
 } skd_call;
 
 /* Execute a skill: look it up as the caller sees it, check it is enabled and

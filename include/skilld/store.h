@@ -277,6 +277,32 @@ int skd_store_run_state(skd_store *st, const char *key_id, const char *id, char 
 json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state, int limit,
                            skd_err *err);
 /*
+ * Live sandboxes (src/store/live_rows.c): each is a run row of kind "live"
+ * for its life, begun with skd_store_run_begin (kind "live", per_key: the
+ * key's live sandboxes over every replica) and ended with skd_store_run_end.
+ * Its lease is renewed with the replica's runs, so the sandboxes of a
+ * replica that died are marked "lost" within the lease. detail is JSON
+ * text: the holder's internal URL and the sandbox object.
+ */
+/* Record the live sandbox object sandbox (borrowed: {id, state, ...}) as
+ * held by this replica, reached at url (SKILLD_REPLICA_URL; "" for none):
+ * its row is "paused" when its state is (paused rows are not counted by
+ * the cap), else "running". Only while its row is held. */
+int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, skd_err *err);
+typedef struct skd_live_row {
+    char replica[160]; /* who holds it */
+    char state[16];    /* "running" or "paused" (held), "lost", "done", "error" */
+    int leased;        /* its lease has not run out */
+    json_t *detail;    /* new reference, or NULL (caller decrefs) */
+} skd_live_row;
+/* The row of key_id's live sandbox id; SKD_ENOENT when there is none (or it
+ * is another key's). */
+int skd_store_live_get(skd_store *st, const char *key_id, const char *id, skd_live_row *row,
+                       skd_err *err);
+/* key_id's live sandboxes held over every replica, oldest first:
+ * [{id, replica, detail}]. New reference; NULL on error. */
+json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err);
+/*
  * Secrets of a key (src/store/secrets.c). The store holds the value only
  * sealed (the engine seals and opens it, src/engine/secrets.c); a row names
  * where the egress proxy may put it and the placeholder that stands for it.

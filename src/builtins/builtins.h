@@ -30,6 +30,17 @@ void skd__builtin_secrets_list_def(skd_skill_def *d);
  * result. */
 extern const char skd__builtin_sandbox_id_schema[];
 skd_runner *skd__builtin_runner(const skd_ctx *ctx, json_t **res);
+/* A live sandbox is a row of the store for its life (src/store/live_rows.c):
+ * row_begin picks its id and records it as this replica's, once the key's
+ * live sandboxes over every replica are under SKILLS_SANDBOX_MAX_LIVE_PER_KEY
+ * (SKD_EBUSY past it); row_end ends that row when the sandbox could not be
+ * made; row_set records its object sb (borrowed) and where this replica is
+ * reached (SKILLD_REPLICA_URL), so that the others list it and forward its
+ * calls here. A row the store did not take costs the sandbox its listing on
+ * the other replicas, not the call. */
+int skd__builtin_live_row_begin(const skd_ctx *ctx, char id[SKD_UUID_LEN + 1], skd_err *err);
+void skd__builtin_live_row_end(const skd_ctx *ctx, const char *id);
+void skd__builtin_live_row_set(const skd_ctx *ctx, const json_t *sb);
 void skd__builtin_sandbox_pause_def(skd_skill_def *d); /* sandbox_snap.c */
 void skd__builtin_sandbox_resume_def(skd_skill_def *d);
 void skd__builtin_sandbox_fork_def(skd_skill_def *d);

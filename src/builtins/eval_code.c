@@ -94,6 +94,7 @@ static json_t *handler(const skd_ctx *ctx, const json_t *input, void *udata)
 void skd__builtin_eval_code_def(skd_skill_def *d)
 {
     d->name = "eval_code";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description =
         "Evaluate JavaScript, Python or shell code in an isolated sandbox with the "

@@ -13,7 +13,9 @@
  */
 #include "builtins/builtins.h"
 #include "builtins/sandbox_skill.h"
+#include "skilld/log.h"
 #include "skilld/sandbox.h"
+#include "skilld/store.h"
 #include "skilld/workspace.h"
 
 #include <stdlib.h>
@@ -93,6 +95,37 @@ skd_runner *skd__builtin_runner(const skd_ctx *ctx, json_t **res)
     return r;
 }
 
+int skd__builtin_live_row_begin(const skd_ctx *ctx, char id[SKD_UUID_LEN + 1], skd_err *err)
+{
+    if (skd_uuid(id))
+        return skd_err_set(err, SKD_EINTERNAL, "no randomness for a sandbox id");
+    int cap = (int)skd_config_int(ctx->cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY");
+    skd_run_req rq = {
+        .id = id, .key_id = ctx->key_id, .skill = "sandbox_create", .kind = "live", .per_key = cap};
+    int rc = skd_store_run_begin(ctx->store, &rq, err);
+    if (rc == SKD_EBUSY) {
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key holds %d live sandboxes over every replica, its cap "
+                         "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                         cap);
+    }
+    return rc;
+}
+
+void skd__builtin_live_row_end(const skd_ctx *ctx, const char *id)
+{
+    skd_store_run_end(ctx->store, id, "error");
+}
+
+void skd__builtin_live_row_set(const skd_ctx *ctx, const json_t *sb)
+{
+    skd_err err = {0};
+    if (skd_store_live_set(ctx->store, skd_config_str(ctx->cfg, "SKILLD_REPLICA_URL"), sb, &err))
+        skd_warn("live sandbox %s: its row was not updated: %s",
+                 json_string_value(json_object_get(sb, "id")), skd_err_msg(&err));
+}
+
 /* {success: true, sandbox} or {success: true, sandboxes}. */
 static json_t *ok_with(const char *name, json_t *v)
 {
@@ -130,9 +163,41 @@ static json_t *create_handler(const skd_ctx *ctx, const json_t *input, void *uda
     };
     skd_err err = {0};
     json_t *sb = NULL;
-    if (skd_live_create(r, ctx->key_id, &o, &sb, &err) != 0)
+    char id[SKD_UUID_LEN + 1];
+    if (skd__builtin_live_row_begin(ctx, id, &err) != 0)
         return skd_result_from_err(&err);
+    o.id = id;
+    if (skd_live_create(r, ctx->key_id, &o, &sb, &err) != 0) {
+        skd__builtin_live_row_end(ctx, id);
+        return skd_result_from_err(&err);
+    }
+    skd__builtin_live_row_set(ctx, sb);
     return ok_with("sandbox", sb);
+}
+
+/* The key's sandboxes on this replica (mine, stolen), then those the
+ * store says other replicas hold, as their rows show them. A store that
+ * does not answer leaves only this replica's. */
+static json_t *list_everywhere(const skd_ctx *ctx, json_t *mine)
+{
+    const char *me = skd_store_replica_id(ctx->store);
+    size_t i;
+    json_t *v;
+    json_array_foreach (mine, i, v)
+        json_object_set_new(v, "replica", json_string(me));
+    json_t *rows = mine ? skd_store_live_list(ctx->store, ctx->key_id, NULL) : NULL;
+    json_array_foreach (rows, i, v) {
+        const char *rep = json_string_value(json_object_get(v, "replica"));
+        json_t *sb = json_object_get(json_object_get(v, "detail"), "sandbox");
+        if (!rep || strcmp(rep, me) == 0 || !json_is_object(sb))
+            continue; /* ours are listed above, from memory */
+        json_t *c = json_deep_copy(sb);
+        if (c && json_object_set_new(c, "replica", json_string(rep)) == 0)
+            json_array_append(mine, c);
+        json_decref(c);
+    }
+    json_decref(rows);
+    return mine;
 }
 
 static json_t *list_handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -150,7 +215,7 @@ static json_t *list_handler(const skd_ctx *ctx, const json_t *input, void *udata
             return skd_result_from_err(&err);
         return ok_with("sandbox", sb);
     }
-    return ok_with("sandboxes", skd_live_list(r, ctx->key_id));
+    return ok_with("sandboxes", list_everywhere(ctx, skd_live_list(r, ctx->key_id)));
 }
 
 static json_t *delete_handler(const skd_ctx *ctx, const json_t *input, void *udata)
@@ -310,6 +375,7 @@ void skd__builtin_sandbox_exec_def(skd_skill_def *d)
 {
     static const int rows[] = {SKD_LIMIT_TIMEOUT};
     d->name = "sandbox_exec";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "Run a command in one of your live sandboxes (from sandbox_create); "
                      "returns exit code and output as execute_command does.";
@@ -321,6 +387,7 @@ void skd__builtin_sandbox_exec_def(skd_skill_def *d)
 void skd__builtin_sandbox_list_def(skd_skill_def *d)
 {
     d->name = "sandbox_list";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "List your live sandboxes (or one, by sandboxId) with their limits and "
                      "when they end.";
@@ -332,6 +399,7 @@ void skd__builtin_sandbox_list_def(skd_skill_def *d)
 void skd__builtin_sandbox_delete_def(skd_skill_def *d)
 {
     d->name = "sandbox_delete";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "End one of your live sandboxes: every process of it is killed and its "
                      "files in /tmp are gone.";
@@ -343,6 +411,7 @@ void skd__builtin_sandbox_delete_def(skd_skill_def *d)
 void skd__builtin_sandbox_processes_def(skd_skill_def *d)
 {
     d->name = "sandbox_processes";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "The background processes of one of your live sandboxes (sandbox_exec "
                      "with background: true); with processId, that one and its output from "

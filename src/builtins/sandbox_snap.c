@@ -58,6 +58,8 @@ static json_t *move_handler(const skd_ctx *ctx, const json_t *input, void *udata
     const char *id = skd_json_str(input, "sandboxId", "");
     if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0)
         return skd_result_from_err(&err);
+    if (changed)
+        skd__builtin_live_row_set(ctx, sb);
     return answer(id, sb, changed, changed ? m->done : m->already);
 }
 
@@ -71,8 +73,14 @@ static json_t *fork_handler(const skd_ctx *ctx, const json_t *input, void *udata
     skd_err err = {0};
     json_t *sb = NULL;
     const char *id = skd_json_str(input, "sandboxId", "");
-    if (skd_live_fork(r, ctx->key_id, id, &sb, &err) != 0)
+    char new_id[SKD_UUID_LEN + 1];
+    if (skd__builtin_live_row_begin(ctx, new_id, &err) != 0)
         return skd_result_from_err(&err);
+    if (skd_live_fork(r, ctx->key_id, id, new_id, &sb, &err) != 0) {
+        skd__builtin_live_row_end(ctx, new_id);
+        return skd_result_from_err(&err);
+    }
+    skd__builtin_live_row_set(ctx, sb);
     json_object_set_new(sb, "forkedFrom", json_string(id));
     json_t *o = skd_result_ok();
     if (!o || json_object_set_new(o, "sandbox", sb)) {
@@ -85,6 +93,7 @@ static json_t *fork_handler(const skd_ctx *ctx, const json_t *input, void *udata
 void skd__builtin_sandbox_pause_def(skd_skill_def *d)
 {
     d->name = "sandbox_pause";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "Pause one of your live sandboxes: its root layer and /tmp are saved and "
                      "every process of it ends, so it holds no memory (a filesystem snapshot, "
@@ -99,6 +108,7 @@ void skd__builtin_sandbox_pause_def(skd_skill_def *d)
 void skd__builtin_sandbox_resume_def(skd_skill_def *d)
 {
     d->name = "sandbox_resume";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "Resume one of your paused live sandboxes: the same id, its files as they "
                      "were at the pause, new processes (memory is not kept). Resuming a running "
@@ -112,6 +122,7 @@ void skd__builtin_sandbox_resume_def(skd_skill_def *d)
 void skd__builtin_sandbox_fork_def(skd_skill_def *d)
 {
     d->name = "sandbox_fork";
+    d->live_bound = 1;
     d->version = "1.0.0";
     d->description = "Fork one of your live sandboxes (running or paused): a new sandbox whose "
                      "root layer and /tmp are a copy of this one's now; the two are independent "

@@ -46,6 +46,12 @@ static const struct key keys[] = {
      "write each call's audit row before the call is answered (per-call durability)"},
     {"SKILLD_REPLICA_ID", K_STR, "", 0, 0, 0,
      "this replica's name in the run table and the Skilld-Replica header (empty: host name)"},
+    {"SKILLD_REPLICA_URL", K_STR, "", 0, 0, 0,
+     "where the other replicas reach this one (http://host:port) to forward the calls of the "
+     "live sandboxes it holds; empty: they answer 503 for them"},
+    {"SKILLD_REPLICA_SECRET", K_STR, "", 0, 0, 1,
+     "the secret the replicas share for forwarded calls (at least 32 characters; empty: this "
+     "replica neither forwards nor takes forwarded calls)"},
     {"SKILLD_RUN_LEASE_MS", K_INT, "10000", 300, 600000, 0,
      "a run's lease; a replica renews it every third; an expired one is marked lost"},
     {"SKILLD_RUN_QUEUE_MS", K_INT, "30000", 0, 600000, 0,

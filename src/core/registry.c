@@ -21,7 +21,8 @@ struct skd_skill {
     char *name, *version, *description, *owner;
     json_t *input_schema, *output_schema, *tags, *manifest;
     enum skd_mode mode;
-    int quick; /* skd_skill_def.quick */
+    int quick;      /* skd_skill_def.quick */
+    int live_bound; /* skd_skill_def.live_bound */
     skd_handler_fn handler;
     void *udata;
     void (*udata_free)(void *);
@@ -172,6 +173,7 @@ static skd_skill *skill_new(const skd_skill_def *d)
     s->manifest = json_incref(d->manifest);
     s->mode = d->mode;
     s->quick = d->quick != 0;
+    s->live_bound = d->live_bound != 0;
     s->handler = d->handler;
     s->udata = d->udata;
     s->udata_free = d->udata_free;
@@ -451,6 +453,10 @@ enum skd_mode skd_skill_mode(const skd_skill *s)
 int skd_skill_quick(const skd_skill *s)
 {
     return s->quick;
+}
+int skd_skill_live_bound(const skd_skill *s)
+{
+    return s->live_bound;
 }
 int skd_skill_enabled(const skd_skill *s)
 {

@@ -188,6 +188,7 @@ void skd_engine_adopt_runner(skd_engine *e, struct skd_runner *r)
     e->runner = r;
     skd__engine_secrets_attach(e, r);
     skd__engine_usage_attach(e, r);
+    skd__engine_live_attach(e, r);
     pthread_mutex_unlock(&e->runner_mu);
     skd_runner_free(old);
 }
@@ -198,6 +199,7 @@ skd_runner *skd_engine_runner(skd_engine *e, skd_err *err)
     if (!e->runner && skd_runner_new(e->cfg, NULL, &e->runner, err) == 0) {
         skd__engine_secrets_attach(e, e->runner);
         skd__engine_usage_attach(e, e->runner);
+        skd__engine_live_attach(e, e->runner);
     }
     skd_runner *r = e->runner;
     pthread_mutex_unlock(&e->runner_mu);
@@ -438,9 +440,17 @@ json_t *skd_engine_execute(skd_engine *e, const skd_call *c, char exec_id[37])
         json_decref(empty);
         return skd_result_error(SKD_EUNAUTH, "the call carries no API key id");
     }
-    int task = task_begin(e, c);
     skd_usage usage = {0};
     json_t *result = prepare(e, c, input, &s);
+    /* Its live sandbox is another replica's: that one runs it, meters it
+     * and writes its audit row. */
+    json_t *fwd = !result && s ? skd__engine_forward(e, c, s, input, exec_id) : NULL;
+    if (fwd) {
+        skd_skill_unref(s);
+        json_decref(empty);
+        return fwd;
+    }
+    int task = task_begin(e, c);
     if (!result && s && skd_skill_mode(s) == SKD_MODE_SANDBOX)
         result = run_recorded(e, c, s, input, id, &usage);
     else if (!result && s)

@@ -33,6 +33,16 @@ struct skd_engine {
 /* Let r hand e the egress records of live sandboxes that ended with no
  * call to take them (usage.c); nothing without a store. */
 void skd__engine_usage_attach(skd_engine *e, skd_runner *r);
+/* Let r tell e when a live sandbox ended or the reaper paused it, for its
+ * row in the store (replica.c); nothing without a store. */
+void skd__engine_live_attach(skd_engine *e, skd_runner *r);
+/* A call c of skill s (input: validated) for a live sandbox that another
+ * replica holds: the answer of the holder, forwarded there (a new result,
+ * with exec_id set to the holder's execution id), or the error that says
+ * why it cannot be (sandbox_lost, replica_unavailable). NULL when the call
+ * is to run here. */
+json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s,
+                            const json_t *input, char exec_id[37]);
 /* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
 void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
 /* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */

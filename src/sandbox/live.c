@@ -216,6 +216,17 @@ static void egress_end(skd_runner *r, struct skd__live_rec *l, json_t **out)
     skd__live_egress_end_run(r, l->key, l->id, eg, out);
 }
 
+void skd__live_tell(skd_runner *r, const char *key, const char *id, int paused,
+                    const json_t *sandbox)
+{
+    pthread_mutex_lock(&r->mu);
+    skd_live_event_fn fn = r->live_event_fn;
+    void *arg = r->live_event_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (fn)
+        fn(arg, key, id, paused, sandbox);
+}
+
 /* End a record already unlinked: the spawner kills its processes and
  * removes its cgroup. A spawner that died took it with it. egress: as for
  * egress_end. */
@@ -231,6 +242,7 @@ void skd__live_end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
     egress_end(r, l, egress);
     skd__interp_forget(r, l->id);
+    skd__live_tell(r, l->key, l->id, 0, NULL);
     skd__live_rec_free(l);
 }
 
@@ -261,6 +273,21 @@ static void *reaper_main(void *arg)
             }
             if (l->on_idle_pause && now < l->created + l->lifetime &&
                 skd__live_idle_pause_locked(r, l) == 0) {
+                json_t *sb = NULL;
+                char *key = NULL, id[SKD_UUID_LEN + 1];
+                memcpy(id, l->id, sizeof(id));
+                /* Still there and paused (not ended under the pause). */
+                for (struct skd__live_rec *p = r->lives; p; p = p->next)
+                    if (p == l && l->paused) {
+                        sb = skd__live_rec_json(l, now);
+                        key = strdup(l->key);
+                    }
+                pthread_mutex_unlock(&r->live_mu);
+                if (sb && key)
+                    skd__live_tell(r, key, id, 1, sb);
+                json_decref(sb);
+                free(key);
+                pthread_mutex_lock(&r->live_mu);
                 l = r->lives; /* the lock was let go meanwhile */
                 continue;
             }
@@ -323,6 +350,8 @@ void skd__live_stop(skd_runner *r)
         skd__live_procs_detach_locked(l);
         pthread_mutex_unlock(&r->live_mu);
         egress_end(r, l, NULL);
+        if (!l->making)
+            skd__live_tell(r, l->key, l->id, 0, NULL);
         skd__live_rec_free(l);
         pthread_mutex_lock(&r->live_mu);
     }
@@ -448,7 +477,14 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
                          "live sandboxes are not supported on the %s runtime (native only)", rt);
         goto fail;
     }
-    if (skd_uuid(l->id)) {
+    /* The spawner checks its form as for every id it is given. */
+    if (o->id && strlen(o->id) != SKD_UUID_LEN) {
+        rc = skd_err_set(err, SKD_EINVAL, "live sandbox: \"%.40s\" is not a UUID", o->id);
+        goto fail;
+    }
+    if (o->id)
+        memcpy(l->id, o->id, SKD_UUID_LEN + 1);
+    else if (skd_uuid(l->id)) {
         rc = skd_err_set(err, SKD_EINTERNAL, "no randomness for a sandbox id");
         goto fail;
     }

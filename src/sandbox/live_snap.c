@@ -173,13 +173,16 @@ int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed
     return rc;
 }
 
-int skd_live_fork(skd_runner *r, const char *key, const char *id, json_t **out, skd_err *err)
+int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *new_id, json_t **out,
+                  skd_err *err)
 {
     *out = NULL;
     key = key ? key : "";
     int rc = 0;
     struct skd__live_rec *n = calloc(1, sizeof(*n));
-    if (!n || skd_uuid(n->id)) {
+    if (n && new_id && strlen(new_id) == SKD_UUID_LEN)
+        memcpy(n->id, new_id, SKD_UUID_LEN + 1);
+    else if (!n || skd_uuid(n->id)) {
         free(n);
         return skd_err_set(err, SKD_ENOMEM, "no memory or randomness for a sandbox id");
     }

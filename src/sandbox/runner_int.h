@@ -112,6 +112,8 @@ struct skd_runner {
     void *secrets_arg;
     skd_live_egress_fn live_egress_fn; /* under mu; NULL: records dropped */
     void *live_egress_arg;
+    skd_live_event_fn live_event_fn; /* under mu; NULL: nobody is told */
+    void *live_event_arg;
     /* Live sandboxes (live.c), under live_mu. */
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv;

@@ -187,6 +187,8 @@ unsigned skd__http_status_for(int code)
     case SKD_EDISABLED:
     case SKD_EPAUSED:
         return MHD_HTTP_CONFLICT;
+    case SKD_ELOST:
+        return MHD_HTTP_GONE;
     case SKD_ETOOBIG:
         return MHD_HTTP_CONTENT_TOO_LARGE;
     case SKD_EUNSUPPORTED_MEDIA:
@@ -203,6 +205,7 @@ unsigned skd__http_status_for(int code)
     case SKD_ESANDBOX:
     case SKD_ECANCELLED:
     case SKD_ESTORE:
+    case SKD_EREPLICA:
         return MHD_HTTP_SERVICE_UNAVAILABLE;
     default:
         return MHD_HTTP_INTERNAL_SERVER_ERROR;

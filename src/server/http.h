@@ -122,6 +122,14 @@ void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_process_output(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_process_kill(skd_http_req *req, skd_http_reply *out);
 /* rest_sandboxes.c too: pause, resume, fork of live sandboxes. */
+/* Run skill with input (stolen) as key_id with scopes and answer an SSE
+ * stream: "stdout"/"stderr" events as the command writes, "progress" too
+ * when forwarded (a call another replica forwarded: replica_http.c), then
+ * "result". A client that goes away cancels the call. */
+void skd__rest_stream_call(skd_http_req *req, skd_http_reply *out, const char *key_id,
+                           unsigned scopes, const char *skill, json_t *in, int forwarded);
+/* POST /v1/replica/call: a call another replica forwarded (replica_http.c). */
+void skd__replica_call(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_pause(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_resume(skd_http_req *req, skd_http_reply *out);
 void skd__rest_sandbox_fork(skd_http_req *req, skd_http_reply *out);

@@ -143,9 +143,11 @@ struct stream_job {
     skd_engine *engine;
     char key_id[128];
     unsigned scopes;
+    char skill[160];
     json_t *input;
     skd_cancel *cancel;
     skd_sse *sse;
+    int forwarded; /* another replica's call (replica_http.c): progress is relayed too */
 };
 
 static void stream_output(void *arg, const char *stream, const char *data, size_t len)
@@ -168,8 +170,14 @@ static void stream_output(void *arg, const char *stream, const char *data, size_
  * away cancels it even when the command writes nothing. */
 static void stream_tick(void *arg, double progress, double total, const char *message)
 {
-    (void)progress, (void)total, (void)message;
     struct stream_job *job = arg;
+    if (job->forwarded) { /* for the forwarding replica's own client (MCP progress) */
+        json_t *o =
+            json_pack("{s:f, s:f, s:s?}", "progress", progress, "total", total, "message", message);
+        if (o)
+            skd__sse_send_event(job->sse, "progress", o);
+        json_decref(o);
+    }
     if (skd__sse_gone(job->sse))
         skd_cancel_fire(job->cancel);
 }
@@ -181,8 +189,9 @@ static void stream_run(void *arg, skd_sse *sse)
     skd_call c = {
         .key_id = job->key_id,
         .scopes = job->scopes,
-        .skill = "sandbox_exec",
+        .skill = job->skill,
         .input = job->input,
+        .forwarded = job->forwarded,
         .cancel = job->cancel,
         .progress = stream_tick,
         .progress_arg = job,
@@ -207,26 +216,25 @@ static int wants_stream(skd_http_req *req)
     return a && strstr(a, "text/event-stream") != NULL;
 }
 
-void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out)
+void skd__rest_stream_call(skd_http_req *req, skd_http_reply *out, const char *key_id,
+                           unsigned scopes, const char *skill, json_t *in, int forwarded)
 {
-    json_t *in = input_with_id(req, out, 1);
-    if (!in)
-        return;
-    if (!wants_stream(req) || json_is_true(json_object_get(in, "background"))) {
-        call(req, out, "sandbox_exec", in, MHD_HTTP_OK, NULL);
-        return;
-    }
     struct stream_job *job = calloc(1, sizeof(*job));
     if (job)
         job->cancel = skd_cancel_new();
-    if (!job || !job->cancel || skd_strlcpy(job->key_id, req->key.id, sizeof(job->key_id)) < 0) {
+    if (!job || !job->cancel || skd_strlcpy(job->key_id, key_id, sizeof(job->key_id)) < 0 ||
+        skd_strlcpy(job->skill, skill, sizeof(job->skill)) < 0) {
+        if (job)
+            skd_cancel_free(job->cancel);
         free(job);
         json_decref(in);
-        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal", "out of memory");
+        skd__http_error(out, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                        "out of memory (or a key id or skill name too long)");
         return;
     }
     job->engine = skd__server_engine(req->srv);
-    job->scopes = req->key.scopes;
+    job->scopes = scopes;
+    job->forwarded = forwarded;
     job->input = in;
     struct MHD_Response *resp = NULL;
     skd_sse *sse = NULL;
@@ -245,6 +253,17 @@ void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out)
     out->status = MHD_HTTP_OK;
     out->resp = resp;
     out->sse = sse;
+}
+
+void skd__rest_sandbox_exec(skd_http_req *req, skd_http_reply *out)
+{
+    json_t *in = input_with_id(req, out, 1);
+    if (!in)
+        return;
+    if (!wants_stream(req) || json_is_true(json_object_get(in, "background")))
+        call(req, out, "sandbox_exec", in, MHD_HTTP_OK, NULL);
+    else
+        skd__rest_stream_call(req, out, req->key.id, req->key.scopes, "sandbox_exec", in, 0);
 }
 
 void skd__rest_sandbox_processes(skd_http_req *req, skd_http_reply *out)

@@ -36,6 +36,8 @@ const skd_route skd__routes[] = {
     {"GET", "/v1/runs", 1, R, skd__rest_runs, 0},
     {"GET", "/v1/usage", 1, R, skd__rest_usage, 0},
     {"DELETE", "/v1/runs/{}", 1, 0, skd__rest_run_cancel, 0},
+    /* a call another replica forwarded (replica_http.c): the replicas' secret */
+    {"POST", "/v1/replica/call", 0, 0, skd__replica_call, 0},
     /* live sandboxes (rest_sandboxes.c): skills:execute, checked by the engine */
     {"POST", "/v1/sandboxes", 1, X, skd__rest_sandbox_create, 0},
     {"GET", "/v1/sandboxes", 1, X, skd__rest_sandbox_list, 0},

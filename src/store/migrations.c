@@ -95,6 +95,9 @@ static const char *const sqlite_migrations[] = {
     /* 13: a failed call's error message (its first 300 bytes), for the console's
      * detail view; NULL on success */
     "ALTER TABLE executions ADD COLUMN error_message TEXT;",
+    /* 14: live sandboxes are rows of the run table (kind 'live', runs.c):
+     * detail holds the replica's internal URL and the sandbox object */
+    "ALTER TABLE runs ADD COLUMN detail TEXT;",
 };
 
 static const char *const pg_migrations[] = {
@@ -166,6 +169,8 @@ static const char *const pg_migrations[] = {
     "CREATE INDEX ui_sessions_expiry ON ui_sessions(expires_ms);",
     /* 13 */
     "ALTER TABLE executions ADD COLUMN error_message TEXT;",
+    /* 14 */
+    "ALTER TABLE runs ADD COLUMN detail TEXT;",
 };
 
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))

@@ -31,8 +31,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define NOW_SQLITE "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
-#define NOW_PG "CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT)"
 #define POLL_MS 200
 
 struct local_run {
@@ -61,36 +59,50 @@ struct skd__replica {
 };
 
 static skd__sql q_insert =
-    SKD__SQL2("INSERT INTO runs(id,key_id,skill,replica,state,started_ms,lease_until_ms) "
-              "VALUES(?1,?2,?3,?4,'running'," NOW_SQLITE "," NOW_SQLITE "+?5)",
-              "INSERT INTO runs(id,key_id,skill,replica,state,started_ms,lease_until_ms) "
-              "VALUES($1,$2,$3,$4,'running'," NOW_PG "," NOW_PG "+$5)");
+    SKD__SQL2("INSERT INTO runs(id,key_id,skill,replica,state,started_ms,lease_until_ms,kind) "
+              "VALUES(?1,?2,?3,?4,'running'," NOW_SQLITE "," NOW_SQLITE "+?5,?6)",
+              "INSERT INTO runs(id,key_id,skill,replica,state,started_ms,lease_until_ms,kind) "
+              "VALUES($1,$2,$3,$4,'running'," NOW_PG "," NOW_PG "+$5,$6)");
 static skd__sql q_count_key =
     SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND key_id=?1 "
               "AND lease_until_ms > " NOW_SQLITE,
               "SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND key_id=$1 "
               "AND lease_until_ms > " NOW_PG);
+/* Live sandboxes (kind 'live', live_rows.c) have caps of their own. */
+static skd__sql q_count_live =
+    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=?1 "
+              "AND lease_until_ms > " NOW_SQLITE,
+              "SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=$1 "
+              "AND lease_until_ms > " NOW_PG);
 static skd__sql q_count_all =
-    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND lease_until_ms > " NOW_SQLITE,
-              "SELECT count(*) FROM runs WHERE state='running' AND lease_until_ms > " NOW_PG);
-static skd__sql q_end =
-    SKD__SQL2("UPDATE runs SET state=?2, ended_ms=" NOW_SQLITE " WHERE id=?1 AND state='running'",
-              "UPDATE runs SET state=$2, ended_ms=" NOW_PG " WHERE id=$1 AND state='running'");
-static skd__sql q_beat =
-    SKD__SQL2("UPDATE runs SET lease_until_ms=" NOW_SQLITE "+?2 WHERE id=?1 AND state='running'",
-              "UPDATE runs SET lease_until_ms=" NOW_PG "+$2 WHERE id=$1 AND state='running'");
-static skd__sql q_sweep = SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
-                                    " WHERE state='running' AND lease_until_ms < " NOW_SQLITE,
-                                    "UPDATE runs SET state='lost', ended_ms=" NOW_PG
-                                    " WHERE state='running' AND lease_until_ms < " NOW_PG);
+    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND "
+              "lease_until_ms > " NOW_SQLITE,
+              "SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND "
+              "lease_until_ms > " NOW_PG);
+/* A live sandbox's row is "paused" while its holder keeps it paused: it
+ * is renewed, ended and lost as a running one, but not counted by a cap. */
+static skd__sql q_end = SKD__SQL2("UPDATE runs SET state=?2, ended_ms=" NOW_SQLITE
+                                  " WHERE id=?1 AND state IN ('running','paused')",
+                                  "UPDATE runs SET state=$2, ended_ms=" NOW_PG
+                                  " WHERE id=$1 AND state IN ('running','paused')");
+static skd__sql q_beat = SKD__SQL2("UPDATE runs SET lease_until_ms=" NOW_SQLITE
+                                   "+?2 WHERE id=?1 AND state IN ('running','paused')",
+                                   "UPDATE runs SET lease_until_ms=" NOW_PG
+                                   "+$2 WHERE id=$1 AND state IN ('running','paused')");
+static skd__sql q_sweep =
+    SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
+              " WHERE state IN ('running','paused') AND lease_until_ms < " NOW_SQLITE,
+              "UPDATE runs SET state='lost', ended_ms=" NOW_PG
+              " WHERE state IN ('running','paused') AND lease_until_ms < " NOW_PG);
 /* Ended runs are kept a day for GET /v1/runs and the tests that read them. */
 #define KEEP_ENDED_MS (24LL * 3600 * 1000)
 static skd__sql q_prune =
     SKD__SQL2("DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_SQLITE " - ?1",
               "DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_PG " - $1");
-static skd__sql q_mine_lost = SKD__SQL2(
-    "UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE " WHERE replica=?1 AND state='running'",
-    "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
+static skd__sql q_mine_lost = SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
+                                        " WHERE replica=?1 AND state IN ('running','paused')",
+                                        "UPDATE runs SET state='lost', ended_ms=" NOW_PG
+                                        " WHERE replica=$1 AND state IN ('running','paused')");
 static skd__sql q_cancel =
     SKD__SQL2("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND (?2 IS NULL OR key_id=?2) AND "
               "state='running'",
@@ -104,9 +116,10 @@ static skd__sql q_bump = SKD__SQL("UPDATE changes SET seq=seq+1 WHERE topic=?1")
 static skd__sql q_notify = SKD__SQL("SELECT pg_notify('skilld', ?1)");
 #define RUN_COLS "id,key_id,skill,replica,state,started_ms,ended_ms,lease_until_ms,cancel_requested"
 static skd__sql q_list = SKD__SQL2(
-    "SELECT " RUN_COLS " FROM runs WHERE (?1 IS NULL OR key_id=?1) AND (?2 IS NULL OR state=?2) "
+    "SELECT " RUN_COLS " FROM runs WHERE kind<>'live' AND (?1 IS NULL OR key_id=?1) AND "
+    "(?2 IS NULL OR state=?2) "
     "ORDER BY started_ms DESC, id DESC LIMIT ?3",
-    "SELECT " RUN_COLS " FROM runs WHERE ($1::text IS NULL OR key_id=$1) AND "
+    "SELECT " RUN_COLS " FROM runs WHERE kind<>'live' AND ($1::text IS NULL OR key_id=$1) AND "
     "($2::text IS NULL OR state=$2) ORDER BY started_ms DESC, id DESC LIMIT $3");
 
 /* ---- small helpers ---- */
@@ -315,8 +328,9 @@ static int try_begin(skd_store *st, struct skd__replica *r, const skd_run_req *q
         (rc = skd__conn_exec(c, "SELECT pg_advisory_xact_lock(7431004)", err)))
         goto fail;
     int64_t n = 0;
+    int live = q->kind && strcmp(q->kind, "live") == 0;
     if (q->per_key > 0) {
-        if ((rc = count1(c, &q_count_key, q->key_id, &n, err)))
+        if ((rc = count1(c, live ? &q_count_live : &q_count_key, q->key_id, &n, err)))
             goto fail;
         if (n >= q->per_key)
             goto fail; /* full: rc 0, placed 0 */
@@ -499,8 +513,13 @@ static void renew_and_sweep(struct skd__replica *r, skd__conn *c)
     }
     pthread_mutex_unlock(&r->mu);
     int64_t lease = r->lease_ms;
+    /* One transaction for them all: a replica holding many live sandboxes
+     * renews them in one commit. */
+    int tx = n > 1 && skd__conn_begin(c, NULL) == 0;
     for (size_t i = 0; i < n; i++)
         run1(c, &q_beat, ids[i], NULL, &lease, 2, NULL, NULL);
+    if (tx && skd__conn_commit(c, NULL) != 0)
+        skd__conn_rollback(c);
     free(ids);
     int64_t lost = 0;
     if (run1(c, &q_sweep, NULL, NULL, NULL, 0, &lost, NULL) == 0 && lost > 0)

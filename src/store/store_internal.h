@@ -131,6 +131,11 @@ int64_t skd__q_changes(const skd__q *q);
 /* Reset q for the next use of its statement (q may be unstarted). */
 void skd__q_end(skd__q *q);
 
+/* Now, in ms since the epoch, on the database's clock (leases are measured
+ * on it, so replicas whose clocks disagree still agree on who is late). */
+#define NOW_SQLITE "CAST((julianday('now') - 2440587.5) * 86400000 AS INTEGER)"
+#define NOW_PG "CAST(extract(epoch from clock_timestamp()) * 1000 AS BIGINT)"
+
 /* The two ends of a listing. skd__list_start: a new empty array into *arr
  * (NULL and SKD_ENOMEM when there is none), a connection into *c and sql
  * started as q. skd__list_end: q and c given back (either may be unstarted

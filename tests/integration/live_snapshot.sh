@@ -215,10 +215,12 @@ disown "$SRV_PID"
 kill -9 "$SRV_PID"
 while kill -0 "$SRV_PID" 2>/dev/null; do sleep 0.05; done
 start_server "${SETTINGS[@]}"
+# Its row says what became of it: lost with the server that held it.
 as "$K1" GET "/v1/sandboxes/$ID"
-expect_status "after kill -9 and a restart the paused sandbox is gone (404)" 404
+expect_status "after kill -9 and a restart the paused sandbox is gone (410)" 410
+expect_json "its error code says it was lost" 'j["error"]["code"] == "sandbox_lost"'
 as "$K1" POST "/v1/sandboxes/$ID/resume"
-expect_status "and its resume is 404" 404
+expect_status "and its resume is 410" 410
 as "$K1" POST /v1/sandboxes -d '{}'
 NEW=$(echo "$BODY" | "$JGET" .id)
 gone=1

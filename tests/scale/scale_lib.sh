@@ -13,12 +13,16 @@ declare -a R_PORT R_PID
 # SKILLD_AUDIT_SYNC=1: S4 asserts one audit row per successful call across a
 # kill -9, which only per-call durability promises (batched rows of the
 # last SKILLD_AUDIT_FLUSH_MS may be lost by a crash; docs/store.md).
+# SKILLD_REPLICA_SECRET: the replicas forward live sandbox calls to each
+# other (each at its own SKILLD_REPLICA_URL, set in start_replica).
 REPLICA_ENV=(SKILLD_RUN_LEASE_MS=3000 SKILLD_DRAIN_MS=1500 SKILLS_SANDBOX_MAX_PER_KEY=2
-    SKILLD_SHUTDOWN_GRACE_MS=5000 SKILLD_AUDIT_SYNC=1)
+    SKILLD_SHUTDOWN_GRACE_MS=5000 SKILLD_AUDIT_SYNC=1
+    SKILLD_REPLICA_SECRET="scale-ring-$(od -An -tx1 -N16 /dev/urandom | tr -d ' \n')")
 
 start_replica() {
     local n=$1
     env SKILLD_STORE="$PG_URL" SKILLD_REPLICA_ID="r$n" "${REPLICA_ENV[@]}" \
+        SKILLD_REPLICA_URL="http://127.0.0.1:${R_PORT[$n]}" ${REPLICA_EXTRA:-} \
         "$SKILLD" --data-dir "$TMP/data" serve --listen "127.0.0.1:${R_PORT[$n]}" \
         >>"$TMP/r$n.out" 2>>"$TMP/r$n.err" &
     R_PID[$n]=$!

@@ -1,0 +1,111 @@
+/*
+ * Live sandboxes as rows of the run table (kind 'live'; DESIGN.md, "Live
+ * sandboxes"). The replica that holds a sandbox records it with
+ * skd_store_run_begin (kind "live": the per-key cap counts the key's live
+ * rows over every replica) and renews its lease with its runs'; a replica
+ * that dies leaves its rows to be marked "lost" when their lease runs out,
+ * as its runs are. The row's detail (JSON text) holds what another replica
+ * needs: the holder's internal URL, to forward the sandbox's calls there,
+ * and the sandbox object, to list it.
+ */
+#include "store/store_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static skd__sql q_set = SKD__SQL("UPDATE runs SET state=?2, detail=?3 WHERE id=?1 AND kind='live' "
+                                 "AND state IN ('running','paused')");
+static skd__sql q_get =
+    SKD__SQL2("SELECT replica, state, detail, lease_until_ms > " NOW_SQLITE
+              " FROM runs WHERE id=?1 AND key_id=?2 AND kind='live'",
+              "SELECT replica, state, detail, CASE WHEN lease_until_ms > " NOW_PG
+              " THEN 1 ELSE 0 END FROM runs WHERE id=$1 AND key_id=$2 AND kind='live'");
+static skd__sql q_list = SKD__SQL2(
+    "SELECT id, replica, detail FROM runs WHERE kind='live' AND state IN ('running','paused') "
+    "AND key_id=?1 "
+    "AND lease_until_ms > " NOW_SQLITE " ORDER BY started_ms, id",
+    "SELECT id, replica, detail FROM runs WHERE kind='live' AND state IN ('running','paused') "
+    "AND key_id=$1 "
+    "AND lease_until_ms > " NOW_PG " ORDER BY started_ms, id");
+
+int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, skd_err *err)
+{
+    const char *id = json_string_value(json_object_get(sandbox, "id"));
+    const char *state = json_string_value(json_object_get(sandbox, "state"));
+    if (!id || !state)
+        return skd_err_set(err, SKD_EINVAL, "a live sandbox object without id or state");
+    json_t *d = json_pack("{s:s, s:O}", "url", url ? url : "", "sandbox", sandbox);
+    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    if (!text)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_set, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    skd__q_text(&q, 2, strcmp(state, "paused") == 0 ? "paused" : "running");
+    skd__q_text(&q, 3, text);
+    rc = skd__q_run(&q, NULL, err);
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    free(text);
+    return rc;
+}
+
+/* detail's text as JSON, or NULL (none yet, or not JSON). */
+static json_t *detail_of(skd__q *q, int col)
+{
+    const char *t = skd__q_col_null(q, col) ? NULL : skd__q_col(q, col);
+    return t ? json_loads(t, 0, NULL) : NULL;
+}
+
+int skd_store_live_get(skd_store *st, const char *key_id, const char *id, skd_live_row *row,
+                       skd_err *err)
+{
+    memset(row, 0, sizeof(*row));
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_get, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    skd__q_text(&q, 2, key_id);
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        const char *rep = skd__q_col(&q, 0), *state = skd__q_col(&q, 1);
+        snprintf(row->replica, sizeof(row->replica), "%s", rep ? rep : "");
+        snprintf(row->state, sizeof(row->state), "%s", state ? state : "");
+        row->detail = detail_of(&q, 2);
+        row->leased = skd__q_col_int(&q, 3) != 0;
+        rc = 0;
+    } else if (rc == 0) {
+        rc = skd_err_set(err, SKD_ENOENT, "no such sandbox");
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    return rc;
+}
+
+json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    json_t *arr = NULL;
+    int rc;
+    if ((rc = skd__list_start(st, &q_list, &c, &q, &arr, err)))
+        goto out;
+    skd__q_text(&q, 1, key_id);
+    while ((rc = skd__q_step(&q, err)) == 1) {
+        json_t *o = json_pack("{s:s, s:s, s:o*}", "id", skd__q_col(&q, 0), "replica",
+                              skd__q_col(&q, 1), "detail", detail_of(&q, 2));
+        if (o)
+            json_array_append_new(arr, o);
+    }
+out:
+    return skd__list_end(st, c, &q, arr, rc);
+}
