@@ -656,13 +656,15 @@ void skd__native_enter_main(const struct skd__native_child *cc)
             die("join the live sandbox's cgroup", NULL);
         sys_close(c->cg_fds[i]);
     }
-    /* The user namespace first: it owns the others, and entering it gives
-     * this process the capabilities to enter them. */
-    for (int i = 0; i < c->nns; i++) {
-        if (syscall(SYS_setns, c->ns_fds[i], 0) != 0)
-            die("enter the live sandbox's namespaces", NULL);
-        sys_close(c->ns_fds[i]);
-    }
+    /* All of the init's namespaces in one call, by its pidfd: the kernel
+     * enters the user namespace first (it owns the others, and entering it
+     * gives this process the capabilities to enter them), and enters all or
+     * none. No descriptor per namespace is kept for the sandbox's life. */
+    if (syscall(SYS_setns, c->ns_pidfd,
+                CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                    CLONE_NEWUTS | CLONE_NEWCGROUP) != 0)
+        die("enter the live sandbox's namespaces", NULL);
+    sys_close(c->ns_pidfd);
     /* Root of the sandbox's user namespace, not the host's ids. */
     if (!c->rootless &&
         (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||

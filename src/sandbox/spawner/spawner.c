@@ -725,10 +725,10 @@ static void on_message(void)
     skd__spawn_msg_free(&m);
 }
 
-/* Descriptors: a live sandbox holds 11 in the spawner for its whole life
- * (its namespaces, its init's pidfd, its root layer, its cgroups), so the
- * soft limit a server is started with (often 1024: about 90 sandboxes)
- * would refuse creates long before SKILLS_SANDBOX_MAX_LIVE. Raise it to the
+/* Descriptors: a live sandbox holds a few in the spawner for its whole life
+ * (its init's pidfd, its root layer, its cgroups), so the soft limit a
+ * server is started with (often 1024) would refuse creates long before
+ * SKILLS_SANDBOX_MAX_LIVE. Raise it to the
  * hard limit; a sandbox's own processes get 1024 again (native_child.c). */
 static void raise_fd_limit(void)
 {
