@@ -1,7 +1,7 @@
 """bench/live-exec --idle N: N idle live sandboxes held by one server.
 
-Creates them one after the other (one key; the server's live caps raised to
-N), stopping at the first create that fails; then, while they are held,
+Creates them one after the other (one key per 4,096, the ceiling of
+SKILLS_SANDBOX_MAX_LIVE_PER_KEY; the server's live caps raised to N), stopping at the first create that fails; then, while they are held,
 REST file_read p50/p99 on one keep-alive connection, the RSS of the server,
 its zygote and its spawner, and the drop of MemAvailable per sandbox; then
 deletes them all and checks that no process of theirs and no cgroup named
@@ -76,11 +76,14 @@ def run(a, le):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     n = a.idle
     data = le.data_dir()
-    key = le.new_key(a.skilld, data)
-    srv = le.Server(a.skilld, data, SKILLS_SANDBOX_MAX_LIVE_PER_KEY=str(n),
+    # SKILLS_SANDBOX_MAX_LIVE_PER_KEY's ceiling is 4096: more keys past it.
+    per_key = min(n, 4096)
+    keys = [le.new_key(a.skilld, data) for _ in range((n + per_key - 1) // per_key)]
+    srv = le.Server(a.skilld, data, SKILLS_SANDBOX_MAX_LIVE_PER_KEY=str(per_key),
                     SKILLS_SANDBOX_MAX_LIVE=str(n + 8),
                     SKILLS_SANDBOX_IDLE_TIMEOUT_MS="3600000")
-    cl = le.Client(srv.port, key["secret"])
+    cls = [le.Client(srv.port, k["secret"]) for k in keys]
+    cl = cls[0]
     out = {"asked": n, "nofile_soft": soft, "nofile_hard": hard}
     ids = []
     try:
@@ -97,12 +100,12 @@ def run(a, le):
         create_ms = []
         for i in range(n):
             t = time.perf_counter()
-            st, r = cl.req("POST", "/v1/sandboxes", {})
+            st, r = cls[i // per_key].req("POST", "/v1/sandboxes", {})
             create_ms.append((time.perf_counter() - t) * 1000)
             if st != 201:
                 out["first_failure"] = {"at": i, "status": st, "body": r}
                 break
-            ids.append(r["id"])
+            ids.append((cls[i // per_key], r["id"]))
             if (i + 1) % 100 == 0:
                 sys.stderr.write("%d held, %.0f s, load %.2f\n"
                                  % (i + 1, time.perf_counter() - t0, os.getloadavg()[0]))
@@ -123,19 +126,19 @@ def run(a, le):
         out["file_read_held"] = file_reads(le, cl, 500)
         out["load_average"] = os.getloadavg()[0]
         st, r = cl.req("GET", "/v1/sandboxes")
-        out["listed"] = len(r.get("sandboxes", r.get("items", []))) if isinstance(r, dict) else None
-        for i in ids:
-            st, r = cl.req("DELETE", "/v1/sandboxes/" + i)
+        out["listed_first_key"] = len(r.get("sandboxes", r.get("items", []))) if isinstance(r, dict) else None
+        for c, i in ids:
+            st, r = c.req("DELETE", "/v1/sandboxes/" + i)
             assert st in (200, 204), (st, r)
         time.sleep(2)
         left = [p for p in descendants(srv.proc.pid) if p not in procs0]
         out["processes_left"] = ["%d %s" % (p, comm(p)) for p in left]
-        out["cgroups_left"] = cgroups_named(set(ids))
+        out["cgroups_left"] = cgroups_named(set(i for _, i in ids))
         ids = []
     finally:
-        for i in ids:
+        for c, i in ids:
             try:
-                cl.req("DELETE", "/v1/sandboxes/" + i)
+                c.req("DELETE", "/v1/sandboxes/" + i)
             except OSError:
                 break
         srv.stop()
