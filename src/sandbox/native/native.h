@@ -176,11 +176,11 @@ struct skd__native_child {
      * status pipe's EOF says it is ready) and only waits, holding the
      * namespaces, until it is killed. */
     int live;
-    /* An exec into a live sandbox (skd__native_enter_main): its namespaces
-     * (user first), and the pipe on which the entering process writes the
-     * relay's pid before it exits. */
-    int ns_fds[8];
-    int nns;
+    /* An exec into a live sandbox (skd__native_enter_main): the pidfd of
+     * its init, whose namespaces one setns enters (the user namespace
+     * first, by the kernel), and the pipe on which the entering process
+     * writes the relay's pid before it exits. */
+    int ns_pidfd;
     int pid_pipe;
 };
 
@@ -211,14 +211,12 @@ int skd__native_rootless(void);
  * child builds the run-independent part, then waits for its run on
  * c->ctl_fd (and exits quietly on EOF: the sandbox was discarded). */
 void skd__native_child_main(const struct skd__native_child *c) __attribute__((noreturn));
-/* Enter a live sandbox (c->ns_fds, its cgroup by c->cg_fds on v1 or by
- * clone3 on v2), start a relay in its pid namespace with the spawner as
- * its parent (CLONE_PARENT), write the relay's pid (as the spawner sees
- * it) to c->pid_pipe and exit. The relay starts the command as the init of
- * a pid namespace of its own and ends as the command ends; killing it
- * kills the command and all it started. The command gets the same limits,
- * capability drop, no_new_privs, seccomp filter and uid as a one-shot run.
- * Never returns. */
+/* Enter a live sandbox (the namespaces of c->ns_pidfd's process, its cgroup by c->cg_fds on v1 or
+ * by clone3 on v2), start a relay in its pid namespace with the spawner as its parent
+ * (CLONE_PARENT), write the relay's pid (as the spawner sees it) to c->pid_pipe and exit. The relay
+ * starts the command as the init of a pid namespace of its own and ends as the command ends;
+ * killing it kills the command and all it started. The command gets the same limits, capability
+ * drop, no_new_privs, seccomp filter and uid as a one-shot run. Never returns. */
 void skd__native_enter_main(const struct skd__native_child *c) __attribute__((noreturn));
 /* What a pre-made sandbox does first: move the descriptors of c (its
  * pipes, sockets, status pipe and cgroup files) above every inherited one

@@ -587,60 +587,24 @@ __attribute__((noreturn)) static void relay(long child)
     __builtin_unreachable();
 }
 
-void skd__native_enter_main(const struct skd__native_child *cc)
+/* The stack of an exec's command until its execve. The command shares the
+ * relay's memory (CLONE_VM | CLONE_VFORK, as posix_spawn does) instead of
+ * getting a copy of it: a copy of the page tables, torn down again by the
+ * execve a moment later, is the largest cost of starting a process on a
+ * guest whose page-table updates trap to the hypervisor. The relay is
+ * suspended until the command has called execve or died, so nothing else
+ * runs on this memory meanwhile; the command uses raw system calls only, and
+ * everything it changes of itself (descriptors, credentials, rlimits,
+ * seccomp, directory) belongs to its own process, not to the memory. */
+static char enter_stack[64 * 1024] __attribute__((aligned(64)));
+/* The relay's stack (enter_relay). */
+static char relay_stack[64 * 1024] __attribute__((aligned(64)));
+
+/* The command of an exec, in a pid namespace of its own: limits,
+ * descriptors, the capability drop, no_new_privs, seccomp, execve. */
+static int enter_command(void *arg)
 {
-    struct skd__native_child local = *cc;
-    struct skd__native_child *c = &local;
-    status_fd = c->status_fd;
-    reset_signals();
-    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-        die("parent-death signal", NULL);
-    for (int i = 0; i < c->ncg; i++) {
-        if (sys_write(c->cg_fds[i], "0", 1) != 1)
-            die("join the live sandbox's cgroup", NULL);
-        sys_close(c->cg_fds[i]);
-    }
-    /* The user namespace first: it owns the others, and entering it gives
-     * this process the capabilities to enter them. */
-    for (int i = 0; i < c->nns; i++) {
-        if (syscall(SYS_setns, c->ns_fds[i], 0) != 0)
-            die("enter the live sandbox's namespaces", NULL);
-        sys_close(c->ns_fds[i]);
-    }
-    /* Root of the sandbox's user namespace, not the host's ids. */
-    if (!c->rootless &&
-        (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
-         syscall(SYS_setresuid, 0, 0, 0) != 0))
-        die("become root of the user namespace", NULL);
-    /* The relay, in the sandbox's pid namespace, with the spawner as its
-     * parent (this process only reports its pid and exits). */
-    struct clone_args ca;
-    memset(&ca, 0, sizeof(ca));
-    ca.flags = CLONE_PARENT;
-    long pid = syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0)
-        die("start the command in the live sandbox", NULL);
-    if (pid > 0) {
-        int p = (int)pid;
-        if (sys_write(c->pid_pipe, &p, sizeof(p)) != (long)sizeof(p))
-            die("report the command's pid", NULL);
-        syscall(SYS_exit_group, 0);
-    }
-    sys_close(c->pid_pipe);
-    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
-        die("parent-death signal", NULL);
-    /* The command in a pid namespace of its own under the sandbox's: a
-     * timeout or a kill of it ends everything it started, as in a one-shot
-     * run. */
-    if (syscall(SYS_unshare, CLONE_NEWPID) != 0)
-        die("new pid namespace", NULL);
-    memset(&ca, 0, sizeof(ca));
-    ca.exit_signal = SIGCHLD;
-    pid = syscall(SYS_clone3, &ca, sizeof(ca));
-    if (pid < 0)
-        die("start the command in the live sandbox", NULL);
-    if (pid > 0)
-        relay(pid);
+    const struct skd__native_child *c = arg;
     if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
         die("parent-death signal", NULL);
     set_rlimit(RLIMIT_NOFILE, 1024, "RLIMIT_NOFILE");
@@ -654,6 +618,71 @@ void skd__native_enter_main(const struct skd__native_child *cc)
         die("seccomp filter", NULL);
     exec_command(c);
     exec_failed(c);
+}
+
+/* The relay of an exec (see relay() for its part): enters a pid namespace
+ * of its own under the sandbox's and starts the command in it. Runs on
+ * relay_stack, in the memory of the process that cloned it, which exits at
+ * once; its own copy of the child's description is taken first. */
+static int enter_relay(void *arg)
+{
+    struct skd__native_child local = *(const struct skd__native_child *)arg;
+    struct skd__native_child *c = &local;
+    sys_close(c->pid_pipe);
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("parent-death signal", NULL);
+    /* The command in a pid namespace of its own under the sandbox's: a
+     * timeout or a kill of it ends everything it started, as in a one-shot
+     * run. */
+    if (syscall(SYS_unshare, CLONE_NEWPID) != 0)
+        die("new pid namespace", NULL);
+    long pid = clone(enter_command, enter_stack + sizeof(enter_stack),
+                     CLONE_VM | CLONE_VFORK | SIGCHLD, c);
+    if (pid < 0)
+        die("start the command in the live sandbox", NULL);
+    relay(pid);
+}
+
+void skd__native_enter_main(const struct skd__native_child *cc)
+{
+    struct skd__native_child local = *cc;
+    struct skd__native_child *c = &local;
+    status_fd = c->status_fd;
+    reset_signals();
+    if (sys_prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        die("parent-death signal", NULL);
+    for (int i = 0; i < c->ncg; i++) {
+        if (sys_write(c->cg_fds[i], "0", 1) != 1)
+            die("join the live sandbox's cgroup", NULL);
+        sys_close(c->cg_fds[i]);
+    }
+    /* All of the init's namespaces in one call, by its pidfd: the kernel
+     * enters the user namespace first (it owns the others, and entering it
+     * gives this process the capabilities to enter them), and enters all or
+     * none. No descriptor per namespace is kept for the sandbox's life. */
+    if (syscall(SYS_setns, c->ns_pidfd,
+                CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC |
+                    CLONE_NEWUTS | CLONE_NEWCGROUP) != 0)
+        die("enter the live sandbox's namespaces", NULL);
+    sys_close(c->ns_pidfd);
+    /* Root of the sandbox's user namespace, not the host's ids. */
+    if (!c->rootless &&
+        (syscall(SYS_setresgid, 0, 0, 0) != 0 || syscall(SYS_setgroups, 0, NULL) != 0 ||
+         syscall(SYS_setresuid, 0, 0, 0) != 0))
+        die("become root of the user namespace", NULL);
+    /* The relay, in the sandbox's pid namespace, with the spawner as its
+     * parent (this process only reports its pid and exits). It shares this
+     * process's memory (CLONE_VM, on a stack of its own) instead of copying
+     * it: this process only writes the pid and exits, touching nothing the
+     * relay reads. */
+    long pid = clone(enter_relay, relay_stack + sizeof(relay_stack), CLONE_VM | CLONE_PARENT, c);
+    if (pid < 0)
+        die("start the command in the live sandbox", NULL);
+    int p = (int)pid;
+    if (sys_write(c->pid_pipe, &p, sizeof(p)) != (long)sizeof(p))
+        die("report the command's pid", NULL);
+    syscall(SYS_exit_group, 0);
+    __builtin_unreachable();
 }
 
 void skd__native_child_main(const struct skd__native_child *cc)

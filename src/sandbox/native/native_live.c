@@ -47,7 +47,6 @@
 #define READY_WAIT_MS 10000
 
 /* The namespaces an exec enters (native_live_int.h), the user namespace first. */
-const char *const skd__live_ns_names[NNS] = {"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"};
 
 static struct live *lives;
 static size_t nlives;
@@ -79,11 +78,6 @@ static void live_end(struct live *l)
         close(l->layer_fd);
         l->layer_fd = -1;
     }
-    for (size_t i = 0; i < NNS; i++)
-        if (l->ns_fds[i] >= 0) {
-            close(l->ns_fds[i]);
-            l->ns_fds[i] = -1;
-        }
     if (l->s) {
         if (l->s->pidfd >= 0) {
             siginfo_t si;
@@ -342,8 +336,6 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     struct live *l = calloc(1, sizeof(*l));
     if (!l)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    for (size_t i = 0; i < NNS; i++)
-        l->ns_fds[i] = -1;
     l->egress_fd = -1;
     l->refs = 1;
     l->layer_fd = -1;
@@ -415,14 +407,6 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
         goto fail;
     if ((rc = wait_ready(sp.status_fd, err)) != 0)
         goto fail;
-    char p[64];
-    for (size_t i = 0; i < NNS; i++) {
-        snprintf(p, sizeof(p), "/proc/%d/ns/%s", (int)s->pid, skd__live_ns_names[i]);
-        if ((l->ns_fds[i] = open(p, O_RDONLY | O_CLOEXEC)) < 0) {
-            rc = skd_err_set(err, SKD_ESANDBOX, "native sandbox: open %s: %s", p, strerror(errno));
-            goto fail;
-        }
-    }
     /* Still the init (not a recycled pid): its pidfd has not fired. */
     struct pollfd alive = {.fd = s->pidfd, .events = POLLIN};
     if (poll(&alive, 1, 0) != 0) {

@@ -93,9 +93,7 @@ static int lexec_spawn(void *state, skd__spawned *out, skd_err *err)
     c->err_fd = e[1];
     c->status_fd = st[1];
     c->pid_pipe = pp[1];
-    c->nns = (int)NNS;
-    for (size_t i = 0; i < NNS; i++)
-        c->ns_fds[i] = l->ns_fds[i];
+    c->ns_pidfd = l->s->pidfd;
     int ncg = skd__cgroup_join_fds(l->s->cg, c->cg_fds,
                                    (int)(sizeof(c->cg_fds) / sizeof(c->cg_fds[0])), err);
     if (ncg < 0) {

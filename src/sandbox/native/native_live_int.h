@@ -14,9 +14,6 @@
 #define P_PIDFD 3
 #endif
 
-#define NNS 7
-extern const char *const skd__live_ns_names[NNS];
-
 struct lexec;
 
 struct live {
@@ -26,8 +23,7 @@ struct live {
     skd__sandbox_req req; /* borrowed by s: its strings are below */
     char *image, *rootfs, *cwd;
     char *argv[2], *envp[1];
-    struct nstate *s; /* the init's: cgroup, pidfd, mount namespace */
-    int ns_fds[NNS];
+    struct nstate *s;    /* the init's: cgroup, pidfd, mount namespace */
     struct lexec *execs; /* prepared in it and not yet cleaned up */
     int egress_fd;       /* networkEnabled: its proxy socket until the spawner takes it */
     int layer_fd;        /* the root layer's tmpfs (detached), for a pause or fork; or -1 */

@@ -45,6 +45,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -724,6 +725,21 @@ static void on_message(void)
     skd__spawn_msg_free(&m);
 }
 
+/* Descriptors: a live sandbox holds a few in the spawner for its whole life
+ * (its init's pidfd, its root layer, its cgroups), so the soft limit a
+ * server is started with (often 1024) would refuse creates long before
+ * SKILLS_SANDBOX_MAX_LIVE. Raise it to the
+ * hard limit; a sandbox's own processes get 1024 again (native_child.c). */
+static void raise_fd_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+            skd_warn("spawner: could not raise its descriptor limit: %s", strerror(errno));
+    }
+}
+
 void skd__spawner_main(const skd__spawner_conf *conf, int sock)
 {
     skd_err err = {0};
@@ -733,6 +749,7 @@ void skd__spawner_main(const skd__spawner_conf *conf, int sock)
     struct epoll_event ev = {.events = EPOLLIN, .data.u64 = 0};
     if (S.epfd < 0 || epoll_ctl(S.epfd, EPOLL_CTL_ADD, sock, &ev) != 0)
         _exit(127);
+    raise_fd_limit();
     skd__native_forget();
     skd__snap_set_dir(conf->snap_dir);
     skd__native_set_owner(conf->owner_uid, conf->owner_gid);
