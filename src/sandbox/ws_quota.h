@@ -82,6 +82,14 @@ struct skd__outcome;
  * outcome's ws_* fields (and the log when it is an I/O failure). */
 void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o);
 
+/* A live sandbox's commit (native_live.c: after each exec, before a pause
+ * or fork, at its end): the overlay stays mounted and in use, so the upper
+ * layer is read in place and kept; only its entries changed (ctime) since
+ * the start of q's last kept commit are applied, under the same rules and
+ * code as skd__wsq_commit (all or nothing; a refused commit is tried again
+ * whole at the next one). The result goes into o's ws_* fields. */
+void skd__wsq_commit_live(skd__wsq *q, int64_t reserve, struct skd__outcome *o);
+
 /* SKILLS_WORKSPACE_MAX_ENTRIES for every later commit (default 100000):
  * files, directories and links the workspace may hold after a run. */
 void skd__wsq_set_max_entries(long long n);
