@@ -43,7 +43,6 @@
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sandbox/container/container.h"
@@ -75,10 +74,10 @@ struct skd__wsq {
     int ws_fd; /* our copy of the workspace's directory descriptor */
     int64_t quota;
     int tmpfs_mounted, lower_mounted, overlay_mounted;
-    int sandbox_gone;      /* skd__wsq_sandbox_gone: the commit needs no unmount first */
-    int live;              /* skd__wsq_commit_live: the upper layer stays in use */
-    struct timespec since; /* live: the start of the last commit that was kept */
-    uint64_t written;      /* the last commit: bytes of the files it applied */
+    int sandbox_gone;    /* skd__wsq_sandbox_gone: the commit needs no unmount first */
+    int live;            /* skd__wsq_commit_live: the upper layer stays in use */
+    skd__wsq_seen *seen; /* live: what its commits applied */
+    uint64_t written;    /* the last commit: bytes of the files it applied */
 };
 
 const char *skd__wsq_merged(const skd__wsq *q)
@@ -132,6 +131,7 @@ void skd__wsq_free(skd__wsq *q)
     unmount_all(q);
     if (q->ws_fd >= 0)
         close(q->ws_fd);
+    skd__wsq_seen_free(q->seen);
     if (q->dir[0] && rmdir(q->dir) != 0 && errno != ENOENT)
         skd_warn("workspace quota: cannot remove %s: %s", q->dir, strerror(errno));
     char parent[PATH_MAX];
@@ -342,14 +342,13 @@ struct pass {
     gid_t gid;
     skd_err *err;
     int depth;
-    const struct timespec *since; /* a live sandbox's: older entries were committed */
+    skd__wsq_seen **seen; /* a live sandbox's: what earlier commits applied */
 };
 
-/* An entry a live sandbox's earlier commit took (ctime: not settable inside). */
+/* An entry a live sandbox's earlier commit applied, unchanged since. */
 static int is_old(const struct pass *p, const struct stat *st)
 {
-    const struct timespec *t = p->since, *c = &st->st_ctim;
-    return t && (c->tv_sec < t->tv_sec || (c->tv_sec == t->tv_sec && c->tv_nsec < t->tv_nsec));
+    return p->seen && skd__wsq_seen_same(*p->seen, st->st_ino, &st->st_ctim);
 }
 
 static int is_whiteout(const struct stat *st)
@@ -484,7 +483,7 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
     if (ufd < 0)
         return fail_io(p, "open", name);
     int exists = wdir >= 0 && fstatat(wdir, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
-    int opaque = !is_old(p, st) && is_opaque(ufd);
+    int opaque = is_opaque(ufd);
     int replace = exists && (!S_ISDIR(old.st_mode) || opaque);
     if (replace)
         remove_usage(p, wdir, name);
@@ -499,7 +498,7 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
             rc = fail_io(p, "directory", name);
             goto out;
         }
-        if (opaque && p->since) /* live: later commits merge into it */
+        if (opaque && p->seen) /* live: later commits merge into it */
             (void)fremovexattr(ufd, "trusted.overlay.opaque");
     } else if (exists && !replace) {
         wfd = openat(wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -536,11 +535,13 @@ static int one_entry(struct pass *p, int udir, int wdir, const char *name)
         p->added_e++;
     if (!p->apply)
         return 0;
-    if (is_whiteout(&st))
-        return exists && remove_any(wdir, name) != 0 ? fail_io(p, "remove", name) : 0;
-    if (S_ISLNK(st.st_mode))
-        return put_link(p, udir, wdir, name);
-    return put_file(p, udir, wdir, name, &st);
+    int rc = is_whiteout(&st)
+                 ? (exists && remove_any(wdir, name) != 0 ? fail_io(p, "remove", name) : 0)
+             : S_ISLNK(st.st_mode) ? put_link(p, udir, wdir, name)
+                                   : put_file(p, udir, wdir, name, &st);
+    if (rc == 0 && p->seen)
+        (void)skd__wsq_seen_put(p->seen, st.st_ino, &st.st_ctim);
+    return rc;
 }
 
 /* Every entry of udir (closed here) against wdir (borrowed, or -1). */
@@ -607,7 +608,7 @@ void skd__wsq_sandbox_gone(skd__wsq *q)
 
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err)
 {
-    struct pass p = {.err = err, .since = q->live ? &q->since : NULL};
+    struct pass p = {.err = err, .seen = q->live ? &q->seen : NULL};
     struct stat st;
     struct statvfs vfs;
     uint64_t now = 0;
@@ -730,13 +731,9 @@ void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd_
 
 void skd__wsq_commit_live(skd__wsq *q, int64_t reserve, struct skd__outcome *o)
 {
-    struct timespec start; /* the clock ctime is stamped with, or behind it */
-    clock_gettime(CLOCK_REALTIME_COARSE, &start);
     q->live = 1;
     q->sandbox_gone = 1; /* read with the overlay mounted: the sandbox uses it */
     skd__wsq_commit_outcome(q, 1, reserve, o);
-    if (!o->ws_error)
-        q->since = start;
 }
 
 /* ---- leftovers and probe --------------------------------------------------- */
