@@ -439,11 +439,6 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     l->cfg = o->config ? *o->config : r->defaults;
     l->cfg.workspace_quota = r->defaults.workspace_quota;
     l->cfg.data_reserve = r->defaults.data_reserve;
-    /* The quota overlay commits a run's writes when it ends; a live
-     * sandbox does not end with a call, so with the quota on its workspace
-     * is read-only (the spawner holds to that as well). */
-    if (l->cfg.workspace_quota > 0 && o->workspace)
-        l->cfg.workspace_read_only = 1;
     l->idle = o->idle_timeout_ms > 0 ? o->idle_timeout_ms : r->live_idle;
     l->lifetime = o->lifetime_ms > 0 ? o->lifetime_ms : r->live_lifetime;
     l->key = strdup(key);

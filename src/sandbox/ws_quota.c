@@ -11,14 +11,14 @@
  * than the tmpfs holds; the tmpfs pages are charged to the writer's memory
  * cgroup, so they also count against memoryLimit while the run lasts.
  *
- * Commit, after the sandbox is gone and the overlay is unmounted: one walk
- * of upper/ computes what the workspace would hold (its usage now, minus
- * what upper/ replaces or deletes, plus upper/'s files); above the quota,
- * or with less than the reserve left on DATA_DIR's filesystem, nothing is
- * applied. Otherwise a second walk applies it under the workspace lock:
- * files are copied to a .skd-tmp-* name and renamed over their target,
- * whiteouts remove, opaque directories replace. A run that was killed
- * (timeout, cancel, OOM) is never committed, so it changes nothing.
+ * Commit, after the sandbox is gone (a live sandbox's: while it lives,
+ * skd__wsq_commit_live): one walk of upper/ computes what the workspace
+ * would hold (its usage now, minus what upper/ replaces or deletes, plus
+ * upper/'s files); above the quota, or with less than the reserve left on
+ * DATA_DIR's filesystem, nothing is applied. Otherwise a second walk
+ * applies it under the workspace lock: files copied to a .skd-tmp-* name
+ * and renamed over their target, whiteouts remove, opaque directories
+ * replace. A killed run is never committed, so it changes nothing.
  *
  * Trust: upper/ was written by sandboxed code. Every name is taken from
  * readdir, every entry opened relative to its parent's descriptor with
@@ -74,8 +74,10 @@ struct skd__wsq {
     int ws_fd; /* our copy of the workspace's directory descriptor */
     int64_t quota;
     int tmpfs_mounted, lower_mounted, overlay_mounted;
-    int sandbox_gone; /* skd__wsq_sandbox_gone: the commit needs no unmount first */
-    uint64_t written; /* the last commit: bytes of the files it applied */
+    int sandbox_gone;    /* skd__wsq_sandbox_gone: the commit needs no unmount first */
+    int live;            /* skd__wsq_commit_live: the upper layer stays in use */
+    skd__wsq_seen *seen; /* live: what its commits applied */
+    uint64_t written;    /* the last commit: bytes of the files it applied */
 };
 
 const char *skd__wsq_merged(const skd__wsq *q)
@@ -129,6 +131,7 @@ void skd__wsq_free(skd__wsq *q)
     unmount_all(q);
     if (q->ws_fd >= 0)
         close(q->ws_fd);
+    skd__wsq_seen_free(q->seen);
     if (q->dir[0] && rmdir(q->dir) != 0 && errno != ENOENT)
         skd_warn("workspace quota: cannot remove %s: %s", q->dir, strerror(errno));
     char parent[PATH_MAX];
@@ -284,12 +287,11 @@ int skd__wsq_prepare_idmapped(const char *workspace, int ws_fd, const char *id, 
                       idmap_fd >= 0 ? (gid_t)upper_gid : st.st_gid, err);
     if (rc == 0)
         rc = wsq_overlay(q, &st, idmap_fd, err);
-    if (rc) {
+    if (rc)
         skd__wsq_free(q);
-        return rc;
-    }
-    *out = q;
-    return 0;
+    else
+        *out = q;
+    return rc;
 }
 
 int skd__wsq_stage(const char *name, int64_t quota, unsigned upper_uid, unsigned upper_gid,
@@ -300,12 +302,11 @@ int skd__wsq_stage(const char *name, int64_t quota, unsigned upper_uid, unsigned
     if (!q)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     int rc = wsq_dirs(q, name, quota, 1, (uid_t)upper_uid, (gid_t)upper_gid, err);
-    if (rc) {
+    if (rc)
         skd__wsq_free(q);
-        return rc;
-    }
-    *out = q;
-    return 0;
+    else
+        *out = q;
+    return rc;
 }
 
 int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, const char *id,
@@ -322,12 +323,11 @@ int skd__wsq_prepare_staged(skd__wsq *stage, const char *workspace, int ws_fd, c
     int rc = wsq_workspace(stage, workspace, ws_fd, &st, err);
     if (rc == 0)
         rc = wsq_overlay(stage, &st, idmap_fd, err);
-    if (rc) {
+    if (rc)
         skd__wsq_free(stage);
-        return rc;
-    }
-    *out = stage;
-    return 0;
+    else
+        *out = stage;
+    return rc;
 }
 
 /* ---- commit ---------------------------------------------------------------- */
@@ -342,7 +342,14 @@ struct pass {
     gid_t gid;
     skd_err *err;
     int depth;
+    skd__wsq_seen **seen; /* a live sandbox's: what earlier commits applied */
 };
+
+/* An entry a live sandbox's earlier commit applied, unchanged since. */
+static int is_old(const struct pass *p, const struct stat *st)
+{
+    return p->seen && skd__wsq_seen_same(*p->seen, st->st_ino, &st->st_ctim);
+}
 
 static int is_whiteout(const struct stat *st)
 {
@@ -476,7 +483,8 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
     if (ufd < 0)
         return fail_io(p, "open", name);
     int exists = wdir >= 0 && fstatat(wdir, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
-    int replace = exists && (!S_ISDIR(old.st_mode) || is_opaque(ufd));
+    int opaque = is_opaque(ufd);
+    int replace = exists && (!S_ISDIR(old.st_mode) || opaque);
     if (replace)
         remove_usage(p, wdir, name);
     if (!exists || replace)
@@ -490,11 +498,12 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
             rc = fail_io(p, "directory", name);
             goto out;
         }
+        if (opaque && p->seen) /* live: later commits merge into it */
+            (void)fremovexattr(ufd, "trusted.overlay.opaque");
     } else if (exists && !replace) {
         wfd = openat(wdir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
-    /* Measuring a new or replaced directory: nothing below it is in the
-     * workspace (wfd -1), so everything in it counts as added. */
+    /* A new or replaced directory: everything below it counts as added. */
     rc = walk_upper(p, ufd, wfd);
     ufd = -1; /* closed by walk_upper */
 out:
@@ -516,8 +525,8 @@ static int one_entry(struct pass *p, int udir, int wdir, const char *name)
     int exists = wdir >= 0 && fstatat(wdir, name, &old, AT_SYMLINK_NOFOLLOW) == 0;
     if (S_ISDIR(st.st_mode))
         return put_dir(p, udir, wdir, name, &st);
-    if (!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !is_whiteout(&st))
-        return 0; /* FIFOs, sockets, devices: not kept */
+    if ((!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !is_whiteout(&st)) || is_old(p, &st))
+        return 0; /* FIFOs, sockets, devices: not kept; old: committed */
     if (exists)
         remove_usage(p, wdir, name);
     if (S_ISREG(st.st_mode))
@@ -526,11 +535,13 @@ static int one_entry(struct pass *p, int udir, int wdir, const char *name)
         p->added_e++;
     if (!p->apply)
         return 0;
-    if (is_whiteout(&st))
-        return exists && remove_any(wdir, name) != 0 ? fail_io(p, "remove", name) : 0;
-    if (S_ISLNK(st.st_mode))
-        return put_link(p, udir, wdir, name);
-    return put_file(p, udir, wdir, name, &st);
+    int rc = is_whiteout(&st)
+                 ? (exists && remove_any(wdir, name) != 0 ? fail_io(p, "remove", name) : 0)
+             : S_ISLNK(st.st_mode) ? put_link(p, udir, wdir, name)
+                                   : put_file(p, udir, wdir, name, &st);
+    if (rc == 0 && p->seen)
+        (void)skd__wsq_seen_put(p->seen, st.st_ino, &st.st_ctim);
+    return rc;
 }
 
 /* Every entry of udir (closed here) against wdir (borrowed, or -1). */
@@ -561,8 +572,7 @@ static int walk_upper(struct pass *p, int udir, int wdir)
 }
 
 /* 1 when the directory fd (borrowed) holds nothing the commit would take
- * (only . and .., or temporary names), 0 when it holds something, -1 on a
- * read error. */
+ * (only . and .., or temporary names), 0 when it does, -1 on an error. */
 static int upper_empty(int fd)
 {
     int dup = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -598,15 +608,14 @@ void skd__wsq_sandbox_gone(skd__wsq *q)
 
 int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd_err *err)
 {
-    struct pass p = {.err = err};
+    struct pass p = {.err = err, .seen = q->live ? &q->seen : NULL};
     struct stat st;
     struct statvfs vfs;
     uint64_t now = 0;
     int ws = -1, up = -1, rc = 0;
     *bytes = 0;
-    /* Not known to be gone (skd__wsq_sandbox_gone was not called): a mount
-     * still busy means something of it is not, and what it may still write
-     * is not taken. */
+    /* Not known to be gone: a mount still busy means something of it is
+     * not, and what it may still write is not taken. */
     if (q->overlay_mounted && !q->sandbox_gone) {
         if (umount2(q->merged, 0) != 0) {
             unmount_all(q);
@@ -619,8 +628,7 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         return skd_err_set(err, SKD_ECANCELLED,
                            "the run was killed; its workspace changes "
                            "were not kept");
-    /* A new open file description of the same directory, so that the flock
-     * excludes file skills of the same workspace (they lock their own). */
+    /* A new open file description: its flock excludes the file skills'. */
     char self[64];
     snprintf(self, sizeof(self), "/proc/self/fd/%d", q->ws_fd);
     ws = open(self, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -634,8 +642,8 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
         goto out;
     }
-    /* The run wrote nothing: the workspace is as it was, nothing to check
-     * or apply, and it is not walked (a stat per entry, in the spawner). */
+    /* The run wrote nothing: nothing to check or apply, and the workspace
+     * is not walked (a stat per entry, in the spawner). */
     int empty = upper_empty(up);
     if (empty < 0) {
         rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
@@ -678,8 +686,7 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
                          (unsigned long long)after, (long long)q->quota);
         goto out;
     }
-    /* Bytes and, for each new entry, a block (directories and links take
-     * disk that is in no byte count). */
+    /* Bytes and a block per new entry (directories and links take disk). */
     uint64_t need = p.added + SKD_WS_ENTRY_BYTES * p.added_e;
     if (need > 0 && fstatvfs(ws, &vfs) == 0 &&
         (uint64_t)vfs.f_bavail * vfs.f_frsize < need + (uint64_t)(reserve > 0 ? reserve : 0)) {
@@ -720,6 +727,13 @@ void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd_
         skd_strlcpy(o->ws_message, skd_err_msg(&err), sizeof(o->ws_message));
     if (o->ws_error == SKD_EIO)
         skd_warn("workspace commit of %s: %s", q->workspace, skd_err_msg(&err));
+}
+
+void skd__wsq_commit_live(skd__wsq *q, int64_t reserve, struct skd__outcome *o)
+{
+    q->live = 1;
+    q->sandbox_gone = 1; /* read with the overlay mounted: the sandbox uses it */
+    skd__wsq_commit_outcome(q, 1, reserve, o);
 }
 
 /* ---- leftovers and probe --------------------------------------------------- */

@@ -82,6 +82,27 @@ struct skd__outcome;
  * outcome's ws_* fields (and the log when it is an I/O failure). */
 void skd__wsq_commit_outcome(skd__wsq *q, int keep, int64_t reserve, struct skd__outcome *o);
 
+/* A live sandbox's commit (native_live.c: after each exec, before a pause
+ * or fork, at its end): the overlay stays mounted and in use, so the upper
+ * layer is read in place and kept; only its entries changed (inode or
+ * ctime) since an earlier commit applied them are applied, under the same rules and
+ * code as skd__wsq_commit (all or nothing; a refused commit is tried again
+ * whole at the next one). The result goes into o's ws_* fields. */
+void skd__wsq_commit_live(skd__wsq *q, int64_t reserve, struct skd__outcome *o);
+
+/* What a live sandbox's commits applied (ws_quota_seen.c): inode -> the
+ * change time it had then. */
+#include <sys/types.h>
+#include <time.h>
+typedef struct skd__wsq_seen skd__wsq_seen;
+/* 1 when ino is recorded with exactly ctime (unchanged since it was
+ * applied); t NULL ok. */
+int skd__wsq_seen_same(const skd__wsq_seen *t, ino_t ino, const struct timespec *ctime);
+/* Record ino with ctime (*tp made on first use). 0 or -1 (out of memory:
+ * the entry is then applied again next time, which is safe). */
+int skd__wsq_seen_put(skd__wsq_seen **tp, ino_t ino, const struct timespec *ctime);
+void skd__wsq_seen_free(skd__wsq_seen *t);
+
 /* SKILLS_WORKSPACE_MAX_ENTRIES for every later commit (default 100000):
  * files, directories and links the workspace may hold after a run. */
 void skd__wsq_set_max_entries(long long n);

@@ -4,7 +4,8 @@
  * commit applies new, changed and deleted files, replaced and opaque
  * directories and symlinks (never followed); a run over the quota, or a
  * killed one, changes nothing; temporary names, FIFOs and devices are
- * never committed; leftovers of a dead process are swept; a pre-made
+ * never committed; a live sandbox's commits apply only what changed since
+ * the last kept one; leftovers of a dead process are swept; a pre-made
  * sandbox's staged tmpfs serves one run of its quota and no other.
  */
 #include "tap.h"
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include "sandbox/container/container.h"
+#include "sandbox/provider.h"
 #include "sandbox/ws_quota.h"
 #include "skilld/sandbox.h"
 #include "skilld/workspace.h"
@@ -212,6 +214,54 @@ TEST(over_quota_changes_nothing)
     CHECK_EQ_INT(skd__wsq_commit(q, 1, 0, &bytes, &err), 0);
     skd__wsq_free(q);
     CHECK_EQ_INT(usage(), (9u << 20) + 10);
+}
+
+/* A live sandbox's commits (skd__wsq_commit_live): the overlay stays
+ * mounted and its upper layer is kept; each commit applies only what
+ * changed since the last kept one, so a change made to the workspace in
+ * between is not overwritten by an old copy, and a refused commit is
+ * tried again whole. */
+TEST(live_commits_apply_only_what_changed)
+{
+    fresh_workspace();
+    skd__wsq *q = NULL;
+    skd_err err = {0};
+    skd__outcome o;
+    CHECK_EQ_INT(skd__wsq_prepare(g_ws, -1, "33333333-3333-3333-3333-333333333333", 4LL << 20,
+                                  &q, &err),
+                 0);
+    if (!q)
+        return;
+    const char *m = skd__wsq_merged(q);
+    CHECK_EQ_INT(put(m, "a.txt", 10), 0);
+    memset(&o, 0, sizeof(o));
+    skd__wsq_commit_live(q, 0, &o);
+    CHECK_EQ_INT(o.ws_error, 0);
+    CHECK_EQ_INT(size_of(g_ws, "a.txt"), 10);
+    CHECK_EQ_INT(put(g_ws, "a.txt", 3), 0); /* file_write, between two commits */
+    CHECK_EQ_INT(put(m, "b.txt", 20), 0);
+    memset(&o, 0, sizeof(o));
+    skd__wsq_commit_live(q, 0, &o);
+    CHECK_EQ_INT(o.ws_error, 0);
+    CHECK_EQ_INT(size_of(g_ws, "a.txt"), 3);
+    CHECK_EQ_INT(size_of(g_ws, "b.txt"), 20);
+    /* Past the quota with what the workspace holds: nothing, then kept whole
+     * once the sandbox made room. */
+    CHECK_EQ_INT(put(g_ws, "outside.bin", 3u << 20), 0);
+    CHECK_EQ_INT(put(m, "c.bin", 2u << 20), 0);
+    CHECK_EQ_INT(put(m, "d.txt", 5), 0);
+    memset(&o, 0, sizeof(o));
+    skd__wsq_commit_live(q, 0, &o);
+    CHECK_EQ_INT(o.ws_error, SKD_EQUOTA);
+    CHECK(!exists(g_ws, "c.bin") && !exists(g_ws, "d.txt"));
+    CHECK_EQ_INT(put(m, "c.bin", 1), 0);
+    memset(&o, 0, sizeof(o));
+    skd__wsq_commit_live(q, 0, &o);
+    CHECK_EQ_INT(o.ws_error, 0);
+    CHECK_EQ_INT(size_of(g_ws, "c.bin"), 1);
+    CHECK_EQ_INT(size_of(g_ws, "d.txt"), 5);
+    CHECK(mounted(m));
+    skd__wsq_free(q);
 }
 
 /* SKILLS_WORKSPACE_MAX_ENTRIES: empty directories cost no byte of the
@@ -510,6 +560,7 @@ int main(int argc, char **argv)
         RUN(commit_applies_changes);
         RUN(commit_with_the_overlay_still_mounted);
         RUN(over_quota_changes_nothing);
+        RUN(live_commits_apply_only_what_changed);
         RUN(over_max_entries_changes_nothing);
         RUN(killed_run_changes_nothing);
         /* Valgrind 3.19 implements neither open_tree nor mount_setattr,

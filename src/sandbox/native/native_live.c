@@ -64,6 +64,20 @@ struct live *skd__live_find(const char *id)
     return NULL;
 }
 
+void skd__native_live_commit(struct live *l, skd__outcome *out)
+{
+    skd__outcome o;
+    if (!l->s || !l->s->wsq)
+        return;
+    if (!out) {
+        memset(&o, 0, sizeof(o));
+        out = &o;
+    }
+    skd__wsq_commit_live(l->s->wsq, l->cfg.data_reserve, out);
+    if (out == &o && o.ws_error && o.ws_error != SKD_EIO) /* EIO: logged already */
+        skd_warn("live sandbox %s: its workspace changes were not kept: %s", l->id, o.ws_message);
+}
+
 /* Kill every process of l (its init first: the pid namespace goes with
  * it), reap the init and remove the cgroup. The init's exit waits until
  * every task of its namespace is reaped, the execs' relays too, whose
@@ -91,7 +105,8 @@ static void live_end(struct live *l)
             }
             waitid((idtype_t)P_PIDFD, (id_t)l->s->pidfd, &si, WEXITED);
         }
-        skd__native_cleanup(l->s, NULL); /* the cgroup too */
+        skd__native_live_commit(l, NULL); /* its end keeps its writes */
+        skd__native_cleanup(l->s, NULL);  /* the cgroup too */
         l->s = NULL;
     }
 }
@@ -341,10 +356,10 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     l->layer_fd = -1;
     memcpy(l->id, req->id, sizeof(l->id));
     l->cfg = *req->cfg;
-    /* The workspace quota overlay commits a run's writes when it ends; a
-     * live sandbox does not end with a call, so with the quota on its
-     * workspace is read-only (writes go to /tmp and the root layer). */
-    if (l->cfg.workspace_quota > 0)
+    /* With the quota on, the workspace is its quota overlay, committed by
+     * skd__native_live_commit; rootless, no overlay can be mounted, so it
+     * is read-only (writes go to /tmp). */
+    if (l->cfg.workspace_quota > 0 && skd__nat.rootless)
         l->cfg.workspace_read_only = 1;
     l->image = strdup(req->image ? req->image : "host");
     l->rootfs = req->rootfs ? strdup(req->rootfs) : NULL;
@@ -538,6 +553,7 @@ int skd__native_live_save(const char *id, const char *dst, int flags, int64_t ma
         int frozen = skd__cgroup_freeze(l->s->cg, 1) == 0;
         if (!frozen)
             skd_warn("live sandbox %s: could not freeze it for the copy", id);
+        skd__native_live_commit(l, NULL); /* the workspace is not in the snapshot */
         rc = save_live(l, out, max, bytes, err);
         /* Thawed first even when it ends: a task frozen by the v1 freezer
          * would not die of SIGKILL. */

@@ -188,6 +188,8 @@ static void lexec_cleanup(void *state, skd__outcome *out)
         return;
     if (out && x->l->s && skd__cgroup_oom_count(x->l->s->cg) > x->oom_before)
         out->oom_killed = 1;
+    if (out && !x->l->gone) /* what it wrote is read by file_read right after */
+        skd__native_live_commit(x->l, out);
     if (x->pidfd >= 0)
         close(x->pidfd);
     for (struct lexec **pp = &x->l->execs; *pp; pp = &(*pp)->next)

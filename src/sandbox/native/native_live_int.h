@@ -47,5 +47,10 @@ void skd__live_unref(struct live *l);
 /* Reap the relays of l's execs that have exited (killed with the sandbox):
  * their runs then report SIGKILL (spawner.c finds them reaped). */
 void skd__live_reap_execs(struct live *l);
+/* Commit what l wrote to its workspace since the last commit
+ * (skd__wsq_commit_live; nothing without the quota overlay): after each
+ * exec, into that exec's outcome, and before a pause, a fork and its end
+ * (out NULL: a refusal is logged). */
+void skd__native_live_commit(struct live *l, skd__outcome *out);
 
 #endif
