@@ -14,6 +14,7 @@
 #   7. a background process runs and is killed; pause is refused with a
 #      message that says why;
 #   8. delete leaves no container (ps -a by label), and a later exec is 404;
+#      a sandbox whose container ended from inside is 404 too;
 #   9. kill -9 of the server leaves no container of its live sandboxes.
 SETUP_LOG=$(mktemp /tmp/skilld-livectr-setup.XXXXXX)
 if ! "$(dirname "$0")/../../scripts/setup-containers.sh" >"$SETUP_LOG" 2>&1; then
@@ -95,6 +96,16 @@ for R in docker podman; do
     [ "$(ctrs $R "$ID")" = 0 ] && pass "$R: delete leaves no container" || fail "$R: delete leaves no container" "$($R ps -a)"
     run "$K1" "$ID" 'echo no'
     expect_status "$R: an exec after delete is 404" 404
+
+    # ---- 8b: a sandbox whose container ended from inside is 404 ----
+    as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1"}'
+    ID8=$(echo "$BODY" | "$JGET" .id)
+    run "$K1" "$ID8" 'kill $(ps -o pid,args | sed -n "s/^ *\([0-9]*\) sh -c read _.*/\1/p")'
+    for _ in $(seq 1 100); do [ "$(ctrs $R "$ID8")" = 0 ] && break; sleep 0.1; done
+    run "$K1" "$ID8" 'echo no'
+    expect_status "$R: an exec in a sandbox whose container ended from inside is 404" 404
+    as "$K1" GET "/v1/sandboxes/$ID8"
+    expect_status "$R: and the sandbox is gone" 404
 
     # ---- 9 ----
     IDS=""

@@ -37,6 +37,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,11 +55,12 @@
 struct clive {
     struct clive *next;
     char id[SKD_UUID_LEN + 1];
-    ctr_state *s;  /* engine, name, run directory, workspace lent */
-    int hold_fd;   /* the FIFO's write end: the container lives while it is open */
-    int egress_fd; /* networkEnabled: its proxy socket until the spawner takes it */
-    ino_t pidns;   /* the container's pid namespace, for kills of its execs */
-    char *ws;      /* the workspace lent to the sandbox uid, or NULL */
+    ctr_state *s;   /* engine, name, run directory, workspace lent */
+    int hold_fd;    /* the FIFO's write end: the container lives while it is open */
+    int egress_fd;  /* networkEnabled: its proxy socket until the spawner takes it */
+    ino_t pidns;    /* the container's pid namespace, for kills of its execs */
+    int init_pidfd; /* its first process: once that has exited, the sandbox has ended */
+    char *ws;       /* the workspace lent to the sandbox uid, or NULL */
 };
 
 static struct clive *lives;
@@ -83,6 +85,8 @@ static void clive_free(struct clive *l)
 {
     if (l->hold_fd >= 0)
         close(l->hold_fd);
+    if (l->init_pidfd >= 0)
+        close(l->init_pidfd);
     if (l->egress_fd >= 0)
         close(l->egress_fd);
     if (l->s && l->s->name[0]) {
@@ -142,6 +146,10 @@ static int start_it(struct clive *l, skd_err *err)
         return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: the container has no process",
                            l->s->eng.name);
     l->pidns = st_ns.st_ino;
+    if ((l->init_pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0)) < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: pidfd_open: %s", l->s->eng.name,
+                           strerror(errno));
+    fcntl(l->init_pidfd, F_SETFD, FD_CLOEXEC);
     return 0;
 }
 
@@ -184,7 +192,7 @@ int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, skd_er
         free(l);
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
-    l->hold_fd = l->egress_fd = -1;
+    l->hold_fd = l->egress_fd = l->init_pidfd = -1;
     l->s->client = l->s->killer = -1;
     l->s->client_pidfd = -1;
     l->s->live = 1;
@@ -267,7 +275,10 @@ typedef struct cexec {
 static int cx_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
 {
     struct clive *l = req->live ? find(req->live) : NULL;
-    if (!l)
+    struct pollfd p = {.fd = l ? l->init_pidfd : -1, .events = POLLIN};
+    /* Its container ended on its own (its init was killed from inside):
+     * --rm removed it, and the server ends the record on SKD_ENOENT. */
+    if (!l || poll(&p, 1, 0) > 0)
         return skd_err_set(err, SKD_ENOENT, "no such live sandbox");
     cexec *x = calloc(1, sizeof(*x));
     if (!x)
