@@ -433,6 +433,13 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     *out = NULL;
     key = key ? key : "";
     int rc;
+    /* A container's live sandbox has no /workspace: a one-shot container
+     * run lends the workspace to the container's uid for the run only,
+     * and the server must reach it between calls (docs/containers.md). */
+    skd_live_opts oc = *o;
+    if (strcmp(r->runtime, "docker") == 0 || strcmp(r->runtime, "podman") == 0)
+        oc.workspace = NULL;
+    o = &oc;
     struct skd__live_rec *l = calloc(1, sizeof(*l));
     if (!l)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -467,9 +474,10 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     if ((rc = skd_sandbox_config_check(&l->cfg, &r->ceilings, err)) != 0)
         goto fail;
     const char *rt = r->runtime;
-    if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX,
-                         "live sandboxes are not supported on the %s runtime (native only)", rt);
+    if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0 && strcmp(rt, "docker") != 0 &&
+        strcmp(rt, "podman") != 0) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "live sandboxes are not supported on the %s runtime",
+                         rt);
         goto fail;
     }
     /* The spawner checks its form as for every id it is given. */

@@ -335,6 +335,17 @@ for R in docker podman; do
         fail "$R: the bound host gets the value" "$BODY $(tail -5 "$REC")"; fi
     if rec_has "\"/ctr-unbound-$R\"" "\"Bearer $CPH\""; then pass "$R: an unbound host sees only the placeholder"; else
         fail "$R: an unbound host sees only the placeholder" "$BODY $(tail -5 "$REC")"; fi
+    # A live sandbox of the engine (docs/containers.md, "Live sandboxes"):
+    # the same proxy, placed once, serves every exec.
+    req POST /v1/sandboxes "${AL[@]}" -H 'Content-Type: application/json' \
+        -d '{"image":"skilld-test:1","networkEnabled":true}'
+    LID=$(json_get "$BODY" 'j.get("id","")')
+    req POST "/v1/sandboxes/$LID/exec" "${AL[@]}" -H 'Content-Type: application/json' \
+        -d "{\"command\":\"sh\",\"args\":[\"-c\",\"wget -q -O - --header \\\"Authorization: Bearer \$GH_TOKEN\\\" http://bound.test:$HP/ctr-live-$R\"]}"
+    if [ ${#LID} = 36 ] && rec_has "\"/ctr-live-$R\"" "\"Bearer $VALUE\""; then
+        pass "$R: a live container's exec reaches the bound host through the proxy, with the value"; else
+        fail "$R: a live container's exec reaches the bound host through the proxy, with the value" "$BODY $(tail -3 "$REC")"; fi
+    req DELETE "/v1/sandboxes/$LID" "${AL[@]}"
     SBX_IMAGE=skilld-test:1 sbx "$BSEC" 'echo "bob=${GH_TOKEN-unset}"; test -e /.skilld-trust.pem && echo bundle || echo no-bundle'
     if out | grep -x 'bob=unset' >/dev/null && out | grep -x no-bundle >/dev/null; then
         pass "$R: another key's container has no variable and no bundle"; else

@@ -64,7 +64,7 @@
  * podman run gets a private one, SKD__CTR_RUNDIR/<id>: the marker is then
  * evidence of an OOM kill and is removed with the directory. */
 
-static int rundir_make(ctr_state *s, skd_err *err)
+int skd__ctr_rundir_make(ctr_state *s, skd_err *err)
 {
     snprintf(s->rundir, sizeof(s->rundir), "%s/%s", SKD__CTR_RUNDIR, s->id);
     if ((mkdir(SKD__CTR_RUNDIR, 0700) != 0 && errno != EEXIST) ||
@@ -106,7 +106,7 @@ static int rundir_put(ctr_state *s, const char *name, const char *text, skd_err 
 /* networkEnabled: the files skilld puts in the sandbox's root natively
  * (the node preload, and with secrets the trust bundle), written to the
  * run's directory for the create command to bind read-only. */
-static int rundir_egress_files(ctr_state *s, const skd__sandbox_req *req, skd_err *err)
+int skd__ctr_rundir_egress_files(ctr_state *s, const skd__sandbox_req *req, skd_err *err)
 {
     int rc = rundir_put(s, SKD__CTR_NODE_PRELOAD, skd__sandbox_node_preload, err);
     if (rc == 0 && req->ca_pem) {
@@ -222,7 +222,7 @@ static int podman_detect(skd_err *err)
  * every prepare checks the engine can apply the limits without paying an
  * `info` call per run. */
 #define DETECT_TTL_MS 60000
-static int detect_cached(const char *engine, skd_err *err)
+int skd__ctr_detect_cached(const char *engine, skd_err *err)
 {
     static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
     static int64_t ok_at[2] = {-DETECT_TTL_MS - 1, -DETECT_TTL_MS - 1};
@@ -323,7 +323,7 @@ typedef struct ws_lend {
 static pthread_mutex_t ws_mu = PTHREAD_MUTEX_INITIALIZER;
 static ws_lend *ws_lent;
 
-static int ws_acquire(const char *ws, skd_err *err)
+int skd__ctr_ws_acquire(const char *ws, skd_err *err)
 {
     int rc = 0;
     pthread_mutex_lock(&ws_mu);
@@ -352,7 +352,7 @@ out:
     return rc;
 }
 
-static void ws_release(const char *ws)
+void skd__ctr_ws_release(const char *ws)
 {
     pthread_mutex_lock(&ws_mu);
     for (ws_lend **pp = &ws_lent; *pp; pp = &(*pp)->next) {
@@ -382,7 +382,7 @@ static void state_free(ctr_state *s)
         close(s->client_pidfd);
     skd__wsq_free(s->wsq); /* before the workspace is handed back */
     if (s->ws) {
-        ws_release(s->ws);
+        skd__ctr_ws_release(s->ws);
         free(s->ws);
     }
     if (s->cg_parent)
@@ -404,7 +404,7 @@ static int fill_argvs(ctr_state *s)
 
 /* What the engines cannot take: the host image, odd image names, and
  * workspace paths the -v syntax cannot carry. */
-static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *err)
+int skd__ctr_check_req(const char *engine, const skd__sandbox_req *req, skd_err *err)
 {
     if (req->workspace && strpbrk(req->workspace, ":,"))
         return skd_err_set(err, SKD_ESANDBOX, "%s cannot mount a workspace path with ':' or ','",
@@ -419,7 +419,7 @@ static int check_req(const char *engine, const skd__sandbox_req *req, skd_err *e
 }
 
 /* Run the create command a; r receives its output. */
-static int run_create(ctr_state *s, const skd__ctr_argv *a, skd__ctr_cmd *r, skd_err *err)
+int skd__ctr_run_create(ctr_state *s, const skd__ctr_argv *a, skd__ctr_cmd *r, skd_err *err)
 {
     int rc = skd__ctr_run(&s->eng, (const char *const *)a->v, CREATE_TIMEOUT_MS, r, err);
     if (rc != 0)
@@ -446,18 +446,18 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
     s->client_pidfd = -1;
     s->network = req->cfg->network_enabled;
     if ((rc = skd__engine_resolve(engine, &s->eng, err)) != 0 ||
-        (rc = detect_cached(engine, err)) != 0)
+        (rc = skd__ctr_detect_cached(engine, err)) != 0)
         goto out;
-    if ((rc = check_req(engine, req, err)) != 0)
+    if ((rc = skd__ctr_check_req(engine, req, err)) != 0)
         goto out;
     skd__containers_reap_once(engine);
     snprintf(s->name, sizeof(s->name), "skilld-%s", req->id);
     s->reserve = req->cfg->data_reserve;
     skd_strlcpy(s->id, req->id, sizeof(s->id));
     s->cg_parent = strcmp(engine, "podman") == 0 && skd__ctr_cg_v1();
-    if ((strcmp(engine, "podman") == 0 || s->network) && (rc = rundir_make(s, err)) != 0)
+    if ((strcmp(engine, "podman") == 0 || s->network) && (rc = skd__ctr_rundir_make(s, err)) != 0)
         goto out;
-    if (s->network && (rc = rundir_egress_files(s, req, err)) != 0)
+    if (s->network && (rc = skd__ctr_rundir_egress_files(s, req, err)) != 0)
         goto out;
     if (fill_argvs(s) != 0) {
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -468,7 +468,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
             rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
             goto out;
         }
-        if ((rc = ws_acquire(s->ws, err)) != 0) {
+        if ((rc = skd__ctr_ws_acquire(s->ws, err)) != 0) {
             free(s->ws);
             s->ws = NULL;
             goto out;
@@ -486,7 +486,7 @@ static int engine_prepare(const char *engine, const skd__sandbox_req *req, void 
         rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
         goto out;
     }
-    rc = run_create(s, &a, r, err);
+    rc = skd__ctr_run_create(s, &a, r, err);
 out:
     if (rc != 0 && s && s->name[0] && r) {
         /* A create that timed out may still have made the container. */
@@ -516,7 +516,7 @@ static int podman_prepare(const skd__sandbox_req *req, void **state, skd_err *er
 
 /* The pid of the container's first process from inspect, 0 while it has
  * none, -1 when inspect fails. */
-static long long container_pid(ctr_state *s)
+long long skd__ctr_container_pid(ctr_state *s)
 {
     skd__ctr_cmd r;
     skd_err e = {0};
@@ -533,7 +533,7 @@ static long long container_pid(ctr_state *s)
  * then place the egress proxy's socket in its network namespace
  * (src/sandbox/spawner/egress_place.c). The command inside waits for it. */
 #define PLACE_WAIT_MS 10000
-static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
+int skd__ctr_place_egress(ctr_state *s, int *egress_fd, skd_err *err)
 {
     int64_t deadline = skd_mono_ms() + PLACE_WAIT_MS;
     struct stat self;
@@ -541,7 +541,7 @@ static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
         return skd_err_set(err, SKD_ESANDBOX, "%s sandbox: /proc/self/ns/net: %s", s->eng.name,
                            strerror(errno));
     for (int tries = 0;; tries++) {
-        long long pid = container_pid(s);
+        long long pid = skd__ctr_container_pid(s);
         char path[64];
         struct stat ns;
         snprintf(path, sizeof(path), "/proc/%lld/ns/net", pid);
@@ -552,7 +552,7 @@ static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
         if (pid > 0 && stat(path, &ns) == 0 && ns.st_ino != self.st_ino) {
             int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
             int rc = -1;
-            if (pfd >= 0 && container_pid(s) == pid)
+            if (pfd >= 0 && skd__ctr_container_pid(s) == pid)
                 rc = skd__egress_place(pfd, egress_fd, err);
             if (pfd >= 0)
                 close(pfd);
@@ -570,47 +570,41 @@ static int place_egress(ctr_state *s, int *egress_fd, skd_err *err)
     }
 }
 
-static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
+int skd__ctr_spawn_client(char *const *argv, const char *cwd, pid_t *client, int *client_pidfd,
+                          skd__spawned *out, skd_err *err)
 {
-    ctr_state *s = state;
     int pin[2] = {-1, -1}, pout[2] = {-1, -1}, perr[2] = {-1, -1}, rc = 0;
-    out->pidfd = out->stdin_fd = out->stdout_fd = out->stderr_fd = out->status_fd = -1;
-    out->egress_fd = -1;
+    *client_pidfd = -1;
     if (pipe2(pin, O_CLOEXEC) != 0 || pipe2(pout, O_CLOEXEC) != 0 || pipe2(perr, O_CLOEXEC) != 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "pipe: %s", strerror(errno));
         goto out;
     }
-    s->client = skd__ctr_fork_exec(s->start_argv, pin[0], pout[1], perr[1],
-                                   s->rundir[0] ? s->rundir : NULL);
-    if (s->client < 0) {
-        rc = skd_err_set(err, SKD_ESANDBOX, "cannot start %s: %s", s->eng.name, strerror(errno));
+    *client = skd__ctr_fork_exec(argv, pin[0], pout[1], perr[1], cwd);
+    if (*client < 0) {
+        rc =
+            skd_err_set(err, SKD_ESANDBOX, "cannot start the engine's client: %s", strerror(errno));
         goto out;
     }
-    int pidfd = (int)syscall(SYS_pidfd_open, s->client, 0);
-    s->client_pidfd = pidfd >= 0 ? (int)syscall(SYS_pidfd_open, s->client, 0) : -1;
-    if (pidfd < 0 || s->client_pidfd < 0) {
+    int pidfd = (int)syscall(SYS_pidfd_open, *client, 0);
+    *client_pidfd = pidfd >= 0 ? (int)syscall(SYS_pidfd_open, *client, 0) : -1;
+    if (pidfd < 0 || *client_pidfd < 0) {
         rc = skd_err_set(err, SKD_ESANDBOX, "pidfd_open: %s", strerror(errno));
-        kill(s->client, SIGKILL);
-        while (waitpid(s->client, NULL, 0) < 0 && errno == EINTR)
+        kill(*client, SIGKILL);
+        while (waitpid(*client, NULL, 0) < 0 && errno == EINTR)
             ;
-        s->client = -1;
+        *client = -1;
         if (pidfd >= 0)
             close(pidfd);
+        if (*client_pidfd >= 0)
+            close(*client_pidfd);
+        *client_pidfd = -1;
         goto out;
     }
     fcntl(pidfd, F_SETFD, FD_CLOEXEC);
-    fcntl(s->client_pidfd, F_SETFD, FD_CLOEXEC);
+    fcntl(*client_pidfd, F_SETFD, FD_CLOEXEC);
     fcntl(pin[1], F_SETFL, O_NONBLOCK);
     fcntl(pout[0], F_SETFL, O_NONBLOCK);
     fcntl(perr[0], F_SETFL, O_NONBLOCK);
-    if (s->network && (rc = place_egress(s, &out->egress_fd, err)) != 0) {
-        syscall(SYS_pidfd_send_signal, s->client_pidfd, SIGKILL, NULL, 0);
-        while (waitpid(s->client, NULL, 0) < 0 && errno == EINTR)
-            ;
-        s->client = -1;
-        close(pidfd);
-        goto out;
-    }
     out->pidfd = pidfd;
     out->stdin_fd = pin[1];
     out->stdout_fd = pout[0];
@@ -624,6 +618,26 @@ out:
             close(pout[i]);
         if (perr[i] >= 0)
             close(perr[i]);
+    }
+    return rc;
+}
+
+static int ctr_spawn(void *state, skd__spawned *out, skd_err *err)
+{
+    ctr_state *s = state;
+    *out = (skd__spawned)SKD__SPAWNED_NONE;
+    int rc = skd__ctr_spawn_client(s->start_argv, s->rundir[0] ? s->rundir : NULL, &s->client,
+                                   &s->client_pidfd, out, err);
+    if (rc == 0 && s->network && (rc = skd__ctr_place_egress(s, &out->egress_fd, err)) != 0) {
+        syscall(SYS_pidfd_send_signal, s->client_pidfd, SIGKILL, NULL, 0);
+        while (waitpid(s->client, NULL, 0) < 0 && errno == EINTR)
+            ;
+        s->client = -1;
+        close(out->pidfd);
+        close(out->stdin_fd);
+        close(out->stdout_fd);
+        close(out->stderr_fd);
+        *out = (skd__spawned)SKD__SPAWNED_NONE;
     }
     return rc;
 }

@@ -82,7 +82,7 @@ int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_arg
     int podman = strcmp(s->eng.name, "podman") == 0;
 
     skd__ctr_argv_add(a, "create");
-    skd__ctr_argv_add(a, "-i");
+    skd__ctr_argv_add(a, s->live ? "--rm" : "-i");
     skd__ctr_argv_addf(a, "--name=%s", s->name);
     skd__ctr_argv_add(a, "--label=skilld=1");
     skd__ctr_argv_addf(a, "--label=skilld.run=%s", req->id);
@@ -129,6 +129,9 @@ int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_arg
             skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_TRUST_BUNDLE,
                                SKD__SANDBOX_TRUST_BUNDLE);
     }
+    if (s->live)
+        skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_LIVE_HOLD,
+                           SKD__CTR_LIVE_HOLD_AT);
     skd__ctr_argv_addf(a, "--workdir=%s",
                        req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
     for (size_t i = 0; req->envp && req->envp[i]; i++) {
@@ -148,6 +151,12 @@ int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_arg
         skd__ctr_argv_addf(a, "localhost/%s", req->image);
     else
         skd__ctr_argv_add(a, req->image);
+    if (s->live) { /* the init: its execs come once the proxy is placed */
+        skd__ctr_argv_add(a, "sh");
+        skd__ctr_argv_add(a, "-c");
+        skd__ctr_argv_add(a, "read _ <" SKD__CTR_LIVE_HOLD_AT);
+        return a->oom ? skd_err_set(err, SKD_ENOMEM, "out of memory") : 0;
+    }
     if (c->network_enabled) { /* wait for the proxy, then exec the command */
         skd__ctr_argv_add(a, "sh");
         skd__ctr_argv_add(a, "-c");

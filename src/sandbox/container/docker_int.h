@@ -41,7 +41,17 @@ typedef struct ctr_state {
     char rundir[96]; /* podman: the client's working directory, or "" */
     int network;     /* networkEnabled: the egress proxy goes into the container */
     int trust;       /* the trust bundle is in rundir (a run with secrets) */
+    int live;        /* a live sandbox's container (container_live.c): --rm, and its
+                        command is the init that holds it (SKD__CTR_LIVE_HOLD) */
 } ctr_state;
+
+/* A live sandbox's container holds on a FIFO of its run directory, bound
+ * read-only at /.skilld-hold: its command (under the engine's --init) reads
+ * it until EOF, which comes when the spawner, the only writer, closes it
+ * or dies (kill -9 of the server too). The container then stops, and --rm
+ * removes it. */
+#define SKD__CTR_LIVE_HOLD "hold"
+#define SKD__CTR_LIVE_HOLD_AT "/.skilld-hold"
 
 /* The files of the run's directory bound read-only into a networkEnabled
  * container at SKD__SANDBOX_NODE_PRELOAD and SKD__SANDBOX_TRUST_BUNDLE. */
@@ -67,5 +77,27 @@ void skd__ctr_argv_free(skd__ctr_argv *a);
  * rows), then the image and the command. 0, or SKD_ESANDBOX (a limit the
  * engine cannot take), SKD_EINVAL, SKD_ENOMEM. */
 int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_argv *a, skd_err *err);
+
+/* docker.c's steps, shared with container_live.c (see docker.c for each):
+ * the engine's limits (cached detect), what the engines cannot take, the
+ * run directory and its egress files, the workspace lent to the sandbox
+ * uid (counted per path), the create command, and the egress proxy's
+ * socket placed in the started container's network namespace. */
+int skd__ctr_detect_cached(const char *engine, skd_err *err);
+int skd__ctr_check_req(const char *engine, const skd__sandbox_req *req, skd_err *err);
+int skd__ctr_rundir_make(ctr_state *s, skd_err *err);
+int skd__ctr_rundir_egress_files(ctr_state *s, const skd__sandbox_req *req, skd_err *err);
+int skd__ctr_ws_acquire(const char *ws, skd_err *err);
+void skd__ctr_ws_release(const char *ws);
+int skd__ctr_run_create(ctr_state *s, const skd__ctr_argv *a, skd__ctr_cmd *r, skd_err *err);
+int skd__ctr_place_egress(ctr_state *s, int *egress_fd, skd_err *err);
+/* The pid (host's) of the container's first process, 0 while it has
+ * none, -1 when inspect fails. */
+long long skd__ctr_container_pid(ctr_state *s);
+/* Fork the engine's client argv in cwd (NULL: "/") with fresh pipes as its
+ * stdin, stdout and stderr; out receives its pidfd and our pipe ends,
+ * *client its pid and *client_pidfd a second pidfd (for kills). */
+int skd__ctr_spawn_client(char *const *argv, const char *cwd, pid_t *client, int *client_pidfd,
+                          skd__spawned *out, skd_err *err);
 
 #endif

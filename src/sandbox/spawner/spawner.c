@@ -28,6 +28,7 @@
  * ceilings, and the workspace and skill folder, which arrive as directory
  * descriptors and are used as such.
  */
+#include "sandbox/container/container_live.h"
 #include "sandbox/native/native.h"
 #include "sandbox/native/native_snap.h"
 #include "sandbox/spawner/spawner.h"
@@ -258,6 +259,11 @@ static int valid_pem_cert(const char *s)
     return 1;
 }
 
+static int is_container(const char *name)
+{
+    return strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
+}
+
 static int check_request(skd__spawn_msg *m, skd_err *err)
 {
     if (!valid_uuid(m->id))
@@ -277,14 +283,10 @@ static int check_request(skd__spawn_msg *m, skd_err *err)
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     if (S.nruns >= MAX_RUNS)
         return skd_err_set(err, SKD_EBUSY, "sandbox spawner: too many runs");
-    if (m->live && (!valid_uuid(m->live) || strcmp(m->provider, "native") != 0))
+    if (m->live && (!valid_uuid(m->live) ||
+                    (strcmp(m->provider, "native") != 0 && !is_container(m->provider))))
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: bad live sandbox");
     return check_limits(&m->cfg, err);
-}
-
-static int is_container(const char *name)
-{
-    return strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
 }
 
 static void on_prepare(skd__spawn_msg *m)
@@ -301,7 +303,10 @@ static void on_prepare(skd__spawn_msg *m)
     r->pidfd = -1;
     if ((rc = check_request(m, &err)) != 0)
         goto fail;
-    r->prov = m->live ? &skd__provider_native_live : skd__provider_find(m->provider, &err);
+    if (m->live && !(r->prov = skd__ctr_live_provider(m->live)))
+        r->prov = &skd__provider_native_live;
+    else if (!m->live)
+        r->prov = skd__provider_find(m->provider, &err);
     if (m->live)
         memcpy(r->live, m->live, sizeof(r->live));
     if (!r->prov) {
@@ -371,12 +376,13 @@ static void reply_live_made(uint64_t h, const char *id)
 {
     skd__spawn_out o;
     skd_err e = {0};
-    int fd = skd__native_live_take_egress(id);
+    const skd__provider *cp = skd__ctr_live_provider(id);
+    int fd = cp ? skd__ctr_live_take_egress(id) : skd__native_live_take_egress(id);
     skd__spawn_out_init(&o, SKD__REP_OK, h);
-    skd__spawn_out_str(&o, SKD__T_PROVIDER, "native");
+    skd__spawn_out_str(&o, SKD__T_PROVIDER, cp ? cp->name : "native");
     if (fd >= 0)
         skd__spawn_out_fd(&o, fd, SKD__FD_EGRESS);
-    if (skd__spawn_send(S.sock, &o, &e) != 0)
+    if (skd__spawn_send(S.sock, &o, &e) != 0 && skd__ctr_live_delete(id) != 0)
         skd__native_live_delete(id);
     skd__spawn_out_free(&o);
     if (fd >= 0)
@@ -395,10 +401,10 @@ static void on_live_create(skd__spawn_msg *m)
     const char *rt = S.conf->runtime;
     if (!valid_uuid(m->live))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox id");
-    else if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0)
-        rc = skd_err_set(&err, SKD_ESANDBOX,
-                         "live sandboxes are not supported on the %s runtime (native only)", rt);
-    else if (skd__native_live_count() >= MAX_RUNS)
+    else if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0 && !is_container(rt))
+        rc = skd_err_set(&err, SKD_ESANDBOX, "live sandboxes are not supported on the %s runtime",
+                         rt);
+    else if (skd__native_live_count() + skd__ctr_live_count() >= MAX_RUNS)
         rc = skd_err_set(&err, SKD_EBUSY, "sandbox spawner: too many live sandboxes");
     if (rc == 0)
         rc = check_limits(&cfg, &err);
@@ -409,6 +415,10 @@ static void on_live_create(skd__spawn_msg *m)
     if (rc == 0)
         rc = skd_sandbox_image_rootfs(S.conf->data_dir, S.conf->allowed_images, m->image, &rootfs,
                                       &err);
+    if (rc == SKD_ENOENT && is_container(rt)) { /* the engine's store holds it */
+        skd_err_clear(&err);
+        rc = 0;
+    }
     if (rc == 0 && ws_fd >= 0)
         rc = fd_dir_path(ws_fd, &ws_path, &err);
     if (rc == 0) {
@@ -427,7 +437,14 @@ static void on_live_create(skd__spawn_msg *m)
         /* Resumed or forked: from the snapshot of its id, removed once
          * the sandbox holds its files again. */
         const char *restore = m->has_snap_args && (m->snap_flags & 1) ? m->live : NULL;
-        rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
+        if (is_container(rt))
+            rc = restore ? skd_err_set(&err, SKD_ESANDBOX,
+                                       "a %s live sandbox cannot be resumed or forked (native "
+                                       "only)",
+                                       rt)
+                         : skd__ctr_live_create(rt, &req, &err);
+        else
+            rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
         if (rc == 0 && restore)
             skd__snap_drop(restore);
     }
@@ -444,7 +461,8 @@ static void on_live_create(skd__spawn_msg *m)
 /* The sandbox, its snapshot (paused), or both (a fork's source). */
 static void on_live_delete(skd__spawn_msg *m)
 {
-    int live = valid_uuid(m->live) && skd__native_live_delete(m->live) == 0;
+    int live = valid_uuid(m->live) &&
+               (skd__ctr_live_delete(m->live) == 0 || skd__native_live_delete(m->live) == 0);
     int saved = valid_uuid(m->live) && skd__snap_drop(m->live) == 0;
     if (!live && !saved)
         reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
@@ -465,6 +483,11 @@ static void on_live_save(skd__spawn_msg *m)
     int rc = 0;
     if (!valid_uuid(m->live) || !valid_uuid(m->snap))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox or snapshot id");
+    else if (skd__ctr_live_provider(m->live))
+        rc = skd_err_set(&err, SKD_ESANDBOX,
+                         "pause and fork keep a native live sandbox's files; a %s live sandbox "
+                         "has none to keep: delete it and create a new one",
+                         skd__ctr_live_provider(m->live)->name);
     else
         rc = skd__native_live_save(m->live, m->snap, m->snap_flags, max, &bytes, &err);
     if (rc) {
@@ -673,6 +696,7 @@ static void shutdown_all(void)
         if (r->spawned && !r->reaped)
             r->prov->kill(r->pstate);
     skd__native_live_drop_all(); /* their execs end with them */
+    skd__ctr_live_drop_all();    /* rm -f of each container */
     while (S.runs) {
         skd__outcome oc;
         finish_run(S.runs, 1, &oc);

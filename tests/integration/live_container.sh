@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# Live sandboxes on the docker and podman runtimes (docs/containers.md,
+# "Live sandboxes") through the real binary and REST /v1/sandboxes, on each
+# engine in turn (scripts/setup-containers.sh starts dockerd and imports the
+# busybox test image into both, as for tests/providers/providers.sh):
+#   1. create answers 201 and the container is up, labelled skilld=1;
+#   2. a file in /tmp written by one exec is there for the next; every
+#      exec runs as the sandbox user;
+#   3. the sandbox's memory limit is on the container's memory cgroup;
+#   4. another key gets 404 on get, exec and delete;
+#   5. an exec that times out is killed, with what it left running in its
+#      session, and the sandbox lives on;
+#   6. without networkEnabled there is no network but loopback;
+#   7. a background process runs and is killed; pause is refused with a
+#      message that says why;
+#   8. delete leaves no container (ps -a by label), and a later exec is 404;
+#      a sandbox whose container ended from inside is 404 too;
+#   9. kill -9 of the server leaves no container of its live sandboxes.
+SETUP_LOG=$(mktemp /tmp/skilld-livectr-setup.XXXXXX)
+if ! "$(dirname "$0")/../../scripts/setup-containers.sh" >"$SETUP_LOG" 2>&1; then
+    echo "FAIL live_container.sh: container setup: $(tail -3 "$SETUP_LOG" | tr '\n' ' ')"
+fi
+rm -f "$SETUP_LOG"
+source "$(dirname "$0")/../lib.sh"
+source "$(dirname "$0")/server_common.sh"
+J=(-H 'Content-Type: application/json')
+as() { local k=$1; shift; req "$@" -H "Authorization: Bearer $k" "${J[@]}"; }
+# run KEY ID COMMAND: a foreground `sh -c COMMAND` exec; its stdout in OUT.
+run() {
+    as "$1" POST "/v1/sandboxes/$2/exec" -d "$(python3 -c 'import json,sys; print(json.dumps({"command":"sh","args":["-c",sys.argv[1]]}))' "$3")"
+    OUT=$(echo "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("stdout",""), end="")' 2>/dev/null)
+}
+ctrs() { "$1" ps -a -q --filter label=skilld=1 --filter "label=skilld.run=$2" 2>/dev/null | wc -l; }
+
+for R in docker podman; do
+    # One data directory for both (a later start prints no admin secret).
+    start_server SKILLS_SANDBOX_RUNTIME=$R SKILLS_ALLOWED_SANDBOX_IMAGES=skilld-test
+    curl -fsS "$URL/healthz" >/dev/null 2>&1 || { fail "$R: server starts" "$(tail -5 "$TMP/serve.err")"; continue; }
+    K1=$(new_key "c1$R" skills:execute | cut -d' ' -f2)
+    K2=$(new_key "c2$R" skills:execute | cut -d' ' -f2)
+
+    # ---- 1 ----
+    as "$K1" POST /v1/sandboxes -d '{}'
+    expect_status "$R: a live sandbox without an image is refused" 503
+    expect_json "$R: the refusal says the runtime needs an image" '"needs an image" in j["error"]["message"]'
+    as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1","memoryLimit":200,"pidsLimit":50,"timeoutMs":20000}'
+    expect_status "$R: create answers 201" 201
+    ID=$(echo "$BODY" | "$JGET" .id)
+    [ "$(ctrs $R "$ID")" = 1 ] && pass "$R: its container is up, labelled" || fail "$R: its container is up, labelled" "$($R ps -a)"
+
+    # ---- 2 ----
+    run "$K1" "$ID" 'echo kept >/tmp/a; echo root >/home/b 2>/dev/null || echo root >/b 2>/dev/null || mkdir -p /var/x 2>/dev/null; id -u'
+    expect_json "$R: an exec answers as execute_command" 'j["success"] is True and j["exitCode"] == 0'
+    [ "$OUT" = 65534 ] && pass "$R: the exec runs as the sandbox user" || fail "$R: the exec runs as the sandbox user" "$BODY"
+    run "$K1" "$ID" 'cat /tmp/a; echo x >>/tmp/a; wc -l </tmp/a'
+    [ "$OUT" = "$(printf 'kept\n2')" ] && pass "$R: /tmp is kept between execs" || fail "$R: /tmp is kept between execs" "$BODY"
+    # ---- 3 ----
+    run "$K1" "$ID" 'cat /sys/fs/cgroup/memory.max 2>/dev/null || cat /sys/fs/cgroup/memory/memory.limit_in_bytes'
+    [ "$OUT" = $((200 * 1048576)) ] && pass "$R: the memory limit is on the container's cgroup" || fail "$R: the memory limit is on the container's cgroup" "$BODY"
+    run "$K1" "$ID" 'cat /sys/fs/cgroup/pids.max 2>/dev/null || cat /sys/fs/cgroup/pids/pids.max'
+    [ "$OUT" = 50 ] && pass "$R: the pids limit is on the container's cgroup" || fail "$R: the pids limit is on the container's cgroup" "$BODY"
+
+    # ---- 4 ----
+    as "$K2" GET "/v1/sandboxes/$ID"
+    expect_status "$R: another key's get is 404" 404
+    run "$K2" "$ID" 'echo no'
+    expect_status "$R: another key's exec is 404" 404
+    as "$K2" DELETE "/v1/sandboxes/$ID"
+    expect_status "$R: another key's delete is 404" 404
+
+    # ---- 5 ----
+    as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","(sleep 300; echo late >/tmp/late) & echo $! >/tmp/bgpid; sleep 300"],"timeoutMs":1500}'
+    expect_json "$R: an exec that times out is killed" 'j["timedOut"] is True and j["killed"] is True'
+    run "$K1" "$ID" 'p=$(cat /tmp/bgpid); if [ -d /proc/$p ]; then echo alive; else echo gone; fi; ps -o args | grep -c "^sleep 300"'
+    [ "$OUT" = "$(printf 'gone\n0')" ] && pass "$R: what the timed-out exec started is gone; the sandbox lives on" || fail "$R: what the timed-out exec started is gone" "$BODY"
+
+    # ---- 6 ----
+    run "$K1" "$ID" 'ls /sys/class/net | tr "\n" " "; wget -q -T 3 -O- http://1.1.1.1/ >/dev/null 2>&1 && echo reached || echo unreachable'
+    [ "$OUT" = "lo unreachable" ] && pass "$R: without networkEnabled only loopback, nothing reached" || fail "$R: without networkEnabled only loopback" "$BODY"
+
+    # ---- 7 ----
+    as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","echo started; sleep 300"],"background":true}'
+    expect_json "$R: a background exec answers its processId" 'j["success"] is True and len(j["processId"]) == 36'
+    PID7=$(echo "$BODY" | "$JGET" .processId)
+    for _ in $(seq 1 50); do as "$K1" GET "/v1/sandboxes/$ID/processes/$PID7/output"; echo "$BODY" | grep -q started && break; sleep 0.1; done
+    expect_json "$R: its output is read while it runs" '"started" in j["stdout"]'
+    as "$K1" DELETE "/v1/sandboxes/$ID/processes/$PID7"
+    run "$K1" "$ID" 'ps -o args | grep -c "^sleep 300"'
+    [ "$OUT" = 0 ] && pass "$R: a killed background process is gone" || fail "$R: a killed background process is gone" "$BODY"
+    as "$K1" POST "/v1/sandboxes/$ID/pause" -d '{}'
+    expect_json "$R: pause is refused, saying to delete instead" 'j["success"] is False and "delete it" in j["error"]["message"]'
+
+    # ---- 8 ----
+    as "$K1" DELETE "/v1/sandboxes/$ID"
+    expect_status "$R: delete" 200
+    [ "$(ctrs $R "$ID")" = 0 ] && pass "$R: delete leaves no container" || fail "$R: delete leaves no container" "$($R ps -a)"
+    run "$K1" "$ID" 'echo no'
+    expect_status "$R: an exec after delete is 404" 404
+
+    # ---- 8b: a sandbox whose container ended from inside is 404 ----
+    as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1"}'
+    ID8=$(echo "$BODY" | "$JGET" .id)
+    run "$K1" "$ID8" 'kill $(ps -o pid,args | sed -n "s/^ *\([0-9]*\) sh -c read _.*/\1/p")'
+    for _ in $(seq 1 100); do [ "$(ctrs $R "$ID8")" = 0 ] && break; sleep 0.1; done
+    run "$K1" "$ID8" 'echo no'
+    expect_status "$R: an exec in a sandbox whose container ended from inside is 404" 404
+    as "$K1" GET "/v1/sandboxes/$ID8"
+    expect_status "$R: and the sandbox is gone" 404
+
+    # ---- 9 ----
+    IDS=""
+    for _ in 1 2; do
+        as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1"}'
+        IDS="$IDS $(echo "$BODY" | "$JGET" .id)"
+    done
+    kill -9 "$SRV_PID"; wait "$SRV_PID" 2>/dev/null
+    left=""
+    for _ in $(seq 1 100); do
+        left=""
+        for i in $IDS; do [ "$(ctrs $R "$i")" = 0 ] || left="$left $i"; done
+        [ -z "$left" ] && break
+        sleep 0.2
+    done
+    [ -z "$left" ] && [ -n "${IDS// /}" ] && pass "$R: kill -9 of the server leaves no container of its live sandboxes" ||
+        fail "$R: kill -9 of the server leaves no container" "left:$left; $($R ps -a)"
+done
+finish
