@@ -183,19 +183,6 @@ static int reply_ok(uint64_t h, const char *provider)
 
 /* ---- validation of a prepare request ---- */
 
-static int valid_uuid(const char *s)
-{
-    if (strlen(s) != SKD_UUID_LEN)
-        return 0;
-    for (size_t i = 0; i < SKD_UUID_LEN; i++) {
-        char c = s[i];
-        int dash = i == 8 || i == 13 || i == 18 || i == 23;
-        if (dash ? c != '-' : !((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return 0;
-    }
-    return 1;
-}
-
 /* Every limit within its range and under the operator's ceilings: the
  * spawner is the last line, whatever the server checked before. The rows
  * and the ceilings are include/skilld/limits.h's, the ceilings those the
@@ -218,47 +205,6 @@ static int check_limits(const skd_sandbox_config *c, skd_err *err)
     return 0;
 }
 
-/* A directory descriptor from the server: check it is one, and give the
- * provider a path that names exactly it. Native uses the descriptor itself
- * (req.workspace_fd); the container CLIs need a path, which is the
- * descriptor's own (/proc/self/fd/N resolved) and checked to still name the
- * same directory. */
-static int fd_dir_path(int fd, char **path, skd_err *err)
-{
-    struct stat a, b;
-    char link[64], real[PATH_MAX];
-    if (fstat(fd, &a) != 0 || !S_ISDIR(a.st_mode))
-        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the workspace is not a directory");
-    snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
-    ssize_t n = readlink(link, real, sizeof(real) - 1);
-    if (n <= 0 || real[0] != '/')
-        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: cannot name the directory");
-    real[n] = '\0';
-    if (lstat(real, &b) != 0 || !S_ISDIR(b.st_mode) || a.st_dev != b.st_dev || a.st_ino != b.st_ino)
-        return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the directory moved");
-    if (!(*path = strdup(real)))
-        return skd_err_set(err, SKD_ENOMEM, "out of memory");
-    return 0;
-}
-
-/* One PEM certificate and nothing else (it is written into the sandbox's
- * trust bundle): the armour lines around base64 text, at most 8 KiB. */
-static int valid_pem_cert(const char *s)
-{
-    static const char begin[] = "-----BEGIN CERTIFICATE-----\n";
-    static const char end[] = "-----END CERTIFICATE-----\n";
-    size_t n = strlen(s), bl = sizeof(begin) - 1, el = sizeof(end) - 1;
-    if (n > 8192 || n < bl + el || strncmp(s, begin, bl) != 0 || strcmp(s + n - el, end) != 0)
-        return 0;
-    for (size_t i = bl; i < n - el; i++) {
-        char c = s[i];
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '+' || c == '/' || c == '=' || c == '\n'))
-            return 0;
-    }
-    return 1;
-}
-
 static int is_container(const char *name)
 {
     return strcmp(name, "docker") == 0 || strcmp(name, "podman") == 0;
@@ -266,7 +212,7 @@ static int is_container(const char *name)
 
 static int check_request(skd__spawn_msg *m, skd_err *err)
 {
-    if (!valid_uuid(m->id))
+    if (!skd__spawner_valid_uuid(m->id))
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: bad run id");
     if (m->cwd[0] != '/' || strlen(m->cwd) >= PATH_MAX)
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: working directory must be absolute");
@@ -279,11 +225,11 @@ static int check_request(skd__spawn_msg *m, skd_err *err)
                                "sandbox spawner: environment entry is not "
                                "NAME=value");
     }
-    if (m->ca_pem && !valid_pem_cert(m->ca_pem))
+    if (m->ca_pem && !skd__spawner_valid_pem(m->ca_pem))
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     if (S.nruns >= MAX_RUNS)
         return skd_err_set(err, SKD_EBUSY, "sandbox spawner: too many runs");
-    if (m->live && (!valid_uuid(m->live) ||
+    if (m->live && (!skd__spawner_valid_uuid(m->live) ||
                     (strcmp(m->provider, "native") != 0 && !is_container(m->provider))))
         return skd_err_set(err, SKD_EINVAL, "sandbox spawner: bad live sandbox");
     return check_limits(&m->cfg, err);
@@ -336,8 +282,9 @@ static void on_prepare(skd__spawn_msg *m)
     }
     if (rc)
         goto fail;
-    if ((r->ws_fd >= 0 && (rc = fd_dir_path(r->ws_fd, &r->ws_path, &err)) != 0) ||
-        (r->skill_fd >= 0 && (rc = fd_dir_path(r->skill_fd, &r->skill_path, &err)) != 0))
+    if ((r->ws_fd >= 0 && (rc = skd__spawner_fd_dir_path(r->ws_fd, &r->ws_path, &err)) != 0) ||
+        (r->skill_fd >= 0 &&
+         (rc = skd__spawner_fd_dir_path(r->skill_fd, &r->skill_path, &err)) != 0))
         goto fail;
     r->req = (skd__sandbox_req){
         .id = r->id,
@@ -399,7 +346,7 @@ static void on_live_create(skd__spawn_msg *m)
     char *ws_path = NULL, *rootfs = NULL;
     skd_sandbox_config cfg = m->cfg;
     const char *rt = S.conf->runtime;
-    if (!valid_uuid(m->live))
+    if (!skd__spawner_valid_uuid(m->live))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox id");
     else if (strcmp(rt, "native") != 0 && strcmp(rt, "auto") != 0 && !is_container(rt))
         rc = skd_err_set(&err, SKD_ESANDBOX, "live sandboxes are not supported on the %s runtime",
@@ -408,7 +355,7 @@ static void on_live_create(skd__spawn_msg *m)
         rc = skd_err_set(&err, SKD_EBUSY, "sandbox spawner: too many live sandboxes");
     if (rc == 0)
         rc = check_limits(&cfg, &err);
-    if (rc == 0 && m->ca_pem && !valid_pem_cert(m->ca_pem))
+    if (rc == 0 && m->ca_pem && !skd__spawner_valid_pem(m->ca_pem))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: the CA is not one PEM certificate");
     cfg.workspace_quota = S.conf->workspace_quota;
     cfg.data_reserve = S.conf->data_reserve;
@@ -420,7 +367,7 @@ static void on_live_create(skd__spawn_msg *m)
         rc = 0;
     }
     if (rc == 0 && ws_fd >= 0)
-        rc = fd_dir_path(ws_fd, &ws_path, &err);
+        rc = skd__spawner_fd_dir_path(ws_fd, &ws_path, &err);
     if (rc == 0) {
         skd__sandbox_req req = {
             .id = m->live,
@@ -461,9 +408,9 @@ static void on_live_create(skd__spawn_msg *m)
 /* The sandbox, its snapshot (paused), or both (a fork's source). */
 static void on_live_delete(skd__spawn_msg *m)
 {
-    int live = valid_uuid(m->live) &&
+    int live = skd__spawner_valid_uuid(m->live) &&
                (skd__ctr_live_delete(m->live) == 0 || skd__native_live_delete(m->live) == 0);
-    int saved = valid_uuid(m->live) && skd__snap_drop(m->live) == 0;
+    int saved = skd__spawner_valid_uuid(m->live) && skd__snap_drop(m->live) == 0;
     if (!live && !saved)
         reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
     else
@@ -481,7 +428,7 @@ static void on_live_save(skd__spawn_msg *m)
     int64_t cap = (int64_t)S.conf->root_layer_max + S.conf->ceil.max[SKD_LIMIT_TMP] + (64 << 20);
     int64_t max = m->snap_bytes > 0 && m->snap_bytes < cap ? m->snap_bytes : cap;
     int rc = 0;
-    if (!valid_uuid(m->live) || !valid_uuid(m->snap))
+    if (!skd__spawner_valid_uuid(m->live) || !skd__spawner_valid_uuid(m->snap))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox or snapshot id");
     else if (skd__ctr_live_provider(m->live))
         rc = skd_err_set(&err, SKD_ESANDBOX,

@@ -48,4 +48,12 @@ int skd__zygote_fork(const skd__spawner_conf *conf, int *ctrl_out, pid_t *pid_ou
  * spawner's socket and pid, or -1 with errno. */
 int skd__spawner_fork(const skd__spawner_conf *conf, int *sock_out, pid_t *pid_out);
 
+/* Checks of what the server sends (spawner_check.c). valid_uuid: 1 when s
+ * is a lower-case UUID. fd_dir_path: *path (caller frees) is a path that
+ * names exactly the directory fd, or SKD_EINVAL. valid_pem: 1 when s is one
+ * PEM certificate and nothing else, at most 8 KiB. */
+int skd__spawner_valid_uuid(const char *s);
+int skd__spawner_fd_dir_path(int fd, char **path, skd_err *err);
+int skd__spawner_valid_pem(const char *s);
+
 #endif
