@@ -82,7 +82,7 @@ for R in docker podman; do
     as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","echo started; sleep 300"],"background":true}'
     expect_json "$R: a background exec answers its processId" 'j["success"] is True and len(j["processId"]) == 36'
     PID7=$(echo "$BODY" | "$JGET" .processId)
-    for _ in $(seq 1 50); do as "$K1" GET "/v1/sandboxes/$ID/processes/$PID7/output"; echo "$BODY" | grep -q started && break; sleep 0.1; done
+    for _ in $(seq 1 300); do as "$K1" GET "/v1/sandboxes/$ID/processes/$PID7/output"; echo "$BODY" | grep -q started && break; sleep 0.1; done
     expect_json "$R: its output is read while it runs" '"started" in j["stdout"]'
     as "$K1" DELETE "/v1/sandboxes/$ID/processes/$PID7"
     run "$K1" "$ID" 'ps -o args | grep -c "^sleep 300"'
@@ -101,7 +101,7 @@ for R in docker podman; do
     as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1"}'
     ID8=$(echo "$BODY" | "$JGET" .id)
     run "$K1" "$ID8" 'kill $(ps -o pid,args | sed -n "s/^ *\([0-9]*\) sh -c read _.*/\1/p")'
-    for _ in $(seq 1 100); do [ "$(ctrs $R "$ID8")" = 0 ] && break; sleep 0.1; done
+    for _ in $(seq 1 300); do [ "$(ctrs $R "$ID8")" = 0 ] && break; sleep 0.1; done
     run "$K1" "$ID8" 'echo no'
     expect_status "$R: an exec in a sandbox whose container ended from inside is 404" 404
     as "$K1" GET "/v1/sandboxes/$ID8"
