@@ -82,11 +82,20 @@ for R in docker podman; do
     as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","echo started; sleep 300"],"background":true}'
     expect_json "$R: a background exec answers its processId" 'j["success"] is True and len(j["processId"]) == 36'
     PID7=$(echo "$BODY" | "$JGET" .processId)
-    for _ in $(seq 1 300); do as "$K1" GET "/v1/sandboxes/$ID/processes/$PID7/output"; echo "$BODY" | grep -q started && break; sleep 0.1; done
+    for _ in $(seq 1 300); do as "$K1" GET "/v1/sandboxes/$ID/processes/$PID7/output"; echo "$BODY" | grep -q '"stdout":"started' && break; sleep 0.1; done
     expect_json "$R: its output is read while it runs" '"started" in j["stdout"]'
     as "$K1" DELETE "/v1/sandboxes/$ID/processes/$PID7"
     run "$K1" "$ID" 'ps -o args | grep -c "^sleep 300"'
     [ "$OUT" = 0 ] && pass "$R: a killed background process is gone" || fail "$R: a killed background process is gone" "$BODY"
+    # A kill that comes before the engine has started the process: the
+    # engine starts it anyway, and it must find itself ended.
+    as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sleep","args":["299"],"background":true}'
+    PID7B=$(echo "$BODY" | "$JGET" .processId)
+    as "$K1" DELETE "/v1/sandboxes/$ID/processes/$PID7B"
+    sleep 2
+    run "$K1" "$ID" 'ps -o args | grep -c "^sleep 299"'
+    [ "$OUT" = 0 ] && pass "$R: a background process killed as soon as it is started never runs" ||
+        fail "$R: a background process killed as soon as it is started never runs" "$BODY"
     as "$K1" POST "/v1/sandboxes/$ID/pause" -d '{}'
     expect_json "$R: pause is refused, saying to delete instead" 'j["success"] is False and "delete it" in j["error"]["message"]'
 

@@ -18,10 +18,13 @@
  *           --workdir cwd --env SKILLD_EXEC=<run id> ... skilld-<id> sh -c
  *           '"$@"; exit $?' sh argv...`. The engine makes the exec's first
  *           process (the sh, which stays) the leader of a new session.
- *   kill    from the host, never through the engine: every process in the
- *           container's pid namespace whose initial environment holds the
- *           run's SKILLD_EXEC marker, or whose session is one such
- *           process's, gets SIGKILL by pidfd; then the client. A `docker
+ *   kill    from the host, never through the engine: the run id is first
+ *           appended to the sandbox's list of ended execs (an exec that
+ *           the engine has not started yet reads it and exits at once);
+ *           then every process in the container's pid namespace whose
+ *           initial environment holds the run's SKILLD_EXEC marker, or
+ *           whose session is one such process's, gets SIGKILL by pidfd;
+ *           then the client. A `docker
  *           exec` client that is killed leaves its process running, and a
  *           second exec to kill it would block the supervisor for an engine
  *           call; /proc is read at once. A process that both leaves the
@@ -113,13 +116,22 @@ static void clive_free(struct clive *l)
  * may open it for reading only; this process holds the one writer. */
 static int hold_make(struct clive *l, skd_err *err)
 {
-    char path[160];
+    char path[160], ended[160];
+    int fd = -1;
     snprintf(path, sizeof(path), "%s/%s", l->s->rundir, SKD__CTR_LIVE_HOLD);
+    snprintf(ended, sizeof(ended), "%s/%s", l->s->rundir, SKD__CTR_LIVE_ENDED);
     unlink(path);
     if (mkfifo(path, 0600) != 0 || chmod(path, 0644) != 0 ||
-        (l->hold_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0)
+        (l->hold_fd = open(path, O_RDWR | O_NONBLOCK | O_CLOEXEC)) < 0 ||
+        (fd = open(ended, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644)) < 0 ||
+        fchmod(fd, 0644) != 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
         return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: cannot make %s: %s", l->s->eng.name,
-                           path, strerror(errno));
+                           l->hold_fd < 0 ? path : ended, strerror(e));
+    }
+    close(fd);
     return 0;
 }
 
@@ -269,6 +281,7 @@ typedef struct cexec {
     int client_pidfd;
     ino_t pidns;
     char marker[16 + SKD_UUID_LEN]; /* SKILLD_EXEC=<run id> */
+    char ended[160];                /* the sandbox's list of ended execs */
     int killed;
 } cexec;
 
@@ -287,6 +300,7 @@ static int cx_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
     x->client_pidfd = -1;
     x->pidns = l->pidns;
     snprintf(x->marker, sizeof(x->marker), "SKILLD_EXEC=%s", req->id);
+    snprintf(x->ended, sizeof(x->ended), "%s/%s", l->s->rundir, SKD__CTR_LIVE_ENDED);
     skd__ctr_argv *a = &x->argv;
     skd__ctr_argv_add(a, l->s->eng.bin);
     skd__ctr_argv_add(a, "exec");
@@ -298,11 +312,14 @@ static int cx_prepare(const skd__sandbox_req *req, void **state, skd_err *err)
         skd__ctr_argv_addf(a, "--env=%s", req->envp[i]);
     skd__ctr_argv_add(a, l->s->name);
     /* sh stays the session's leader (no exec of the last command), so the
-     * marker stays in the leader's initial environment. */
+     * marker stays in the leader's initial environment. Its $0 is the run
+     * id, looked for in the list of ended execs before anything runs. */
     skd__ctr_argv_add(a, "sh");
     skd__ctr_argv_add(a, "-c");
-    skd__ctr_argv_add(a, "\"$@\"; exit $?");
-    skd__ctr_argv_add(a, "sh");
+    skd__ctr_argv_add(
+        a, "while read -r k; do [ \"$k\" = \"$0\" ] && exit 137; done <" SKD__CTR_LIVE_ENDED_AT
+           "; \"$@\"; exit $?");
+    skd__ctr_argv_add(a, req->id);
     for (size_t i = 0; req->argv[i]; i++)
         skd__ctr_argv_add(a, req->argv[i]);
     if (a->oom) {
@@ -407,6 +424,16 @@ static void cx_kill(void *state)
 {
     cexec *x = state;
     x->killed = 1;
+    /* First the list, then /proc: an exec's sh that is not in /proc yet
+     * will find its id there. One short O_APPEND write is atomic. */
+    char line[SKD_UUID_LEN + 2];
+    int n_line = snprintf(line, sizeof(line), "%s\n", x->marker + strlen("SKILLD_EXEC="));
+    int efd = open(x->ended, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+    if (efd < 0 || write(efd, line, (size_t)n_line) != n_line)
+        skd_log(SKD_LOG_WARN, "live sandbox: cannot note ended exec in %s: %s", x->ended,
+                strerror(errno));
+    if (efd >= 0)
+        close(efd);
     int procfd = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (procfd >= 0) {
         long sids[64];

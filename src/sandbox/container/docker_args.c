@@ -132,6 +132,9 @@ int skd__ctr_create_argv(ctr_state *s, const skd__sandbox_req *req, skd__ctr_arg
     if (s->live)
         skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_LIVE_HOLD,
                            SKD__CTR_LIVE_HOLD_AT);
+    if (s->live)
+        skd__ctr_argv_addf(a, "--volume=%s/%s:%s:ro", s->rundir, SKD__CTR_LIVE_ENDED,
+                           SKD__CTR_LIVE_ENDED_AT);
     skd__ctr_argv_addf(a, "--workdir=%s",
                        req->cwd ? req->cwd : (req->workspace ? "/workspace" : "/tmp"));
     for (size_t i = 0; req->envp && req->envp[i]; i++) {

@@ -53,6 +53,13 @@ typedef struct ctr_state {
 #define SKD__CTR_LIVE_HOLD "hold"
 #define SKD__CTR_LIVE_HOLD_AT "/.skilld-hold"
 
+/* A live sandbox's killed execs, one run id a line, appended by the
+ * spawner and bound read-only: an exec's first process reads it and exits
+ * when its own id is there, so that a kill that came before the engine
+ * started the process still holds (container_live.c, "kill"). */
+#define SKD__CTR_LIVE_ENDED "ended"
+#define SKD__CTR_LIVE_ENDED_AT "/.skilld-ended"
+
 /* The files of the run's directory bound read-only into a networkEnabled
  * container at SKD__SANDBOX_NODE_PRELOAD and SKD__SANDBOX_TRUST_BUNDLE. */
 #define SKD__CTR_NODE_PRELOAD "egress.cjs"
