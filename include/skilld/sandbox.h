@@ -398,14 +398,27 @@ typedef void (*skd_live_egress_fn)(void *arg, const char *key_id, const char *sa
                                    const json_t *egress);
 void skd_runner_set_live_egress(skd_runner *r, skd_live_egress_fn fn, void *arg);
 
-/* Told when a live sandbox ended, whatever ended it (a delete, its idle
- * timeout or lifetime, its key's revocation, its spawner's death, the
- * runner's stop), or when the reaper paused it (paused 1; sandbox is its
- * object, borrowed). Called without the runner's locks; it may block
- * briefly (the engine ends the sandbox's row in the store). */
-typedef void (*skd_live_event_fn)(void *arg, const char *key_id, const char *sandbox_id, int paused,
+/* What a live event tells. */
+enum {
+    SKD_LIVE_ENDED = 0,    /* whatever ended it: a delete, its idle timeout or
+                              lifetime, its key's revocation, its spawner's
+                              death, the runner's stop while it ran */
+    SKD_LIVE_PAUSED = 1,   /* the reaper paused it (sandbox: its object) */
+    SKD_LIVE_RELEASED = 2, /* the runner stopped while it was paused: its
+                              saved files stay, for whoever resumes it */
+};
+/* Told of a live sandbox's event (what: SKD_LIVE_*; sandbox borrowed, or
+ * NULL). Called without the runner's locks; it may block briefly (the
+ * engine updates the sandbox's row in the store). */
+typedef void (*skd_live_event_fn)(void *arg, const char *key_id, const char *sandbox_id, int what,
                                   const json_t *sandbox);
 void skd_runner_set_live_events(skd_runner *r, skd_live_event_fn fn, void *arg);
+/* Asked before a pause: key_id's paused sandboxes that other holders (other
+ * replicas, or none) keep, and the bytes of their saved files, for the
+ * per-key paused cap and quota. Not 0: the pause is refused with err. */
+typedef int (*skd_live_paused_fn)(void *arg, const char *key_id, int *n, int64_t *bytes,
+                                  skd_err *err);
+void skd_runner_set_live_paused(skd_runner *r, skd_live_paused_fn fn, void *arg);
 
 typedef struct skd_live_exec_opts {
     /* argv, env, stdin, cwd (NULL: /workspace when the sandbox has one,
@@ -458,6 +471,14 @@ int skd_live_kill(skd_runner *r, const char *key, const char *id, const char *pr
  * such sandbox of key. An exec in a
  * paused sandbox is SKD_EPAUSED: nothing resumes it but a resume. */
 int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
+                   skd_err *err);
+/* Hold key's paused sandbox sandbox (its object as skd_live_get gave it,
+ * kept by another runner or this one's former life, whose saved files are
+ * under the shared DATA_DIR) as a paused sandbox of this runner, with
+ * workspace (NULL: none) for its resume. 0 (also when it is held here
+ * already), SKD_EINVAL for an object that is not one or whose limits are
+ * above this runner's ceilings, SKD_ENOMEM. */
+int skd_live_adopt(skd_runner *r, const char *key, const json_t *sandbox, const char *workspace,
                    skd_err *err);
 int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
                     skd_err *err);

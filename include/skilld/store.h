@@ -291,7 +291,7 @@ json_t *skd_store_run_list(skd_store *st, const char *key_id, const char *state,
 int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, skd_err *err);
 typedef struct skd_live_row {
     char replica[160]; /* who holds it */
-    char state[16];    /* "running" or "paused" (held), "lost", "done", "error" */
+    char state[16];    /* "running" or "paused", "lost", "done", "error" */
     int leased;        /* its lease has not run out */
     json_t *detail;    /* new reference, or NULL (caller decrefs) */
 } skd_live_row;
@@ -299,9 +299,23 @@ typedef struct skd_live_row {
  * is another key's). */
 int skd_store_live_get(skd_store *st, const char *key_id, const char *id, skd_live_row *row,
                        skd_err *err);
-/* key_id's live sandboxes held over every replica, oldest first:
- * [{id, replica, detail}]. New reference; NULL on error. */
+/* key_id's live sandboxes over every replica, oldest first: the running
+ * ones whose holder renews them, and every paused one, held or not:
+ * [{id, replica, detail, held}]. New reference; NULL on error. */
 json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err);
+/* Take key_id's paused sandbox id for this replica: its row names this
+ * replica and is renewed with its runs from now. Only a row that is
+ * paused and that no replica holds (its holder stopped renewing, or it
+ * let it go) or that names this replica already. 0, or SKD_EBUSY (held
+ * elsewhere, not paused, or gone). */
+int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* Let paused sandbox id go (this replica stops): no longer renewed, its
+ * row is claimable at once. */
+void skd_store_live_release(skd_store *st, const char *id);
+/* key_id's paused sandboxes that this replica does not hold, and the bytes
+ * their saved files hold (as their rows say). */
+int skd_store_live_paused_elsewhere(skd_store *st, const char *key_id, int *n, int64_t *bytes,
+                                    skd_err *err);
 /*
  * Secrets of a key (src/store/secrets.c). The store holds the value only
  * sealed (the engine seals and opens it, src/engine/secrets.c); a row names

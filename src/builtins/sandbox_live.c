@@ -175,24 +175,41 @@ static json_t *create_handler(const skd_ctx *ctx, const json_t *input, void *uda
     return ok_with("sandbox", sb);
 }
 
+/* 1 when array a holds an object whose id is id. */
+static int listed(const json_t *a, const char *id)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (a, i, v) {
+        const char *x = json_string_value(json_object_get(v, "id"));
+        if (x && strcmp(x, id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 /* The key's sandboxes on this replica (mine, stolen), then those the
- * store says other replicas hold, as their rows show them. A store that
- * does not answer leaves only this replica's. */
+ * store has elsewhere, as their rows show them: held by other replicas,
+ * or paused and held by none (replica null: any replica resumes it). A
+ * store that does not answer leaves only this replica's. */
 static json_t *list_everywhere(const skd_ctx *ctx, json_t *mine)
 {
     const char *me = skd_store_replica_id(ctx->store);
-    size_t i;
+    size_t i, n;
     json_t *v;
     json_array_foreach (mine, i, v)
         json_object_set_new(v, "replica", json_string(me));
+    n = mine ? json_array_size(mine) : 0;
     json_t *rows = mine ? skd_store_live_list(ctx->store, ctx->key_id, NULL) : NULL;
     json_array_foreach (rows, i, v) {
         const char *rep = json_string_value(json_object_get(v, "replica"));
+        const char *id = json_string_value(json_object_get(v, "id"));
         json_t *sb = json_object_get(json_object_get(v, "detail"), "sandbox");
-        if (!rep || strcmp(rep, me) == 0 || !json_is_object(sb))
+        int held = json_is_true(json_object_get(v, "held"));
+        if (!rep || !id || !json_is_object(sb) || (n && listed(mine, id)))
             continue; /* ours are listed above, from memory */
         json_t *c = json_deep_copy(sb);
-        if (c && json_object_set_new(c, "replica", json_string(rep)) == 0)
+        if (c && json_object_set_new(c, "replica", held ? json_string(rep) : json_null()) == 0)
             json_array_append(mine, c);
         json_decref(c);
     }

@@ -23,6 +23,7 @@
 #include "skilld/buf.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
+#include "skilld/workspace.h"
 
 #include <curl/curl.h>
 #include <stdlib.h>
@@ -209,6 +210,39 @@ out:
     return res;
 }
 
+/* Take over key's paused sandbox id, whose row no replica holds (row: as
+ * read): claim the row, then hold the sandbox in this replica's runner, so
+ * that the call runs here. NULL when it is ours now, else the error
+ * result. */
+static json_t *take_paused(skd_engine *e, const skd_call *c, const char *id,
+                           const skd_live_row *row)
+{
+    skd_err err = {0};
+    const json_t *sb = json_object_get(row->detail, "sandbox");
+    skd_runner *r = skd_engine_runner(e, &err);
+    skd_workspace *ws = NULL;
+    if (!r)
+        return skd_result_from_err(&err);
+    if (!json_is_object(sb))
+        return skd_result_error(SKD_ESTORE,
+                                "paused sandbox %s: its row in the store has no record of it", id);
+    if (skd_store_live_claim(e->store, c->key_id, id, &err) != 0)
+        return skd_result_error(SKD_EREPLICA,
+                                "paused sandbox %s is being taken over by another replica "
+                                "(%s); retry",
+                                id, skd_err_msg(&err));
+    int rc = skd_workspace_open(skd_config_str(e->cfg, "DATA_DIR"), c->key_id, &ws, &err);
+    if (rc == 0)
+        rc = skd_live_adopt(r, c->key_id, sb, skd_workspace_path(ws), &err);
+    skd_workspace_close(ws);
+    if (rc) {
+        skd_store_live_release(e->store, id);
+        return skd_result_from_err(&err);
+    }
+    skd_info("live sandbox %s: paused, taken over from replica %s", id, row->replica);
+    return NULL;
+}
+
 /* 1 when this replica's runner holds key's live sandbox id. */
 static int held_here(skd_engine *e, const char *key, const char *id)
 {
@@ -238,7 +272,11 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
     const char *me = skd_store_replica_id(e->store);
     int held = strcmp(row.state, "running") == 0 || strcmp(row.state, "paused") == 0;
     const char *url = json_string_value(json_object_get(row.detail, "url"));
-    if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
+    /* Paused and let go (its holder stopped or died), or this replica's
+     * in a former life: its files are under the shared DATA_DIR. */
+    if (strcmp(row.state, "paused") == 0 && (!row.leased || strcmp(row.replica, me) == 0))
+        res = take_paused(e, c, id, &row);
+    else if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
         res = skd_result_error(SKD_ELOST,
                                "sandbox %s was lost: replica %s, which held it, stopped; its "
                                "processes and files are gone (create a new one)",
@@ -263,23 +301,44 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
 
 /* ---- the rows of this replica's sandboxes ---- */
 
-/* skd_live_event_fn: a sandbox ended (its row ends) or the reaper paused
- * it (its row says so). */
-static void live_event(void *arg, const char *key_id, const char *sandbox_id, int paused,
+/* skd_live_event_fn: a sandbox ended (its row ends), the reaper paused it
+ * (its row says so), or the runner stopped with it paused (its row is let
+ * go, for another replica or this one's next life). */
+static void live_event(void *arg, const char *key_id, const char *sandbox_id, int what,
                        const json_t *sandbox)
 {
     (void)key_id;
     skd_engine *e = arg;
     skd_err err = {0};
-    if (!paused)
+    if (what == SKD_LIVE_RELEASED)
+        skd_store_live_release(e->store, sandbox_id);
+    else if (what != SKD_LIVE_PAUSED)
         skd_store_run_end(e->store, sandbox_id, "done");
     else if (skd_store_live_set(e->store, skd_config_str(e->cfg, "SKILLD_REPLICA_URL"), sandbox,
                                 &err))
         skd_warn("live sandbox %s: its row was not updated: %s", sandbox_id, skd_err_msg(&err));
 }
 
+/* skd_live_paused_fn: the key's paused sandboxes this replica does not
+ * hold, as the store has them. */
+static int live_paused(void *arg, const char *key_id, int *n, int64_t *bytes, skd_err *err)
+{
+    skd_engine *e = arg;
+    int rc = skd_store_live_paused_elsewhere(e->store, key_id, n, bytes, err);
+    if (rc) {
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_ESTORE,
+                         "the key's paused sandboxes on other replicas cannot be counted (the "
+                         "store does not answer), so SKILLS_SANDBOX_MAX_PAUSED_PER_KEY cannot be "
+                         "held: not paused; retry");
+    }
+    return rc;
+}
+
 void skd__engine_live_attach(skd_engine *e, skd_runner *r)
 {
-    if (e->store && r)
+    if (e->store && r) {
         skd_runner_set_live_events(r, live_event, e);
+        skd_runner_set_live_paused(r, live_paused, e);
+    }
 }

@@ -216,15 +216,14 @@ static void egress_end(skd_runner *r, struct skd__live_rec *l, json_t **out)
     skd__live_egress_end_run(r, l->key, l->id, eg, out);
 }
 
-void skd__live_tell(skd_runner *r, const char *key, const char *id, int paused,
-                    const json_t *sandbox)
+void skd__live_tell(skd_runner *r, const char *key, const char *id, int what, const json_t *sandbox)
 {
     pthread_mutex_lock(&r->mu);
     skd_live_event_fn fn = r->live_event_fn;
     void *arg = r->live_event_arg;
     pthread_mutex_unlock(&r->mu);
     if (fn)
-        fn(arg, key, id, paused, sandbox);
+        fn(arg, key, id, what, sandbox);
 }
 
 /* End a record already unlinked: the spawner kills its processes and
@@ -242,7 +241,7 @@ void skd__live_end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
     egress_end(r, l, egress);
     skd__interp_forget(r, l->id);
-    skd__live_tell(r, l->key, l->id, 0, NULL);
+    skd__live_tell(r, l->key, l->id, SKD_LIVE_ENDED, NULL);
     skd__live_rec_free(l);
 }
 
@@ -284,7 +283,7 @@ static void *reaper_main(void *arg)
                     }
                 pthread_mutex_unlock(&r->live_mu);
                 if (sb && key)
-                    skd__live_tell(r, key, id, 1, sb);
+                    skd__live_tell(r, key, id, SKD_LIVE_PAUSED, sb);
                 json_decref(sb);
                 free(key);
                 pthread_mutex_lock(&r->live_mu);
@@ -305,7 +304,7 @@ static void *reaper_main(void *arg)
 }
 
 /* Start the reaper on first use; caller holds live_mu. */
-static int reaper_start_locked(skd_runner *r, skd_err *err)
+int skd__live_reaper_start_locked(skd_runner *r, skd_err *err)
 {
     if (r->live_thread_started)
         return 0;
@@ -342,7 +341,9 @@ void skd__live_stop(skd_runner *r)
     pthread_mutex_unlock(&r->live_mu);
     if (started)
         pthread_join(r->live_thread, NULL);
-    /* The spawner ends them all when it goes (the runner closes it next). */
+    /* The spawner ends them all when it goes (the runner closes it next).
+     * A paused one's saved files stay under DATA_DIR (native_snap.c): it
+     * is let go, for this server's next life or another replica. */
     pthread_mutex_lock(&r->live_mu);
     while (r->lives) {
         struct skd__live_rec *l = r->lives;
@@ -351,7 +352,7 @@ void skd__live_stop(skd_runner *r)
         pthread_mutex_unlock(&r->live_mu);
         egress_end(r, l, NULL);
         if (!l->making)
-            skd__live_tell(r, l->key, l->id, 0, NULL);
+            skd__live_tell(r, l->key, l->id, l->paused ? SKD_LIVE_RELEASED : SKD_LIVE_ENDED, NULL);
         skd__live_rec_free(l);
         pthread_mutex_lock(&r->live_mu);
     }
@@ -493,7 +494,7 @@ int skd_live_create(skd_runner *r, const char *key, const skd_live_opts *o, json
     }
     /* Hold the slot while the spawner makes it: the caps count it. */
     pthread_mutex_lock(&r->live_mu);
-    if ((rc = reaper_start_locked(r, err)) == 0) {
+    if ((rc = skd__live_reaper_start_locked(r, err)) == 0) {
         if (r->live_stop)
             rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
         else if (skd__live_count_key_locked(r, key) >= r->live_max_key)

@@ -78,15 +78,17 @@ int skd__live_count_key_locked(skd_runner *r, const char *key);
  * to *out when asked for, else to the runner's live egress hook. */
 void skd__live_egress_end_run(skd_runner *r, const char *key, const char *id, skd_egress_run *eg,
                               json_t **out);
-/* Tell the live event hook (no lock held) that sandbox id of key ended, or
- * was paused by the reaper (sandbox: its object). */
-void skd__live_tell(skd_runner *r, const char *key, const char *id, int paused,
+/* Tell the live event hook (no lock held) what (SKD_LIVE_*) happened to
+ * sandbox id of key (sandbox: its object, or NULL). */
+void skd__live_tell(skd_runner *r, const char *key, const char *id, int what,
                     const json_t *sandbox);
 /* End a record already unlinked (the spawner kills its processes). */
 void skd__live_end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress);
 /* Have the spawner make l (restore: from its snapshot), with its proxy. */
 int skd__live_make(skd_runner *r, struct skd__live_rec *l, const char *workspace, int restore,
                    skd_err *err);
+/* Start the reaper on first use. */
+int skd__live_reaper_start_locked(skd_runner *r, skd_err *err);
 /* The reaper: l's idle timeout is over and it pauses (live_snap.c). */
 int skd__live_idle_pause_locked(skd_runner *r, struct skd__live_rec *l);
 

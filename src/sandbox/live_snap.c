@@ -17,16 +17,28 @@
  * reaped, paused or resumed meanwhile: those calls are SKD_EBUSY, and a
  * key's revocation waits for them. */
 
-static int count_paused_locked(skd_runner *r, const char *key, int64_t *bytes)
+/* key's paused sandboxes, here and (the hook) those other holders keep:
+ * their number in *n and their saved bytes in *bytes. Not 0 when the
+ * hook cannot tell (the pause is refused: fail closed). */
+static int count_paused_locked(skd_runner *r, const char *key, int *n, int64_t *bytes, skd_err *err)
 {
-    int n = 0;
+    *n = 0;
     *bytes = 0;
+    pthread_mutex_lock(&r->mu);
+    skd_live_paused_fn fn = r->live_paused_fn;
+    void *arg = r->live_paused_arg;
+    pthread_mutex_unlock(&r->mu);
+    if (fn) {
+        int rc = fn(arg, key, n, bytes, err);
+        if (rc)
+            return rc;
+    }
     for (struct skd__live_rec *l = r->lives; l; l = l->next)
         if (strcmp(l->key, key) == 0 && (l->paused || l->moving == MOVE_PAUSE)) {
-            n++;
+            (*n)++;
             *bytes += l->saved_bytes;
         }
-    return n;
+    return 0;
 }
 
 /* Pause l (running, not moving); caller holds live_mu, which is let go
@@ -39,10 +51,13 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
                            "a pause, resume or fork of sandbox %s is under way; try again when "
                            "it is done",
                            l->id);
-    int n = count_paused_locked(r, l->key, &bytes);
+    int n = 0;
+    int rc = count_paused_locked(r, l->key, &n, &bytes, err);
+    if (rc)
+        return rc;
     if (n >= r->live_max_paused_key)
         return skd_err_set(err, SKD_EBUSY,
-                           "this key holds %d paused sandboxes, its cap "
+                           "this key holds %d paused sandboxes over every replica, its cap "
                            "(SKILLS_SANDBOX_MAX_PAUSED_PER_KEY); delete or resume one first",
                            n);
     int64_t left = r->live_paused_bytes - bytes;
@@ -55,8 +70,7 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
     l->moving = MOVE_PAUSE;
     pthread_mutex_unlock(&r->live_mu);
     int64_t saved = 0;
-    int rc =
-        skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
+    rc = skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
     if (rc == SKD_EQUOTA) {
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_EQUOTA,
@@ -165,6 +179,19 @@ int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed
             l->created = l->used = skd_mono_ms(); /* a new lifetime from now */
             l->created_unix = skd__live_unix_ms();
             *changed = 1;
+        } else if (rc == SKD_ELOST) {
+            /* Its saved files are gone (removed by hand, or a replica
+             * whose DATA_DIR is not the one it was paused under): so is
+             * it. */
+            skd__live_unlink_locked(r, l);
+            pthread_mutex_unlock(&r->live_mu);
+            skd__live_end_rec(r, l, NULL);
+            skd_err_clear(err);
+            return skd_err_set(err, SKD_ELOST,
+                               "sandbox %s was lost: its saved files are not under this "
+                               "server's DATA_DIR/snapshots/paused (replicas must share "
+                               "DATA_DIR); create a new one",
+                               id);
         }
     }
     if (rc == 0 && !(*out = skd__live_rec_json(l, skd_mono_ms())))
@@ -263,5 +290,87 @@ int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *ne
     }
     if (rc)
         skd__live_rec_free(n);
+    return rc;
+}
+
+/* ms since the epoch of "YYYY-MM-DDTHH:MM:SS.mmmZ" (skd__live_iso_time),
+ * or -1. */
+static int64_t iso_ms(const char *t)
+{
+    struct tm tm;
+    int ms = 0, n = 0;
+    memset(&tm, 0, sizeof(tm));
+    if (!t ||
+        sscanf(t, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+               &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &ms, &n) != 7 ||
+        t[n] != '\0')
+        return -1;
+    tm.tm_year -= 1900;
+    tm.tm_mon -= 1;
+    time_t s = timegm(&tm);
+    return s < 0 ? -1 : (int64_t)s * 1000 + ms;
+}
+
+int skd_live_adopt(skd_runner *r, const char *key, const json_t *sandbox, const char *workspace,
+                   skd_err *err)
+{
+    key = key ? key : "";
+    const char *id = json_string_value(json_object_get(sandbox, "id"));
+    const char *image = json_string_value(json_object_get(sandbox, "image"));
+    const char *on_idle = json_string_value(json_object_get(sandbox, "onIdle"));
+    json_int_t idle = json_integer_value(json_object_get(sandbox, "idleTimeoutMs"));
+    json_int_t life = json_integer_value(json_object_get(sandbox, "lifetimeMs"));
+    json_int_t saved = json_integer_value(json_object_get(sandbox, "savedBytes"));
+    int64_t created = iso_ms(json_string_value(json_object_get(sandbox, "createdAt")));
+    if (!id || strlen(id) != SKD_UUID_LEN || !image || !*image || idle <= 0 || life <= 0 ||
+        created < 0)
+        return skd_err_set(err, SKD_EINVAL, "a paused sandbox's record is incomplete");
+    struct skd__live_rec *l = calloc(1, sizeof(*l));
+    if (!l)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    int rc = 0;
+    l->cfg = r->defaults;
+    memcpy(l->id, id, SKD_UUID_LEN + 1);
+    l->key = strdup(key);
+    l->image = strdup(image);
+    l->has_ws = json_is_true(json_object_get(sandbox, "workspace")) && workspace;
+    l->ws = l->has_ws ? strdup(workspace) : NULL;
+    l->idle = idle;
+    l->lifetime = life;
+    l->on_idle_pause = on_idle && strcmp(on_idle, "pause") == 0;
+    l->paused = 1;
+    l->saved_bytes = saved > 0 ? saved : 0;
+    l->created_unix = created;
+    l->created = l->used = skd_mono_ms() - (skd__live_unix_ms() - created);
+    if (!l->key || !l->image || (l->has_ws && !l->ws))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    else if ((rc = skd_sandbox_config_from_json(&l->cfg, json_object_get(sandbox, "limits"),
+                                                err)) == 0 &&
+             (rc = skd_sandbox_config_check(&l->cfg, &r->ceilings, err)) == 0) {
+        l->cfg.workspace_quota = r->defaults.workspace_quota;
+        l->cfg.data_reserve = r->defaults.data_reserve;
+        if (l->idle > r->live_idle || l->lifetime > r->live_lifetime)
+            rc = skd_err_set(err, SKD_EINVAL,
+                             "the paused sandbox's idleTimeoutMs or lifetimeMs is above this "
+                             "replica's ceilings (SKILLS_SANDBOX_IDLE_TIMEOUT_MS, "
+                             "SKILLS_SANDBOX_LIFETIME_MS)");
+    }
+    if (rc) {
+        skd__live_rec_free(l);
+        return rc;
+    }
+    pthread_mutex_lock(&r->live_mu);
+    if (r->live_stop) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox runner is shutting down");
+    } else if (!skd__live_find_locked(r, key, id)) {
+        if ((rc = skd__live_reaper_start_locked(r, err)) == 0) {
+            l->next = r->lives;
+            r->lives = l;
+            r->nlive++;
+            l = NULL;
+        }
+    }
+    pthread_mutex_unlock(&r->live_mu);
+    skd__live_rec_free(l); /* NULL, or not needed */
     return rc;
 }

@@ -159,6 +159,14 @@ void skd_runner_set_live_events(skd_runner *r, skd_live_event_fn fn, void *arg)
     pthread_mutex_unlock(&r->mu);
 }
 
+void skd_runner_set_live_paused(skd_runner *r, skd_live_paused_fn fn, void *arg)
+{
+    pthread_mutex_lock(&r->mu);
+    r->live_paused_fn = fn;
+    r->live_paused_arg = arg;
+    pthread_mutex_unlock(&r->mu);
+}
+
 /* Put entries (NAME=value, n of them, stolen) into run's environment in
  * place of any entry of the same names. */
 static int put_env(struct run *run, char **add, size_t nadd, skd_err *err)

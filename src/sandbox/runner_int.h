@@ -114,6 +114,8 @@ struct skd_runner {
     void *live_egress_arg;
     skd_live_event_fn live_event_fn; /* under mu; NULL: nobody is told */
     void *live_event_arg;
+    skd_live_paused_fn live_paused_fn; /* under mu; NULL: this runner's alone */
+    void *live_paused_arg;
     /* Live sandboxes (live.c), under live_mu. */
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv;

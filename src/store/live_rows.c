@@ -4,9 +4,12 @@
  * skd_store_run_begin (kind "live": the per-key cap counts the key's live
  * rows over every replica) and renews its lease with its runs'; a replica
  * that dies leaves its rows to be marked "lost" when their lease runs out,
- * as its runs are. The row's detail (JSON text) holds what another replica
- * needs: the holder's internal URL, to forward the sandbox's calls there,
- * and the sandbox object, to list it.
+ * as its runs are; a paused one's row stays paused, unheld, and any
+ * replica may claim it (skd_store_live_claim, runs.c), since its files are
+ * under the shared DATA_DIR. The row's detail (JSON text) holds what
+ * another replica needs: the holder's internal URL, to forward the
+ * sandbox's calls there, and the sandbox object, to list it and to take
+ * a paused one over.
  */
 #include "store/store_internal.h"
 
@@ -21,13 +24,21 @@ static skd__sql q_get =
               " FROM runs WHERE id=?1 AND key_id=?2 AND kind='live'",
               "SELECT replica, state, detail, CASE WHEN lease_until_ms > " NOW_PG
               " THEN 1 ELSE 0 END FROM runs WHERE id=$1 AND key_id=$2 AND kind='live'");
-static skd__sql q_list = SKD__SQL2(
-    "SELECT id, replica, detail FROM runs WHERE kind='live' AND state IN ('running','paused') "
-    "AND key_id=?1 "
-    "AND lease_until_ms > " NOW_SQLITE " ORDER BY started_ms, id",
-    "SELECT id, replica, detail FROM runs WHERE kind='live' AND state IN ('running','paused') "
-    "AND key_id=$1 "
-    "AND lease_until_ms > " NOW_PG " ORDER BY started_ms, id");
+static skd__sql q_list = SKD__SQL2("SELECT id, replica, detail, lease_until_ms > " NOW_SQLITE
+                                   " FROM runs WHERE kind='live' AND key_id=?1 "
+                                   "AND ((state='running' AND lease_until_ms > " NOW_SQLITE
+                                   ") OR state='paused') ORDER BY started_ms, id",
+                                   "SELECT id, replica, detail, CASE WHEN lease_until_ms > " NOW_PG
+                                   " THEN 1 ELSE 0 END FROM runs WHERE kind='live' AND key_id=$1 "
+                                   "AND ((state='running' AND lease_until_ms > " NOW_PG
+                                   ") OR state='paused') ORDER BY started_ms, id");
+/* The key's paused sandboxes that this replica does not hold now. */
+static skd__sql q_paused = SKD__SQL2("SELECT detail FROM runs WHERE kind='live' AND "
+                                     "state='paused' AND key_id=?1 AND NOT (replica=?2 AND "
+                                     "lease_until_ms > " NOW_SQLITE ")",
+                                     "SELECT detail FROM runs WHERE kind='live' AND "
+                                     "state='paused' AND key_id=$1 AND NOT (replica=$2 AND "
+                                     "lease_until_ms > " NOW_PG ")");
 
 int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, skd_err *err)
 {
@@ -101,11 +112,38 @@ json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err)
         goto out;
     skd__q_text(&q, 1, key_id);
     while ((rc = skd__q_step(&q, err)) == 1) {
-        json_t *o = json_pack("{s:s, s:s, s:o*}", "id", skd__q_col(&q, 0), "replica",
-                              skd__q_col(&q, 1), "detail", detail_of(&q, 2));
+        json_t *o = json_pack("{s:s, s:s, s:o*, s:b}", "id", skd__q_col(&q, 0), "replica",
+                              skd__q_col(&q, 1), "detail", detail_of(&q, 2), "held",
+                              skd__q_col_int(&q, 3) != 0);
         if (o)
             json_array_append_new(arr, o);
     }
 out:
     return skd__list_end(st, c, &q, arr, rc);
+}
+
+int skd_store_live_paused_elsewhere(skd_store *st, const char *key_id, int *n, int64_t *bytes,
+                                    skd_err *err)
+{
+    *n = 0;
+    *bytes = 0;
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_paused, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, key_id);
+    skd__q_text(&q, 2, skd_store_replica_id(st));
+    while ((rc = skd__q_step(&q, err)) == 1) {
+        json_t *d = detail_of(&q, 0);
+        json_int_t b =
+            json_integer_value(json_object_get(json_object_get(d, "sandbox"), "savedBytes"));
+        (*n)++;
+        *bytes += b > 0 ? (int64_t)b : 0;
+        json_decref(d);
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    return rc < 0 ? rc : 0;
 }

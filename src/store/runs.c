@@ -79,8 +79,9 @@ static skd__sql q_count_all =
               "lease_until_ms > " NOW_SQLITE,
               "SELECT count(*) FROM runs WHERE state='running' AND kind='sandbox' AND "
               "lease_until_ms > " NOW_PG);
-/* A live sandbox's row is "paused" while its holder keeps it paused: it
- * is renewed, ended and lost as a running one, but not counted by a cap. */
+/* A live sandbox's row is "paused" while it is paused: renewed and ended
+ * as a running one while a replica holds it, not counted by the live cap,
+ * and never lost (q_sweep). */
 static skd__sql q_end = SKD__SQL2("UPDATE runs SET state=?2, ended_ms=" NOW_SQLITE
                                   " WHERE id=?1 AND state IN ('running','paused')",
                                   "UPDATE runs SET state=$2, ended_ms=" NOW_PG
@@ -89,20 +90,30 @@ static skd__sql q_beat = SKD__SQL2("UPDATE runs SET lease_until_ms=" NOW_SQLITE
                                    "+?2 WHERE id=?1 AND state IN ('running','paused')",
                                    "UPDATE runs SET lease_until_ms=" NOW_PG
                                    "+$2 WHERE id=$1 AND state IN ('running','paused')");
-static skd__sql q_sweep =
-    SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
-              " WHERE state IN ('running','paused') AND lease_until_ms < " NOW_SQLITE,
-              "UPDATE runs SET state='lost', ended_ms=" NOW_PG
-              " WHERE state IN ('running','paused') AND lease_until_ms < " NOW_PG);
+/* A paused live sandbox whose holder stopped renewing is not lost: its
+ * files are saved under the shared DATA_DIR, and the row waits, unheld,
+ * for a replica to claim it (skd_store_live_claim). */
+static skd__sql q_sweep = SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
+                                    " WHERE state='running' AND lease_until_ms < " NOW_SQLITE,
+                                    "UPDATE runs SET state='lost', ended_ms=" NOW_PG
+                                    " WHERE state='running' AND lease_until_ms < " NOW_PG);
 /* Ended runs are kept a day for GET /v1/runs and the tests that read them. */
 #define KEEP_ENDED_MS (24LL * 3600 * 1000)
 static skd__sql q_prune =
     SKD__SQL2("DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_SQLITE " - ?1",
               "DELETE FROM runs WHERE state<>'running' AND ended_ms < " NOW_PG " - $1");
-static skd__sql q_mine_lost = SKD__SQL2("UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE
-                                        " WHERE replica=?1 AND state IN ('running','paused')",
-                                        "UPDATE runs SET state='lost', ended_ms=" NOW_PG
-                                        " WHERE replica=$1 AND state IN ('running','paused')");
+static skd__sql q_mine_lost = SKD__SQL2(
+    "UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE " WHERE replica=?1 AND state='running'",
+    "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
+static skd__sql q_claim =
+    SKD__SQL2("UPDATE runs SET replica=?3, lease_until_ms=" NOW_SQLITE
+              "+?4 WHERE id=?1 AND key_id=?2 AND kind='live' AND state='paused' AND "
+              "(lease_until_ms < " NOW_SQLITE " OR replica=?3)",
+              "UPDATE runs SET replica=$3, lease_until_ms=" NOW_PG
+              "+$4 WHERE id=$1 AND key_id=$2 AND kind='live' AND state='paused' AND "
+              "(lease_until_ms < " NOW_PG " OR replica=$3)");
+static skd__sql q_release =
+    SKD__SQL("UPDATE runs SET lease_until_ms=0 WHERE id=?1 AND kind='live' AND state='paused'");
 static skd__sql q_cancel =
     SKD__SQL2("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND (?2 IS NULL OR key_id=?2) AND "
               "state='running'",
@@ -405,6 +416,52 @@ void skd_store_run_end(skd_store *st, const char *id, const char *state)
      * lost: the safe side of a cap. */
     if (skd__conn_get(st, &c, &err) == 0) {
         run1(c, &q_end, id, state, NULL, 0, NULL, &err);
+        skd__conn_put(st, c);
+    }
+}
+
+int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_err *err)
+{
+    int rc = ensure_started(st, NULL, 0, 0, err);
+    if (rc)
+        return rc;
+    struct skd__replica *r = st->rep;
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int64_t changed = 0, lease = r->lease_ms;
+    if ((rc = skd__conn_get(st, &c, err)))
+        return rc;
+    if ((rc = skd__q_start(c, &q_claim, &q, err)) == 0) {
+        skd__q_text(&q, 1, id);
+        skd__q_text(&q, 2, key_id);
+        skd__q_text(&q, 3, r->id);
+        skd__q_int(&q, 4, lease);
+        rc = skd__q_run(&q, &changed, err);
+        skd__q_end(&q);
+    }
+    skd__conn_put(st, c);
+    if (rc)
+        return rc;
+    if (changed == 0)
+        return skd_err_set(err, SKD_EBUSY,
+                           "sandbox %s is not paused and unheld (another replica took it first)",
+                           id);
+    if (local_add(r, id, NULL) != 0) {
+        skd_store_live_release(st, id);
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+void skd_store_live_release(skd_store *st, const char *id)
+{
+    if (st->rep)
+        local_remove(st->rep, id);
+    skd__conn *c = NULL;
+    skd_err err = {0};
+    /* If the store is down now, the lease runs out instead. */
+    if (skd__conn_get(st, &c, &err) == 0) {
+        run1(c, &q_release, id, NULL, NULL, 0, NULL, &err);
         skd__conn_put(st, c);
     }
 }

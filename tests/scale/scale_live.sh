@@ -13,14 +13,18 @@
 #   L4 bad forwarded calls: no secret or a wrong one is 401, a skill that
 #      acts in no live sandbox is 400, nothing runs
 #   L5 kill -9 of the replica that holds a sandbox: sandbox_lost (410)
-#      through the others within the lease, no process of it left
+#      through the others within the lease, no process of it left; a
+#      paused sandbox it held is listed through r1 and resumes through r3
+#      with its files (DATA_DIR is shared), and its delete leaves no file
+#   L7 the per-key paused cap counts every replica: with a cap of 2, a
+#      third pause is refused (429 busy) on a third replica
 #   L6 calls through HAProxy (round robin, no stickiness) reach the sandbox
 #      whichever replica answers
 . "$(dirname "$0")/../lib.sh"
 . "$(dirname "$0")/scale_lib.sh"
 trap 'scale_down; rm -rf "$TMP"' EXIT
 : "${SKILLD_ROOT:=$(cd "$(dirname "$0")/../.." && pwd)}"
-REPLICA_EXTRA="SKILLS_SANDBOX_MAX_LIVE_PER_KEY=3"
+REPLICA_EXTRA="SKILLS_SANDBOX_MAX_LIVE_PER_KEY=3 SKILLS_SANDBOX_MAX_PAUSED_PER_KEY=2"
 
 scale_up || { fail "scale_up" "the cluster did not come up: $(tail -5 "$TMP"/r*.err "$TMP/haproxy.log" 2>/dev/null)"; finish; }
 pass "three_replicas_up_behind_haproxy"
@@ -147,7 +151,23 @@ nrep=$(echo "$reps" | tr ' ' '\n' | sort -u | grep -c .)
 if [ "$ok" = 9 ] && [ "$nrep" -ge 2 ]; then pass "L6_round_robin_calls_all_reach_the_one_sandbox"; else fail "L6_round_robin_calls_all_reach_the_one_sandbox" "$ok of 9 in order; answered by:$reps"; fi
 rreq 1 DELETE "/v1/sandboxes/$H" "${KA[@]}"
 
+# ---------------- L7 ----------------
+ids=()
+for n in 1 2 3; do rreq "$n" POST /v1/sandboxes "${KB[@]}" -d '{}'; ids+=("$(jq_ 'j["id"]')"); done
+codes=""
+for n in 1 2 3; do rreq "$n" POST "/v1/sandboxes/${ids[$((n - 1))]}/pause" "${KB[@]}"; codes="$codes$STATUS:$(jq_ 'j.get("state") or j["error"]["code"]') "; done
+msg=$(jq_ 'j["error"]["message"]')
+if [ "$codes" = "200:paused 200:paused 429:busy " ] && [[ "$msg" == *SKILLS_SANDBOX_MAX_PAUSED_PER_KEY* ]]; then
+    pass "L7_per_key_paused_cap_holds_over_every_replica"
+else fail "L7_per_key_paused_cap_holds_over_every_replica" "$codes; $msg"; fi
+for i in "${!ids[@]}"; do rreq $((i % 3 + 1)) DELETE "/v1/sandboxes/${ids[$i]}" "${KB[@]}"; done
+
 # ---------------- L5 ----------------
+rreq 2 POST /v1/sandboxes "${KA[@]}" -d '{}'
+Q=$(jq_ 'j["id"]')
+exec_in 2 "$Q" KA sh -c 'echo q-kept > /tmp/q; mkdir -p /usr/local/share/q && echo q-layer > /usr/local/share/q/g; echo ok'
+rreq 2 POST "/v1/sandboxes/$Q/pause" "${KA[@]}"
+[ "$(jq_ 'j["state"]')" = paused ] || fail "L5_a_paused_sandbox_on_r2" "status $STATUS ${BODY:0:300}"
 rreq 2 POST /v1/sandboxes "${KA[@]}" -d '{}'
 K=$(jq_ 'j["id"]')
 rreq 1 POST "/v1/sandboxes/$K/exec" "${KA[@]}" -d '{"command":"sleep","args":["4747"],"background":true}'
@@ -155,8 +175,9 @@ started=$(pgrep -f "sleep 4747" | wc -l)
 kill_ms=$(now_ms)
 kill -9 "${R_PID[2]}"
 code=""; t0=$(now_ms)
-# bound: the lease (3000 ms) plus a sweep interval (a third of it), plus a margin
-while [ $(($(now_ms) - t0)) -lt 5500 ]; do
+# bound: the lease (3000 ms) plus a sweep interval (a third of it), plus a
+# margin for a loaded machine
+while [ $(($(now_ms) - t0)) -lt 7000 ]; do
     rreq 1 GET "/v1/sandboxes/$K" "${KA[@]}"
     code="$STATUS:$(jq_ 'j["error"]["code"]')"
     [ "$code" = "410:sandbox_lost" ] && break
@@ -171,5 +192,17 @@ left=1; for _ in $(seq 1 40); do pgrep -f "sleep 4747" >/dev/null || { left=0; b
 if [ "$started" -ge 1 ] && [ "$left" = 0 ]; then pass "L5_no_process_of_its_sandbox_left"; else fail "L5_no_process_of_its_sandbox_left" "started $started; left: $(pgrep -af 'sleep 4747')"; fi
 rreq 1 GET /v1/sandboxes "${KA[@]}"
 if [ "$(jq_ '[s for s in j["sandboxes"] if s["id"] == "'"$K"'"]')" = "[]" ]; then pass "L5_lost_sandbox_is_no_longer_listed"; else fail "L5_lost_sandbox_is_no_longer_listed" "${BODY:0:300}"; fi
+if [ "$(jq_ '[(s["state"], s["replica"]) for s in j["sandboxes"] if s["id"] == "'"$Q"'"]')" = '[["paused", null]]' ]; then
+    pass "L5_the_dead_replicas_paused_sandbox_is_listed_unheld"
+else fail "L5_the_dead_replicas_paused_sandbox_is_listed_unheld" "${BODY:0:400}"; fi
+rreq 3 POST "/v1/sandboxes/$Q/resume" "${KA[@]}"
+if [ "$STATUS" = 200 ] && [ "$(jq_ 'j["state"]')" = running ]; then pass "L5_the_dead_replicas_paused_sandbox_resumes_through_r3"; else fail "L5_the_dead_replicas_paused_sandbox_resumes_through_r3" "status $STATUS ${BODY:0:300}"; fi
+exec_in 1 "$Q" KA sh -c 'cat /tmp/q /usr/local/share/q/g'
+if [ "$STATUS" = 200 ] && [ "$(jq_ 'j["stdout"]')" = "q-kept
+q-layer" ]; then pass "L5_with_its_tmp_and_root_layer_and_reached_through_r1"; else fail "L5_with_its_tmp_and_root_layer_and_reached_through_r1" "status $STATUS ${BODY:0:300}"; fi
+rreq 1 DELETE "/v1/sandboxes/$Q" "${KA[@]}"
+if [ "$STATUS" = 200 ] && [ -z "$(find "$TMP/data/snapshots" -mindepth 2 -maxdepth 2 -name "$Q*" 2>/dev/null)" ]; then
+    pass "L5_its_delete_leaves_no_saved_file"
+else fail "L5_its_delete_leaves_no_saved_file" "status $STATUS; $(find "$TMP/data/snapshots" -mindepth 2 -maxdepth 2 2>/dev/null)"; fi
 
 finish

@@ -391,7 +391,7 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
     l->s = s;
     skd__spawned sp = SKD__SPAWNED_NONE;
     if (restore && (snap = skd__snap_open(restore, 0, err)) < 0) {
-        rc = snap;
+        rc = snap == SKD_ENOENT ? SKD_ELOST : snap; /* its files are gone: so is it */
         snap = -1;
         goto fail;
     }
@@ -565,8 +565,9 @@ int skd__native_live_save(const char *id, const char *dst, int flags, int64_t ma
             skd__live_unref(l);
         }
     }
-    if (rc == 0)
-        rc = skd__snap_rename(part, dst, err);
+    if (rc == 0) /* a pause's outlives this server; a fork's copy is used at once */
+        rc = (flags & SKD__SNAP_END) ? skd__snap_publish(part, dst, err)
+                                     : skd__snap_rename(part, dst, err);
 out:
     if (src >= 0)
         close(src);

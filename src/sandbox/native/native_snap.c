@@ -20,11 +20,16 @@
  * with SKD_EQUOTA and its partial result is removed.
  *
  * Instances: each server's zygote makes its own directory, <random>/, and
- * holds an flock on <random>.lock for its life. When a zygote starts, the
- * directories whose lock nobody holds belong to a server that is gone
- * (killed, or stopped: its paused sandboxes were in its memory only) and
- * are removed. So a paused sandbox lives as long as the server that paused
- * it, and nothing is left after.
+ * holds an flock on <random>.lock for its life, for the snapshots it makes
+ * and uses at once (a fork's copy, a pause's copy before it is complete).
+ * When a zygote starts, the directories whose lock nobody holds belong to
+ * a server that is gone (killed or stopped) and are removed.
+ *
+ * A pause's snapshot is then published: renamed into paused/<id>, which
+ * no instance owns. It outlives the server that paused the sandbox, so
+ * that the server after a restart, or any replica sharing DATA_DIR, can
+ * resume or fork it (the store's row says who may: src/store/live_rows.c).
+ * It is removed by the resume, or by the sandbox's delete.
  */
 #include "sandbox/native/native_snap.h"
 #include "sandbox/native/native_int.h"
@@ -53,6 +58,7 @@
 #define COPY_ENTRIES_MAX 1000000
 #define COPY_BUF (128u * 1024u)
 #define OPAQUE_XATTR "trusted.overlay.opaque"
+#define SNAP_PAUSED "paused" /* beside the instances: never a UUID */
 
 static char snap_dir[PATH_MAX]; /* this instance's directory, or "" */
 
@@ -362,6 +368,27 @@ int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned f
 
 /* ---- the snapshot store ---- */
 
+/* DATA_DIR/snapshots/paused as a directory fd, made first with create;
+ * -1 with errno when there is none. */
+static int paused_open(int create)
+{
+    const char *name;
+    int top = open_top(snap_dir, &name);
+    if (top < 0)
+        return -1;
+    if (create && mkdirat(top, SNAP_PAUSED, 0700) != 0 && errno != EEXIST) {
+        int e = errno;
+        close(top);
+        errno = e;
+        return -1;
+    }
+    int fd = openat(top, SNAP_PAUSED, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int e = errno;
+    close(top);
+    errno = e;
+    return fd;
+}
+
 int skd__snap_open(const char *name, int create, skd_err *err)
 {
     if (!snap_dir[0])
@@ -370,6 +397,14 @@ int skd__snap_open(const char *name, int create, skd_err *err)
     int rc = create ? instance_make(err) : 0;
     if (rc)
         return rc;
+    if (!create) { /* a paused sandbox's, published */
+        int pd = paused_open(0);
+        int fd = pd >= 0 ? openat(pd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        if (pd >= 0)
+            close(pd);
+        if (fd >= 0)
+            return fd;
+    }
     int root = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (root < 0 && errno == ENOENT)
         return skd_err_set(err, SKD_ENOENT, "snapshot %s: no saved files", name);
@@ -394,11 +429,38 @@ int skd__snap_drop(const char *name)
 {
     if (!snap_dir[0])
         return SKD_ENOENT;
+    int rc = SKD_ENOENT;
     int root = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (root < 0)
-        return SKD_ENOENT;
-    int rc = remove_tree_at(root, name);
-    close(root);
+    if (root >= 0) {
+        rc = remove_tree_at(root, name);
+        close(root);
+    }
+    int pd = paused_open(0);
+    if (pd >= 0) {
+        if (remove_tree_at(pd, name) == 0)
+            rc = 0;
+        close(pd);
+    }
+    return rc;
+}
+
+int skd__snap_publish(const char *from, const char *to, skd_err *err)
+{
+    int root = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int pd = root >= 0 ? paused_open(1) : -1;
+    int rc = 0;
+    if (root < 0 || pd < 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "snapshot directory: %s", strerror(errno));
+    else {
+        remove_tree_at(pd, to); /* a stale one */
+        if (renameat(root, from, pd, to) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: rename into %s/: %s", SNAP_PAUSED,
+                             strerror(errno));
+    }
+    if (root >= 0)
+        close(root);
+    if (pd >= 0)
+        close(pd);
     return rc;
 }
 

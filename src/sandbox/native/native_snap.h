@@ -28,14 +28,19 @@ void skd__snap_instance_name(const char *data_dir, char *dir, size_t cap);
 int skd__snap_instance_hold(const char *dir);
 void skd__snap_instance_end(const char *dir, int lock_fd);
 
-/* Open snapshot name (a UUID, or one with a suffix) of this instance as a
- * directory fd (caller closes), making it first with create. A negative
- * SKD_E* on failure (SKD_ENOENT: no such snapshot). */
+/* Open snapshot name (a UUID, or one with a suffix) of this instance, or
+ * without create a published one (skd__snap_publish), as a directory fd (caller closes), making it
+ * first with create. A negative SKD_E* on failure (SKD_ENOENT: no such snapshot). */
 int skd__snap_open(const char *name, int create, skd_err *err);
-/* Remove snapshot name and everything in it. 0, or SKD_ENOENT. */
+/* Remove snapshot name (this instance's and a published one) and
+ * everything in it. 0, or SKD_ENOENT. */
 int skd__snap_drop(const char *name);
 /* Rename snapshot from to to (an old to is removed first). */
 int skd__snap_rename(const char *from, const char *to, skd_err *err);
+/* Move this instance's snapshot from to DATA_DIR/snapshots/paused/to,
+ * where it outlives this server (an old one is removed first); open and
+ * drop find it there too. */
+int skd__snap_publish(const char *from, const char *to, skd_err *err);
 
 /* Copy the tree under directory src into directory dst (both borrowed),
  * at the top only the names that start with prefix (NULL: all), in a
