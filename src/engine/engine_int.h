@@ -43,6 +43,9 @@ void skd__engine_live_attach(skd_engine *e, skd_runner *r);
  * is to run here. */
 json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s,
                             const json_t *input, char exec_id[37]);
+/* Remove key_id's paused sandboxes that no replica holds (their rows and
+ * saved files), taking each over first (its key was revoked). How many. */
+int skd__engine_live_drop_unheld(skd_engine *e, const char *key_id);
 /* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
 void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
 /* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */

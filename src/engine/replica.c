@@ -243,6 +243,36 @@ static json_t *take_paused(skd_engine *e, const skd_call *c, const char *id,
     return NULL;
 }
 
+int skd__engine_live_drop_unheld(skd_engine *e, const char *key_id)
+{
+    json_t *rows = e->store ? skd_store_live_list(e->store, key_id, NULL) : NULL;
+    size_t i;
+    json_t *v;
+    int n = 0;
+    json_array_foreach (rows, i, v) {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        json_t *sb = json_object_get(json_object_get(v, "detail"), "sandbox");
+        if (!id || json_is_true(json_object_get(v, "held")) ||
+            !json_is_string(json_object_get(sb, "state")) ||
+            strcmp(json_string_value(json_object_get(sb, "state")), "paused") != 0)
+            continue;
+        skd_live_row row = {.detail = json_pack("{s:O}", "sandbox", sb)};
+        skd_call c = {.key_id = key_id};
+        skd_err err = {0};
+        skd_runner *r = NULL;
+        json_t *res = row.detail ? take_paused(e, &c, id, &row) : NULL;
+        if (!res && row.detail && (r = skd_engine_runner(e, &err)) != NULL &&
+            skd_live_delete(r, key_id, id, &err) == 0)
+            n++;
+        else
+            skd_warn("paused sandbox %s of key %s: not removed", id, key_id);
+        json_decref(res);
+        json_decref(row.detail);
+    }
+    json_decref(rows);
+    return n;
+}
+
 /* 1 when this replica's runner holds key's live sandbox id. */
 static int held_here(skd_engine *e, const char *key, const char *id)
 {

@@ -273,5 +273,9 @@ int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, s
             skd_info("key %s revoked: %d live sandbox(es) ended", id, n);
     }
     pthread_mutex_unlock(&e->runner_mu);
+    /* And its paused ones that no replica holds (their server stopped). */
+    int n = skd__engine_live_drop_unheld(e, id);
+    if (n > 0)
+        skd_info("key %s revoked: %d paused sandbox(es) of stopped servers removed", id, n);
     return 0;
 }

@@ -211,6 +211,7 @@ expect_status "the key is revoked" 204
     fail "revoking a key removes its paused sandboxes' files" "$(saved_files "$ID5")"
 
 # ---- 9 ----
+ADMIN0=$ADMIN # the admin key is printed at the first start only
 [ -n "$(saved_files "$ID")" ] && pass "before the kill: the paused sandbox's files are saved" ||
     fail "before the kill: the paused sandbox's files are saved" "none"
 disown "$SRV_PID"
@@ -235,6 +236,10 @@ expect_json "with its root layer and /tmp as they were at the pause" 'j["stdout"
 sh_in "$K1" "$ID" 'echo again > /tmp/a && echo ok'
 as "$K1" POST "/v1/sandboxes/$ID/pause"
 expect_json "it pauses again" 'j["state"] == "paused"'
+read -r K6ID K6 < <(new_key s6 skills:execute)
+as "$K6" POST /v1/sandboxes -d '{}'
+ID6=$(echo "$BODY" | "$JGET" .id)
+as "$K6" POST "/v1/sandboxes/$ID6/pause"
 stop_server
 inst=$(find "$DATA/snapshots" -mindepth 1 -maxdepth 1 ! -name paused 2>/dev/null)
 [ -z "$inst" ] && pass "a stopped server leaves no snapshot of its own" ||
@@ -242,6 +247,11 @@ inst=$(find "$DATA/snapshots" -mindepth 1 -maxdepth 1 ! -name paused 2>/dev/null
 [ -n "$(saved_files "$ID")" ] && pass "a paused sandbox's files outlive a stopped server" ||
     fail "a paused sandbox's files outlive a stopped server" "none"
 start_server "${SETTINGS[@]}"
+[ -n "$(saved_files "$ID6")" ] || fail "a paused sandbox of a key to revoke outlives the stop" "none"
+req DELETE "/v1/keys/$K6ID" -H "Authorization: Bearer $ADMIN0"
+[ "$STATUS" = 204 ] && [ -z "$(saved_files "$ID6")" ] &&
+    pass "revoking a key removes its paused sandboxes that no server held" ||
+    fail "revoking a key removes its paused sandboxes that no server held" "status $STATUS; $(saved_files "$ID6")"
 as "$K1" POST "/v1/sandboxes/$ID/resume"
 sh_in "$K1" "$ID" 'cat /tmp/a'
 expect_json "after a stop and a start it resumes with its files" 'j["stdout"] == "again\n"'
