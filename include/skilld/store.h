@@ -309,6 +309,13 @@ json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err);
  * let it go) or that names this replica already. 0, or SKD_EBUSY (held
  * elsewhere, not paused, or gone). */
 int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_err *err);
+/* Before key_id's paused sandbox id resumes: its row counts as running
+ * again, unless the key runs per_key live sandboxes over every replica
+ * already (SKD_EBUSY); one transaction under the cap lock, as
+ * skd_store_run_begin. A resume that then fails sets the row paused again
+ * (skd_store_live_set). */
+int skd_store_live_resume_place(skd_store *st, const char *key_id, const char *id, int per_key,
+                                skd_err *err);
 /* Let paused sandbox id go (this replica stops): no longer renewed, its
  * row is claimable at once. */
 void skd_store_live_release(skd_store *st, const char *id);

@@ -9,6 +9,7 @@
  */
 #include "builtins/builtins.h"
 #include "skilld/sandbox.h"
+#include "skilld/store.h"
 
 #include <string.h>
 
@@ -56,8 +57,25 @@ static json_t *move_handler(const skd_ctx *ctx, const json_t *input, void *udata
     json_t *sb = NULL;
     int changed = 0;
     const char *id = skd_json_str(input, "sandboxId", "");
-    if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0)
+    json_t *before = NULL;
+    /* A resume counts against the per-key live cap over every replica:
+     * the row is placed first, and set back when the resume fails. */
+    if (m == &resume_move && skd_live_get(r, ctx->key_id, id, &before, NULL) == 0 &&
+        json_is_string(json_object_get(before, "state")) &&
+        strcmp(json_string_value(json_object_get(before, "state")), "paused") == 0 &&
+        skd_store_live_resume_place(
+            ctx->store, ctx->key_id, id,
+            (int)skd_config_int(ctx->cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY"), &err) != 0) {
+        json_decref(before);
         return skd_result_from_err(&err);
+    }
+    if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0) {
+        if (before)
+            skd__builtin_live_row_set(ctx, before);
+        json_decref(before);
+        return skd_result_from_err(&err);
+    }
+    json_decref(before);
     if (changed)
         skd__builtin_live_row_set(ctx, sb);
     return answer(id, sb, changed, changed ? m->done : m->already);

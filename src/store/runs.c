@@ -112,6 +112,14 @@ static skd__sql q_claim =
               "UPDATE runs SET replica=$3, lease_until_ms=" NOW_PG
               "+$4 WHERE id=$1 AND key_id=$2 AND kind='live' AND state='paused' AND "
               "(lease_until_ms < " NOW_PG " OR replica=$3)");
+static skd__sql q_count_live_but =
+    SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=?1 "
+              "AND id<>?2 AND lease_until_ms > " NOW_SQLITE,
+              "SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=$1 "
+              "AND id<>$2 AND lease_until_ms > " NOW_PG);
+static skd__sql q_run_again =
+    SKD__SQL("UPDATE runs SET state='running' WHERE id=?1 AND "
+             "key_id=?2 AND kind='live' AND state IN ('paused','running')");
 static skd__sql q_release =
     SKD__SQL("UPDATE runs SET lease_until_ms=0 WHERE id=?1 AND kind='live' AND state='paused'");
 static skd__sql q_cancel =
@@ -451,6 +459,50 @@ int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     }
     return 0;
+}
+
+int skd_store_live_resume_place(skd_store *st, const char *key_id, const char *id, int per_key,
+                                skd_err *err)
+{
+    skd__conn *c = NULL;
+    int64_t n = 0;
+    int rc = skd__conn_get(st, &c, err);
+    if (rc)
+        return rc;
+    if ((rc = skd__conn_begin(c, err)))
+        goto out;
+    if (skd__conn_kind(c) == SKD__STORE_PG &&
+        (rc = skd__conn_exec(c, "SELECT pg_advisory_xact_lock(7431004)", err)))
+        goto fail;
+    if (per_key > 0) {
+        skd__q q;
+        if ((rc = skd__q_start(c, &q_count_live_but, &q, err)))
+            goto fail;
+        skd__q_text(&q, 1, key_id);
+        skd__q_text(&q, 2, id);
+        rc = skd__q_step(&q, err);
+        if (rc == 1)
+            n = skd__q_col_int(&q, 0);
+        skd__q_end(&q);
+        if (rc < 0)
+            goto fail;
+        if (n >= per_key) {
+            rc = skd_err_set(err, SKD_EBUSY,
+                             "this key runs %lld live sandboxes over every replica, its cap "
+                             "(SKILLS_SANDBOX_MAX_LIVE_PER_KEY); delete or pause one first",
+                             (long long)n);
+            goto fail;
+        }
+    }
+    if ((rc = run1(c, &q_run_again, id, key_id, NULL, 0, NULL, err)) ||
+        (rc = skd__conn_commit(c, err)))
+        goto fail;
+    goto out;
+fail:
+    skd__conn_rollback(c);
+out:
+    skd__conn_put(st, c);
+    return rc;
 }
 
 void skd_store_live_release(skd_store *st, const char *id)

@@ -17,7 +17,8 @@
 #      paused sandbox it held is listed through r1 and resumes through r3
 #      with its files (DATA_DIR is shared), and its delete leaves no file
 #   L7 the per-key paused cap counts every replica: with a cap of 2, a
-#      third pause is refused (429 busy) on a third replica
+#      third pause is refused (429 busy) on a third replica; a resume
+#      counts against the live cap over every replica
 #   L6 calls through HAProxy (round robin, no stickiness) reach the sandbox
 #      whichever replica answers
 . "$(dirname "$0")/../lib.sh"
@@ -160,7 +161,21 @@ msg=$(jq_ 'j["error"]["message"]')
 if [ "$codes" = "200:paused 200:paused 429:busy " ] && [[ "$msg" == *SKILLS_SANDBOX_MAX_PAUSED_PER_KEY* ]]; then
     pass "L7_per_key_paused_cap_holds_over_every_replica"
 else fail "L7_per_key_paused_cap_holds_over_every_replica" "$codes; $msg"; fi
+# Two paused, one running: two more make the live cap (3) full, and a
+# resume through the third replica is refused until one is deleted.
+more=()
+for n in 1 2; do rreq "$n" POST /v1/sandboxes "${KB[@]}" -d '{}'; more+=("$(jq_ 'j["id"]')"); done
+rreq 3 POST "/v1/sandboxes/${ids[0]}/resume" "${KB[@]}"
+r1="$STATUS:$(jq_ 'j["error"]["code"]')"
+rreq 3 GET "/v1/sandboxes/${ids[0]}" "${KB[@]}"
+st1=$(jq_ 'j["state"]')
+rreq 2 DELETE "/v1/sandboxes/${more[0]}" "${KB[@]}"
+rreq 3 POST "/v1/sandboxes/${ids[0]}/resume" "${KB[@]}"
+r2="$STATUS:$(jq_ 'j["state"]')"
+if [ "$r1 $st1 $r2" = "429:busy paused 200:running" ]; then pass "L7_a_resume_counts_against_the_live_cap_over_every_replica"
+else fail "L7_a_resume_counts_against_the_live_cap_over_every_replica" "full: $r1 (then $st1); after a delete: $r2"; fi
 for i in "${!ids[@]}"; do rreq $((i % 3 + 1)) DELETE "/v1/sandboxes/${ids[$i]}" "${KB[@]}"; done
+rreq 1 DELETE "/v1/sandboxes/${more[1]}" "${KB[@]}"
 
 # ---------------- L5 ----------------
 rreq 2 POST /v1/sandboxes "${KA[@]}" -d '{}'
