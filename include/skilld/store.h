@@ -304,11 +304,13 @@ int skd_store_live_get(skd_store *st, const char *key_id, const char *id, skd_li
  * [{id, replica, detail, held}]. New reference; NULL on error. */
 json_t *skd_store_live_list(skd_store *st, const char *key_id, skd_err *err);
 /* Take key_id's paused sandbox id for this replica: its row names this
- * replica and is renewed with its runs from now. Only a row that is
+ * replica, reached at url, with sandbox (its object) as its record, and
+ * is renewed with its runs from now. Only a row that is
  * paused and that no replica holds (its holder stopped renewing, or it
  * let it go) or that names this replica already. 0, or SKD_EBUSY (held
  * elsewhere, not paused, or gone). */
-int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_err *err);
+int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, const char *url,
+                         const json_t *sandbox, skd_err *err);
 /* Before key_id's paused sandbox id resumes: its row counts as running
  * again, unless the key runs per_key live sandboxes over every replica
  * already (SKD_EBUSY); one transaction under the cap lock, as

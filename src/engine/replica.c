@@ -213,11 +213,12 @@ out:
 /* Take over key's paused sandbox id, whose row no replica holds (row: as
  * read): claim the row, then hold the sandbox in this replica's runner, so
  * that the call runs here. NULL when it is ours now, else the error
- * result. */
+ * result; *beaten 1 when another replica claimed it first. */
 static json_t *take_paused(skd_engine *e, const skd_call *c, const char *id,
-                           const skd_live_row *row)
+                           const skd_live_row *row, int *beaten)
 {
     skd_err err = {0};
+    *beaten = 0;
     const json_t *sb = json_object_get(row->detail, "sandbox");
     skd_runner *r = skd_engine_runner(e, &err);
     skd_workspace *ws = NULL;
@@ -226,7 +227,9 @@ static json_t *take_paused(skd_engine *e, const skd_call *c, const char *id,
     if (!json_is_object(sb))
         return skd_result_error(SKD_ESTORE,
                                 "paused sandbox %s: its row in the store has no record of it", id);
-    if (skd_store_live_claim(e->store, c->key_id, id, &err) != 0)
+    if (skd_store_live_claim(e->store, c->key_id, id, skd_config_str(e->cfg, "SKILLD_REPLICA_URL"),
+                             sb, &err) != 0 &&
+        (*beaten = 1))
         return skd_result_error(SKD_EREPLICA,
                                 "paused sandbox %s is being taken over by another replica "
                                 "(%s); retry",
@@ -260,7 +263,8 @@ int skd__engine_live_drop_unheld(skd_engine *e, const char *key_id)
         skd_call c = {.key_id = key_id};
         skd_err err = {0};
         skd_runner *r = NULL;
-        json_t *res = row.detail ? take_paused(e, &c, id, &row) : NULL;
+        int beaten = 0;
+        json_t *res = row.detail ? take_paused(e, &c, id, &row, &beaten) : NULL;
         if (!res && row.detail && (r = skd_engine_runner(e, &err)) != NULL &&
             skd_live_delete(r, key_id, id, &err) == 0)
             n++;
@@ -293,20 +297,33 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
         return NULL;
     skd_live_row row;
     skd_err err = {0};
-    int rc = skd_store_live_get(e->store, c->key_id, id, &row, &err);
-    if (rc == SKD_ENOENT)
-        return NULL; /* the handler answers not_found */
-    if (rc)
-        return skd_result_from_err(&err);
     json_t *res = NULL;
     const char *me = skd_store_replica_id(e->store);
+    int rc, beaten = 0, paused;
+    /* Read the row again once when another replica took the sandbox over
+     * under this one's hands: the call is forwarded to it. */
+    for (int tries = 0;; tries++) {
+        if ((rc = skd_store_live_get(e->store, c->key_id, id, &row, &err)) == SKD_ENOENT)
+            return NULL; /* the handler answers not_found */
+        if (rc)
+            return skd_result_from_err(&err);
+        /* Paused and let go (its holder stopped or died), or this
+         * replica's in a former life: its files are under the shared
+         * DATA_DIR. */
+        paused = strcmp(row.state, "paused") == 0 && (!row.leased || strcmp(row.replica, me) == 0);
+        if (paused)
+            res = take_paused(e, c, id, &row, &beaten);
+        if (!beaten || tries > 0)
+            break;
+        json_decref(res);
+        json_decref(row.detail);
+        res = NULL;
+    }
     int held = strcmp(row.state, "running") == 0 || strcmp(row.state, "paused") == 0;
     const char *url = json_string_value(json_object_get(row.detail, "url"));
-    /* Paused and let go (its holder stopped or died), or this replica's
-     * in a former life: its files are under the shared DATA_DIR. */
-    if (strcmp(row.state, "paused") == 0 && (!row.leased || strcmp(row.replica, me) == 0))
-        res = take_paused(e, c, id, &row);
-    else if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
+    if (paused) {
+        /* taken over (res NULL), or res says why not */
+    } else if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
         res = skd_result_error(SKD_ELOST,
                                "sandbox %s was lost: replica %s, which held it, stopped; its "
                                "processes and files are gone (create a new one)",

@@ -40,15 +40,21 @@ static skd__sql q_paused = SKD__SQL2("SELECT detail FROM runs WHERE kind='live' 
                                      "state='paused' AND key_id=$1 AND NOT (replica=$2 AND "
                                      "lease_until_ms > " NOW_PG ")");
 
+char *skd__live_detail(const char *url, const json_t *sandbox)
+{
+    json_t *d = json_pack("{s:s, s:O}", "url", url ? url : "", "sandbox", sandbox);
+    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
+    json_decref(d);
+    return text;
+}
+
 int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, skd_err *err)
 {
     const char *id = json_string_value(json_object_get(sandbox, "id"));
     const char *state = json_string_value(json_object_get(sandbox, "state"));
     if (!id || !state)
         return skd_err_set(err, SKD_EINVAL, "a live sandbox object without id or state");
-    json_t *d = json_pack("{s:s, s:O}", "url", url ? url : "", "sandbox", sandbox);
-    char *text = d ? json_dumps(d, JSON_COMPACT) : NULL;
-    json_decref(d);
+    char *text = skd__live_detail(url, sandbox);
     if (!text)
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
     skd__conn *c = NULL;

@@ -107,10 +107,10 @@ static skd__sql q_mine_lost = SKD__SQL2(
     "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
 static skd__sql q_claim =
     SKD__SQL2("UPDATE runs SET replica=?3, lease_until_ms=" NOW_SQLITE
-              "+?4 WHERE id=?1 AND key_id=?2 AND kind='live' AND state='paused' AND "
+              "+?4, detail=?5 WHERE id=?1 AND key_id=?2 AND kind='live' AND state='paused' AND "
               "(lease_until_ms < " NOW_SQLITE " OR replica=?3)",
               "UPDATE runs SET replica=$3, lease_until_ms=" NOW_PG
-              "+$4 WHERE id=$1 AND key_id=$2 AND kind='live' AND state='paused' AND "
+              "+$4, detail=$5 WHERE id=$1 AND key_id=$2 AND kind='live' AND state='paused' AND "
               "(lease_until_ms < " NOW_PG " OR replica=$3)");
 static skd__sql q_count_live_but =
     SKD__SQL2("SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=?1 "
@@ -428,7 +428,8 @@ void skd_store_run_end(skd_store *st, const char *id, const char *state)
     }
 }
 
-int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_err *err)
+int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, const char *url,
+                         const json_t *sandbox, skd_err *err)
 {
     int rc = ensure_started(st, NULL, 0, 0, err);
     if (rc)
@@ -437,17 +438,24 @@ int skd_store_live_claim(skd_store *st, const char *key_id, const char *id, skd_
     skd__conn *c = NULL;
     skd__q q = {0};
     int64_t changed = 0, lease = r->lease_ms;
-    if ((rc = skd__conn_get(st, &c, err)))
+    char *detail = skd__live_detail(url, sandbox);
+    if (!detail)
+        return skd_err_set(err, SKD_ENOMEM, "out of memory");
+    if ((rc = skd__conn_get(st, &c, err))) {
+        free(detail);
         return rc;
+    }
     if ((rc = skd__q_start(c, &q_claim, &q, err)) == 0) {
         skd__q_text(&q, 1, id);
         skd__q_text(&q, 2, key_id);
         skd__q_text(&q, 3, r->id);
         skd__q_int(&q, 4, lease);
+        skd__q_text(&q, 5, detail);
         rc = skd__q_run(&q, &changed, err);
         skd__q_end(&q);
     }
     skd__conn_put(st, c);
+    free(detail);
     if (rc)
         return rc;
     if (changed == 0)

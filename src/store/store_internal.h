@@ -85,6 +85,9 @@ void skd__audit_free(skd_store *st);
 /* Bump the change counter of topic and tell the other replicas
  * (PostgreSQL NOTIFY); on c when not NULL (inside its transaction). */
 int skd__store_changed(skd_store *st, const char *topic, skd_err *err);
+/* A live sandbox row's detail: {url, sandbox} as JSON text (caller
+ * frees), or NULL (no memory). live_rows.c. */
+char *skd__live_detail(const char *url, const json_t *sandbox);
 /* Stop and free the replica thread (store close). */
 void skd__replica_free(skd_store *st);
 

@@ -210,6 +210,16 @@ if [ "$(jq_ '[s for s in j["sandboxes"] if s["id"] == "'"$K"'"]')" = "[]" ]; the
 if [ "$(jq_ '[(s["state"], s["replica"]) for s in j["sandboxes"] if s["id"] == "'"$Q"'"]')" = '[["paused", null]]' ]; then
     pass "L5_the_dead_replicas_paused_sandbox_is_listed_unheld"
 else fail "L5_the_dead_replicas_paused_sandbox_is_listed_unheld" "${BODY:0:400}"; fi
+# Four first calls at once through the two replicas left: one claims it,
+# and a call that loses the claim is forwarded to the one that won.
+cpids=()
+for i in 1 2 3 4; do
+    curl -sS -o /dev/null -w '%{http_code}\n' "${KA[@]}" "http://127.0.0.1:${R_PORT[$((i % 2 * 2 + 1))]}/v1/sandboxes/$Q" >"$TMP/l5.$i" &
+    cpids+=($!)
+done
+wait "${cpids[@]}" # not the replicas, which are children too
+got="$(cat "$TMP"/l5.[1-4] | tr '\n' ' ')"
+if [ "$got" = "200 200 200 200 " ]; then pass "L5_four_first_calls_at_once_all_reach_it"; else fail "L5_four_first_calls_at_once_all_reach_it" "$got"; fi
 rreq 3 POST "/v1/sandboxes/$Q/resume" "${KA[@]}"
 if [ "$STATUS" = 200 ] && [ "$(jq_ 'j["state"]')" = running ]; then pass "L5_the_dead_replicas_paused_sandbox_resumes_through_r3"; else fail "L5_the_dead_replicas_paused_sandbox_resumes_through_r3" "status $STATUS ${BODY:0:300}"; fi
 exec_in 1 "$Q" KA sh -c 'cat /tmp/q /usr/local/share/q/g'
