@@ -58,24 +58,34 @@ static json_t *move_handler(const skd_ctx *ctx, const json_t *input, void *udata
     int changed = 0;
     const char *id = skd_json_str(input, "sandboxId", "");
     json_t *before = NULL;
+    int placed = 0;
     /* A resume counts against the per-key live cap over every replica:
-     * the row is placed first, and set back when the resume fails. */
+     * the row is placed first, and when the resume fails it is set to what
+     * the runner holds then. */
     if (m == &resume_move && skd_live_get(r, ctx->key_id, id, &before, NULL) == 0 &&
         json_is_string(json_object_get(before, "state")) &&
-        strcmp(json_string_value(json_object_get(before, "state")), "paused") == 0 &&
-        skd_store_live_resume_place(
-            ctx->store, ctx->key_id, id,
-            (int)skd_config_int(ctx->cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY"), &err) != 0) {
-        json_decref(before);
-        return skd_result_from_err(&err);
-    }
-    if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0) {
-        if (before)
-            skd__builtin_live_row_set(ctx, before);
-        json_decref(before);
-        return skd_result_from_err(&err);
+        strcmp(json_string_value(json_object_get(before, "state")), "paused") == 0) {
+        if (skd_store_live_resume_place(
+                ctx->store, ctx->key_id, id,
+                (int)skd_config_int(ctx->cfg, "SKILLS_SANDBOX_MAX_LIVE_PER_KEY"), &err) != 0) {
+            json_decref(before);
+            return skd_result_from_err(&err);
+        }
+        placed = 1;
     }
     json_decref(before);
+    if (m->fn(r, ctx->key_id, id, &changed, &sb, &err) != 0) {
+        json_t *now = NULL;
+        if (placed && skd_live_get(r, ctx->key_id, id, &now, NULL) == 0) {
+            /* "resuming" or "pausing" is what another call is doing: it
+             * writes the row when it is done. */
+            const char *st = json_string_value(json_object_get(now, "state"));
+            if (st && (strcmp(st, "paused") == 0 || strcmp(st, "running") == 0))
+                skd__builtin_live_row_set(ctx, now);
+        }
+        json_decref(now);
+        return skd_result_from_err(&err);
+    }
     if (changed)
         skd__builtin_live_row_set(ctx, sb);
     return answer(id, sb, changed, changed ? m->done : m->already);

@@ -227,14 +227,16 @@ static json_t *take_paused(skd_engine *e, const skd_call *c, const char *id,
     if (!json_is_object(sb))
         return skd_result_error(SKD_ESTORE,
                                 "paused sandbox %s: its row in the store has no record of it", id);
-    if (skd_store_live_claim(e->store, c->key_id, id, skd_config_str(e->cfg, "SKILLD_REPLICA_URL"),
-                             sb, &err) != 0 &&
-        (*beaten = 1))
+    int rc = skd_store_live_claim(e->store, c->key_id, id,
+                                  skd_config_str(e->cfg, "SKILLD_REPLICA_URL"), sb, &err);
+    if (rc && rc != SKD_EBUSY)
+        return skd_result_from_err(&err);
+    if (rc && (*beaten = 1))
         return skd_result_error(SKD_EREPLICA,
                                 "paused sandbox %s is being taken over by another replica "
                                 "(%s); retry",
                                 id, skd_err_msg(&err));
-    int rc = skd_workspace_open(skd_config_str(e->cfg, "DATA_DIR"), c->key_id, &ws, &err);
+    rc = skd_workspace_open(skd_config_str(e->cfg, "DATA_DIR"), c->key_id, &ws, &err);
     if (rc == 0)
         rc = skd_live_adopt(r, c->key_id, sb, skd_workspace_path(ws), &err);
     skd_workspace_close(ws);
@@ -293,7 +295,7 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
                             const json_t *input, char exec_id[37])
 {
     const char *id = json_string_value(json_object_get(input, "sandboxId"));
-    if (c->forwarded || !skd_skill_live_bound(s) || !id || held_here(e, c->key_id, id))
+    if (!skd_skill_live_bound(s) || !id || held_here(e, c->key_id, id))
         return NULL;
     skd_live_row row;
     skd_err err = {0};
@@ -323,7 +325,12 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
     const char *url = json_string_value(json_object_get(row.detail, "url"));
     if (paused) {
         /* taken over (res NULL), or res says why not */
-    } else if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
+    } else if (c->forwarded && held && row.leased && strcmp(row.replica, me) != 0)
+        /* Sent here, but held elsewhere now: never forwarded twice. */
+        res = skd_result_error(SKD_EREPLICA,
+                               "sandbox %s moved to replica %s while the call was forwarded; retry",
+                               id, row.replica);
+    else if (strcmp(row.state, "lost") == 0 || (held && !row.leased))
         res = skd_result_error(SKD_ELOST,
                                "sandbox %s was lost: replica %s, which held it, stopped; its "
                                "processes and files are gone (create a new one)",

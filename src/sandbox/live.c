@@ -235,13 +235,15 @@ void skd__live_end_rec(skd_runner *r, struct skd__live_rec *l, json_t **egress)
     skd__live_procs_detach_locked(l);
     pthread_mutex_unlock(&r->live_mu);
     skd_err e = {0};
+    /* Its row ends first: a paused one's row must not be claimed again
+     * (a call that finds it held by nobody here) while its files go. */
+    skd__live_tell(r, l->key, l->id, SKD_LIVE_ENDED, NULL);
     /* A paused one's saved files outlive the spawner that made them. */
     int rc = skd__spawner_live_delete(r->spawner, l->id, l->paused ? 0 : l->gen, &e);
     if (rc != 0 && rc != SKD_ENOENT && rc != SKD_ESANDBOX)
         skd_warn("live sandbox %s: delete: %s", l->id, skd_err_msg(&e));
     egress_end(r, l, egress);
     skd__interp_forget(r, l->id);
-    skd__live_tell(r, l->key, l->id, SKD_LIVE_ENDED, NULL);
     skd__live_rec_free(l);
 }
 

@@ -17,10 +17,23 @@
  * reaped, paused or resumed meanwhile: those calls are SKD_EBUSY, and a
  * key's revocation waits for them. */
 
-/* key's paused sandboxes, here and (the hook) those other holders keep:
- * their number in *n and their saved bytes in *bytes. Not 0 when the
- * hook cannot tell (the pause is refused: fail closed). */
-static int count_paused_locked(skd_runner *r, const char *key, int *n, int64_t *bytes, skd_err *err)
+/* key's paused sandboxes here (but skip), their number in *n and their
+ * saved bytes in *bytes added. */
+static void count_paused_locked(skd_runner *r, const char *key, const struct skd__live_rec *skip,
+                                int *n, int64_t *bytes)
+{
+    for (struct skd__live_rec *l = r->lives; l; l = l->next)
+        if (l != skip && strcmp(l->key, key) == 0 && (l->paused || l->moving == MOVE_PAUSE)) {
+            (*n)++;
+            *bytes += l->saved_bytes;
+        }
+}
+
+/* key's paused sandboxes that other holders keep (the hook: other
+ * replicas, or none), asked without any lock of the runner's held. Not 0
+ * when the hook cannot tell (the pause is refused: fail closed). */
+static int count_paused_elsewhere(skd_runner *r, const char *key, int *n, int64_t *bytes,
+                                  skd_err *err)
 {
     *n = 0;
     *bytes = 0;
@@ -28,17 +41,7 @@ static int count_paused_locked(skd_runner *r, const char *key, int *n, int64_t *
     skd_live_paused_fn fn = r->live_paused_fn;
     void *arg = r->live_paused_arg;
     pthread_mutex_unlock(&r->mu);
-    if (fn) {
-        int rc = fn(arg, key, n, bytes, err);
-        if (rc)
-            return rc;
-    }
-    for (struct skd__live_rec *l = r->lives; l; l = l->next)
-        if (strcmp(l->key, key) == 0 && (l->paused || l->moving == MOVE_PAUSE)) {
-            (*n)++;
-            *bytes += l->saved_bytes;
-        }
-    return 0;
+    return fn ? fn(arg, key, n, bytes, err) : 0;
 }
 
 /* Pause l (running, not moving); caller holds live_mu, which is let go
@@ -52,22 +55,28 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
                            "it is done",
                            l->id);
     int n = 0;
-    int rc = count_paused_locked(r, l->key, &n, &bytes, err);
-    if (rc)
-        return rc;
-    if (n >= r->live_max_paused_key)
-        return skd_err_set(err, SKD_EBUSY,
-                           "this key holds %d paused sandboxes over every replica, its cap "
-                           "(SKILLS_SANDBOX_MAX_PAUSED_PER_KEY); delete or resume one first",
-                           n);
-    int64_t left = r->live_paused_bytes - bytes;
-    if (left <= 0)
-        return skd_err_set(err, SKD_EQUOTA,
-                           "the saved files of this key's paused sandboxes hold %lld bytes, "
-                           "its quota (SKILLS_SANDBOX_PAUSED_MAX_BYTES); delete or resume one "
-                           "first",
-                           (long long)bytes);
+    /* Held (moving: nothing else touches it) while the store is asked. */
     l->moving = MOVE_PAUSE;
+    pthread_mutex_unlock(&r->live_mu);
+    int rc = count_paused_elsewhere(r, l->key, &n, &bytes, err);
+    pthread_mutex_lock(&r->live_mu);
+    count_paused_locked(r, l->key, l, &n, &bytes);
+    int64_t left = r->live_paused_bytes - bytes;
+    if (rc == 0 && n >= r->live_max_paused_key)
+        rc = skd_err_set(err, SKD_EBUSY,
+                         "this key holds %d paused sandboxes over every replica, its cap "
+                         "(SKILLS_SANDBOX_MAX_PAUSED_PER_KEY); delete or resume one first",
+                         n);
+    else if (rc == 0 && left <= 0)
+        rc = skd_err_set(err, SKD_EQUOTA,
+                         "the saved files of this key's paused sandboxes hold %lld bytes, "
+                         "its quota (SKILLS_SANDBOX_PAUSED_MAX_BYTES); delete or resume one "
+                         "first",
+                         (long long)bytes);
+    if (rc) {
+        l->moving = 0;
+        return rc;
+    }
     pthread_mutex_unlock(&r->live_mu);
     int64_t saved = 0;
     rc = skd__spawner_live_save(r->spawner, l->id, l->gen, l->id, SKD__SNAP_END, left, &saved, err);
@@ -115,10 +124,18 @@ int skd__live_idle_pause_locked(skd_runner *r, struct skd__live_rec *l)
     char id[SKD_UUID_LEN + 1];
     memcpy(id, l->id, sizeof(id));
     int rc = pause_locked(r, l, &e);
-    if (rc == 0)
+    if (rc == 0) {
         skd_info("live sandbox %s paused: idle", id);
-    else if (rc != SKD_ENOENT)
+    } else if (rc == SKD_ESTORE) {
+        /* The paused cap cannot be checked now: it runs on, and the
+         * reaper tries again in a few seconds (l is still there: a
+         * refused pause let nothing else touch it). */
+        skd_warn("live sandbox %s: idle, not paused yet (%s): retried in 5 s", id, skd_err_msg(&e));
+        l->used = skd_mono_ms() - l->idle + 5000;
+        return 0;
+    } else if (rc != SKD_ENOENT) {
         skd_warn("live sandbox %s: idle, not paused (%s): it ends", id, skd_err_msg(&e));
+    }
     return rc == SKD_ENOENT ? 0 : rc;
 }
 

@@ -18,7 +18,7 @@
 #include <string.h>
 
 static skd__sql q_set = SKD__SQL("UPDATE runs SET state=?2, detail=?3 WHERE id=?1 AND kind='live' "
-                                 "AND state IN ('running','paused')");
+                                 "AND state IN ('running','paused') AND replica=?4");
 static skd__sql q_get =
     SKD__SQL2("SELECT replica, state, detail, lease_until_ms > " NOW_SQLITE
               " FROM runs WHERE id=?1 AND key_id=?2 AND kind='live'",
@@ -65,6 +65,7 @@ int skd_store_live_set(skd_store *st, const char *url, const json_t *sandbox, sk
     skd__q_text(&q, 1, id);
     skd__q_text(&q, 2, strcmp(state, "paused") == 0 ? "paused" : "running");
     skd__q_text(&q, 3, text);
+    skd__q_text(&q, 4, skd_store_replica_id(st));
     rc = skd__q_run(&q, NULL, err);
 out:
     skd__q_end(&q);

@@ -86,10 +86,13 @@ static skd__sql q_end = SKD__SQL2("UPDATE runs SET state=?2, ended_ms=" NOW_SQLI
                                   " WHERE id=?1 AND state IN ('running','paused')",
                                   "UPDATE runs SET state=$2, ended_ms=" NOW_PG
                                   " WHERE id=$1 AND state IN ('running','paused')");
-static skd__sql q_beat = SKD__SQL2("UPDATE runs SET lease_until_ms=" NOW_SQLITE
-                                   "+?2 WHERE id=?1 AND state IN ('running','paused')",
-                                   "UPDATE runs SET lease_until_ms=" NOW_PG
-                                   "+$2 WHERE id=$1 AND state IN ('running','paused')");
+/* Only this replica's rows: a paused row another replica claimed is not
+ * renewed for it; nor one let go (lease 0) since the round began. */
+static skd__sql q_beat =
+    SKD__SQL2("UPDATE runs SET lease_until_ms=" NOW_SQLITE "+?3 WHERE id=?1 AND replica=?2 AND "
+              "(state='running' OR (state='paused' AND lease_until_ms > 0))",
+              "UPDATE runs SET lease_until_ms=" NOW_PG "+$3 WHERE id=$1 AND replica=$2 AND "
+              "(state='running' OR (state='paused' AND lease_until_ms > 0))");
 /* A paused live sandbox whose holder stopped renewing is not lost: its
  * files are saved under the shared DATA_DIR, and the row waits, unheld,
  * for a replica to claim it (skd_store_live_claim). */
@@ -118,10 +121,10 @@ static skd__sql q_count_live_but =
               "SELECT count(*) FROM runs WHERE state='running' AND kind='live' AND key_id=$1 "
               "AND id<>$2 AND lease_until_ms > " NOW_PG);
 static skd__sql q_run_again =
-    SKD__SQL("UPDATE runs SET state='running' WHERE id=?1 AND "
-             "key_id=?2 AND kind='live' AND state IN ('paused','running')");
-static skd__sql q_release =
-    SKD__SQL("UPDATE runs SET lease_until_ms=0 WHERE id=?1 AND kind='live' AND state='paused'");
+    SKD__SQL("UPDATE runs SET state='running' WHERE id=?1 AND replica=?2 AND kind='live' AND "
+             "state IN ('paused','running')");
+static skd__sql q_release = SKD__SQL("UPDATE runs SET lease_until_ms=0 WHERE id=?1 AND replica=?2 "
+                                     "AND kind='live' AND state='paused'");
 static skd__sql q_cancel =
     SKD__SQL2("UPDATE runs SET cancel_requested=1 WHERE id=?1 AND (?2 IS NULL OR key_id=?2) AND "
               "state='running'",
@@ -288,6 +291,11 @@ void skd__replica_free(skd_store *st)
 static int local_add(struct skd__replica *r, const char *id, skd_cancel *cancel)
 {
     pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(r->runs[i].id, id) == 0) { /* a claim of a row held already */
+            pthread_mutex_unlock(&r->mu);
+            return 0;
+        }
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 16;
         struct local_run *p = realloc(r->runs, cap * sizeof(*p));
@@ -502,8 +510,16 @@ int skd_store_live_resume_place(skd_store *st, const char *key_id, const char *i
             goto fail;
         }
     }
-    if ((rc = run1(c, &q_run_again, id, key_id, NULL, 0, NULL, err)) ||
-        (rc = skd__conn_commit(c, err)))
+    int64_t changed = 0;
+    if ((rc = run1(c, &q_run_again, id, skd_store_replica_id(st), NULL, 0, &changed, err)))
+        goto fail;
+    if (changed == 0) {
+        rc =
+            skd_err_set(err, SKD_EREPLICA,
+                        "sandbox %s is no longer this replica's (another took it over); retry", id);
+        goto fail;
+    }
+    if ((rc = skd__conn_commit(c, err)))
         goto fail;
     goto out;
 fail:
@@ -521,7 +537,7 @@ void skd_store_live_release(skd_store *st, const char *id)
     skd_err err = {0};
     /* If the store is down now, the lease runs out instead. */
     if (skd__conn_get(st, &c, &err) == 0) {
-        run1(c, &q_release, id, NULL, NULL, 0, NULL, &err);
+        run1(c, &q_release, id, skd_store_replica_id(st), NULL, 0, NULL, &err);
         skd__conn_put(st, c);
     }
 }
@@ -634,7 +650,7 @@ static void renew_and_sweep(struct skd__replica *r, skd__conn *c)
      * renews them in one commit. */
     int tx = n > 1 && skd__conn_begin(c, NULL) == 0;
     for (size_t i = 0; i < n; i++)
-        run1(c, &q_beat, ids[i], NULL, &lease, 2, NULL, NULL);
+        run1(c, &q_beat, ids[i], r->id, &lease, 3, NULL, NULL);
     if (tx && skd__conn_commit(c, NULL) != 0)
         skd__conn_rollback(c);
     free(ids);
