@@ -108,6 +108,9 @@ static skd__sql q_prune =
 static skd__sql q_mine_lost = SKD__SQL2(
     "UPDATE runs SET state='lost', ended_ms=" NOW_SQLITE " WHERE replica=?1 AND state='running'",
     "UPDATE runs SET state='lost', ended_ms=" NOW_PG " WHERE replica=$1 AND state='running'");
+/* A restarted replica's paused rows: let go at once, as a stop does. */
+static skd__sql q_mine_release = SKD__SQL(
+    "UPDATE runs SET lease_until_ms=0 WHERE replica=?1 AND kind='live' AND state='paused'");
 static skd__sql q_claim =
     SKD__SQL2("UPDATE runs SET replica=?3, lease_until_ms=" NOW_SQLITE
               "+?4, detail=?5 WHERE id=?1 AND key_id=?2 AND kind='live' AND state='paused' AND "
@@ -225,10 +228,13 @@ static int ensure_started(skd_store *st, const char *id, int lease_ms, int servi
             snprintf(r->id, sizeof(r->id), "%s/%d", host, (int)getpid());
         r->lease_ms = lease_ms > 0 ? lease_ms : 10000;
         if (serving) {
-            /* Our former life's runs died with it. */
+            /* Our former life's runs died with it; its paused sandboxes
+             * are anyone's to take. */
             skd__conn *c = NULL;
             if ((rc = skd__conn_get(st, &c, err)) == 0) {
                 rc = run1(c, &q_mine_lost, r->id, NULL, NULL, 0, NULL, err);
+                if (rc == 0)
+                    rc = run1(c, &q_mine_release, r->id, NULL, NULL, 0, NULL, err);
                 skd__conn_put(st, c);
             }
         }
