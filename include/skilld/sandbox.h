@@ -480,6 +480,10 @@ int skd_live_pause(skd_runner *r, const char *key, const char *id, int *changed,
  * above this runner's ceilings, SKD_ENOMEM. */
 int skd_live_adopt(skd_runner *r, const char *key, const json_t *sandbox, const char *workspace,
                    skd_err *err);
+/* Forget key's paused sandbox id, which another runner holds now: the
+ * record goes, its saved files and its row stay. 0, or SKD_ENOENT (none,
+ * or not paused and still). */
+int skd_live_forget(skd_runner *r, const char *key, const char *id);
 int skd_live_resume(skd_runner *r, const char *key, const char *id, int *changed, json_t **out,
                     skd_err *err);
 int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *new_id, json_t **out,

@@ -287,6 +287,23 @@ static int held_here(skd_engine *e, const char *key, const char *id)
     pthread_mutex_unlock(&e->runner_mu);
     json_t *sb = NULL;
     int yes = r && skd_live_get(r, key, id, &sb, NULL) == 0;
+    const char *st = yes ? json_string_value(json_object_get(sb, "state")) : NULL;
+    if (st && strcmp(st, "paused") == 0) {
+        /* A paused one is this replica's only while its row says so:
+         * renewals that stalled past the lease may have let another
+         * replica claim it. Then this record is forgotten, files kept. */
+        skd_live_row row;
+        if (skd_store_live_get(e->store, key, id, &row, NULL) == 0) {
+            /* Only a claim changes a row's replica. */
+            if (strcmp(row.replica, skd_store_replica_id(e->store)) != 0 &&
+                skd_live_forget(r, key, id) == 0) {
+                skd_warn("live sandbox %s: paused, claimed by replica %s meanwhile: forgotten here",
+                         id, row.replica);
+                yes = 0;
+            }
+            json_decref(row.detail);
+        }
+    }
     json_decref(sb);
     return yes;
 }

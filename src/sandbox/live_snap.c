@@ -391,3 +391,19 @@ int skd_live_adopt(skd_runner *r, const char *key, const json_t *sandbox, const 
     skd__live_rec_free(l); /* NULL, or not needed */
     return rc;
 }
+
+int skd_live_forget(skd_runner *r, const char *key, const char *id)
+{
+    pthread_mutex_lock(&r->live_mu);
+    struct skd__live_rec *l = skd__live_find_locked(r, key ? key : "", id);
+    if (l && (!l->paused || l->moving || l->forks))
+        l = NULL;
+    if (l)
+        skd__live_unlink_locked(r, l);
+    pthread_mutex_unlock(&r->live_mu);
+    if (!l)
+        return SKD_ENOENT;
+    skd__interp_forget(r, id);
+    skd__live_rec_free(l);
+    return 0;
+}

@@ -19,6 +19,10 @@
 #   L7 the per-key paused cap counts every replica: with a cap of 2, a
 #      third pause is refused (429 busy) on a third replica; a resume
 #      counts against the live cap over every replica
+#   L8 a holder stopped (SIGSTOP) past the lease while its sandbox is
+#      paused: another replica takes it over and resumes it, and the
+#      stalled one, woken, forwards its calls there instead of answering
+#      from its stale record
 #   L6 calls through HAProxy (round robin, no stickiness) reach the sandbox
 #      whichever replica answers
 . "$(dirname "$0")/../lib.sh"
@@ -176,6 +180,26 @@ if [ "$r1 $st1 $r2" = "429:busy paused 200:running" ]; then pass "L7_a_resume_co
 else fail "L7_a_resume_counts_against_the_live_cap_over_every_replica" "full: $r1 (then $st1); after a delete: $r2"; fi
 for i in "${!ids[@]}"; do rreq $((i % 3 + 1)) DELETE "/v1/sandboxes/${ids[$i]}" "${KB[@]}"; done
 rreq 1 DELETE "/v1/sandboxes/${more[1]}" "${KB[@]}"
+
+# ---------------- L8 ----------------
+rreq 1 POST /v1/sandboxes "${KA[@]}" -d '{}'
+S=$(jq_ 'j["id"]')
+exec_in 1 "$S" KA sh -c 'echo s-kept > /tmp/s; echo ok'
+rreq 1 POST "/v1/sandboxes/$S/pause" "${KA[@]}"
+kill -STOP "${R_PID[1]}"
+expired=0
+for _ in $(seq 1 200); do
+    [ "$(psql -X -tA "$PG_URL" -c "SELECT count(*) FROM runs WHERE id='$S' AND lease_until_ms < extract(epoch from clock_timestamp()) * 1000")" = 1 ] && { expired=1; break; }
+    sleep 0.1
+done
+rreq 3 POST "/v1/sandboxes/$S/resume" "${KA[@]}"
+r3="$STATUS:$(jq_ 'j["state"]')"
+kill -CONT "${R_PID[1]}"
+exec_in 1 "$S" KA cat /tmp/s
+r1="$STATUS:$(jq_ 'j["stdout"]')"
+if [ "$expired $r3 $r1" = "1 200:running 200:s-kept" ]; then pass "L8_a_stalled_holder_gives_way_to_the_replica_that_took_its_paused_sandbox"
+else fail "L8_a_stalled_holder_gives_way_to_the_replica_that_took_its_paused_sandbox" "lease expired: $expired; resume through r3: $r3; exec through r1 after: $r1 ${BODY:0:200}"; fi
+rreq 3 DELETE "/v1/sandboxes/$S" "${KA[@]}"
 
 # ---------------- L5 ----------------
 rreq 2 POST /v1/sandboxes "${KA[@]}" -d '{}'
