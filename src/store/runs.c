@@ -348,6 +348,18 @@ static int local_fire(struct skd__replica *r, const char *id)
     return found;
 }
 
+/* Begin a transaction that holds the caps' lock: SQLite's BEGIN
+ * IMMEDIATE takes the write lock, PostgreSQL's an advisory lock. Nothing
+ * is left open on failure. */
+static int cap_begin(skd__conn *c, skd_err *err)
+{
+    int rc = skd__conn_begin(c, err);
+    if (rc == 0 && skd__conn_kind(c) == SKD__STORE_PG &&
+        (rc = skd__conn_exec(c, "SELECT pg_advisory_xact_lock(7431004)", err)))
+        skd__conn_rollback(c);
+    return rc;
+}
+
 /* One attempt: 1 when the run was recorded, 0 when a cap is full. */
 static int try_begin(skd_store *st, struct skd__replica *r, const skd_run_req *q, skd_err *err)
 {
@@ -355,11 +367,8 @@ static int try_begin(skd_store *st, struct skd__replica *r, const skd_run_req *q
     int rc = skd__conn_get(st, &c, err), placed = 0;
     if (rc)
         return rc;
-    if ((rc = skd__conn_begin(c, err)))
+    if ((rc = cap_begin(c, err)))
         goto out;
-    if (skd__conn_kind(c) == SKD__STORE_PG &&
-        (rc = skd__conn_exec(c, "SELECT pg_advisory_xact_lock(7431004)", err)))
-        goto fail;
     int64_t n = 0;
     int live = q->kind && strcmp(q->kind, "live") == 0;
     if (q->per_key > 0) {
@@ -491,11 +500,8 @@ int skd_store_live_resume_place(skd_store *st, const char *key_id, const char *i
     int rc = skd__conn_get(st, &c, err);
     if (rc)
         return rc;
-    if ((rc = skd__conn_begin(c, err)))
+    if ((rc = cap_begin(c, err)))
         goto out;
-    if (skd__conn_kind(c) == SKD__STORE_PG &&
-        (rc = skd__conn_exec(c, "SELECT pg_advisory_xact_lock(7431004)", err)))
-        goto fail;
     if (per_key > 0) {
         skd__q q;
         if ((rc = skd__q_start(c, &q_count_live_but, &q, err)))
