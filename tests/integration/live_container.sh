@@ -11,8 +11,14 @@
 #   5. an exec that times out is killed, with what it left running in its
 #      session, and the sandbox lives on;
 #   6. without networkEnabled there is no network but loopback;
-#   7. a background process runs and is killed; pause is refused with a
-#      message that says why;
+#   7. a background process runs and is killed;
+#  10. pause: no container is left and no process; an exec is 409
+#      sandbox_paused; resume: the files in /tmp are back (owner 65534,
+#      mode, a link kept), a background process of before is not, and the
+#      root filesystem is still read-only; fork: a new sandbox with the
+#      files, a write in either unseen in the other; a fork of a paused
+#      one; a delete of a paused one leaves nothing under
+#      DATA_DIR/snapshots;
 #   8. delete leaves no container (ps -a by label), and a later exec is 404;
 #      a sandbox whose container ended from inside is 404 too;
 #   9. kill -9 of the server leaves no container of its live sandboxes.
@@ -31,6 +37,75 @@ run() {
     OUT=$(echo "$BODY" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("stdout",""), end="")' 2>/dev/null)
 }
 ctrs() { "$1" ps -a -q --filter label=skilld=1 --filter "label=skilld.run=$2" 2>/dev/null | wc -l; }
+saved_files() { find "$DATA/snapshots" -mindepth 2 -maxdepth 2 -name "$1*" 2>/dev/null; }
+# The host's processes in pid namespace $1 (a readlink of /proc/<pid>/ns/pid).
+in_pidns() { for p in /proc/[0-9]*; do [ "$(readlink "$p/ns/pid" 2>/dev/null)" = "$1" ] && echo "${p#/proc/}"; done; }
+
+# ---- 10 ----
+pause_cases() {
+    local R=$1 ID=$2 FK FP NS BEFORE
+    run "$K1" "$ID" 'echo tmp-kept >/tmp/state && mkdir /tmp/d && echo kept >/tmp/d/f && chmod 640 /tmp/d/f && ln -s d/f /tmp/l && echo ok'
+    [ "$OUT" = ok ] && pass "$R: files written in /tmp" || fail "$R: files written in /tmp" "$BODY"
+    as "$K1" POST "/v1/sandboxes/$ID/exec" -d '{"command":"sh","args":["-c","echo bg >/tmp/bg; sleep 300"],"background":true}'
+    for _ in $(seq 1 100); do run "$K1" "$ID" 'cat /tmp/bg 2>/dev/null'; [ "$OUT" = bg ] && break; sleep 0.1; done
+    NS=$(readlink "/proc/$($R inspect --format '{{.State.Pid}}' "skilld-$ID")/ns/pid")
+    BEFORE=$(in_pidns "$NS" | wc -l)
+    as "$K1" POST "/v1/sandboxes/$ID/pause" -d '{}'
+    expect_status "$R: pause answers 200" 200
+    expect_json "$R: pause: state paused, changed" "j['state'] == 'paused' and j['changed'] and j['sandboxId'] == '$ID'"
+    [ "$(ctrs $R "$ID")" = 0 ] && pass "$R: a paused sandbox has no container (ps -a)" ||
+        fail "$R: a paused sandbox has no container (ps -a)" "$($R ps -a)"
+    [ "$BEFORE" -ge 2 ] && [ -z "$(in_pidns "$NS")" ] && pass "$R: and no process (it had $BEFORE)" ||
+        fail "$R: and no process" "before: $BEFORE; left: $(in_pidns "$NS")"
+    [ -n "$(saved_files "$ID")" ] && pass "$R: its files are saved under DATA_DIR/snapshots" ||
+        fail "$R: its files are saved under DATA_DIR/snapshots" "$(find "$DATA/snapshots" 2>&1 | head -5)"
+    as "$K1" GET "/v1/sandboxes/$ID"
+    expect_json "$R: GET says paused, with savedBytes" 'j["state"] == "paused" and j["savedBytes"] > 0'
+    run "$K1" "$ID" 'echo no'
+    expect_status "$R: an exec in a paused sandbox is 409" 409
+    expect_json "$R: its code is sandbox_paused" 'j["error"]["code"] == "sandbox_paused"'
+
+    as "$K1" POST "/v1/sandboxes/$ID/resume"
+    expect_status "$R: resume answers 200" 200
+    expect_json "$R: resume: the same id, running" "j['sandbox']['id'] == '$ID' and j['state'] == 'running' and j['changed']"
+    [ "$(ctrs $R "$ID")" = 1 ] && pass "$R: the resumed sandbox has its container" || fail "$R: the resumed sandbox has its container" "$($R ps -a)"
+    run "$K1" "$ID" 'cat /tmp/state /tmp/l; stat -c "%u %a" /tmp/state /tmp/d/f; readlink /tmp/l; cat /tmp/bg; ps -o args | grep -c "^sleep 300"; awk "\$2 == \"/\" { split(\$4, o, \",\"); print o[1] }" /proc/mounts'
+    [ "$OUT" = "$(printf 'tmp-kept\nkept\n65534 644\n65534 640\nd/f\nbg\n0\nro')" ] &&
+        pass "$R: resume finds /tmp as it was (owner, mode, link), no process of before, the root read-only" ||
+        fail "$R: resume finds /tmp as it was" "$BODY"
+    [ -z "$(saved_files "$ID")" ] && pass "$R: a resume leaves no saved files" || fail "$R: a resume leaves no saved files" "$(saved_files "$ID")"
+
+    as "$K1" POST "/v1/sandboxes/$ID/fork"
+    expect_status "$R: fork answers 201" 201
+    FK=$(echo "$BODY" | "$JGET" .id)
+    expect_json "$R: the fork is a new running sandbox" "j['id'] != '$ID' and j['state'] == 'running' and j['forkedFrom'] == '$ID'"
+    [ "$(ctrs $R "$FK")" = 1 ] && pass "$R: the fork has a container of its own" || fail "$R: the fork has a container of its own" "$($R ps -a)"
+    run "$K1" "$FK" 'cat /tmp/state /tmp/d/f; echo fork >/tmp/state; echo f >/tmp/only-fork; echo ok'
+    [ "$OUT" = "$(printf 'tmp-kept\nkept\nok')" ] && pass "$R: the fork has the files" || fail "$R: the fork has the files" "$BODY"
+    run "$K1" "$ID" 'cat /tmp/state; ls /tmp/only-fork 2>/dev/null | wc -l; echo orig >/tmp/o'
+    [ "$OUT" = "$(printf 'tmp-kept\n0')" ] && pass "$R: a write in the fork is not seen in the original" ||
+        fail "$R: a write in the fork is not seen in the original" "$BODY"
+    run "$K1" "$FK" 'cat /tmp/state; ls /tmp/o 2>/dev/null | wc -l'
+    [ "$OUT" = "$(printf 'fork\n0')" ] && pass "$R: a write in the original is not seen in the fork" ||
+        fail "$R: a write in the original is not seen in the fork" "$BODY"
+
+    # A fork of a paused sandbox, then the delete of a paused one.
+    as "$K1" POST "/v1/sandboxes/$FK/pause" -d '{}'
+    expect_json "$R: the fork pauses" "j['state'] == 'paused'"
+    as "$K1" POST "/v1/sandboxes/$FK/fork"
+    expect_status "$R: a fork of a paused sandbox answers 201" 201
+    FP=$(echo "$BODY" | "$JGET" .id)
+    run "$K1" "$FP" 'cat /tmp/state /tmp/only-fork'
+    [ "$OUT" = "$(printf 'fork\nf')" ] && pass "$R: a fork of a paused sandbox has its files" || fail "$R: a fork of a paused sandbox has its files" "$BODY"
+    as "$K1" GET "/v1/sandboxes/$FK"
+    expect_json "$R: and leaves it paused" 'j["state"] == "paused"'
+    as "$K1" DELETE "/v1/sandboxes/$FK"
+    expect_status "$R: delete of a paused sandbox" 200
+    [ -z "$(saved_files "$FK")" ] && pass "$R: it leaves nothing under DATA_DIR/snapshots" ||
+        fail "$R: it leaves nothing under DATA_DIR/snapshots" "$(saved_files "$FK")"
+    as "$K1" DELETE "/v1/sandboxes/$FP"
+    [ "$(ctrs $R "$FP")" = 0 ] && pass "$R: a fork's delete leaves no container" || fail "$R: a fork's delete leaves no container" "$($R ps -a)"
+}
 
 for R in docker podman; do
     # One data directory for both (a later start prints no admin secret).
@@ -96,8 +171,9 @@ for R in docker podman; do
     run "$K1" "$ID" 'ps -o args | grep -c "^sleep 299"'
     [ "$OUT" = 0 ] && pass "$R: a background process killed as soon as it is started never runs" ||
         fail "$R: a background process killed as soon as it is started never runs" "$BODY"
-    as "$K1" POST "/v1/sandboxes/$ID/pause" -d '{}'
-    expect_json "$R: pause is refused, saying to delete instead" 'j["success"] is False and "delete it" in j["error"]["message"]'
+
+    # ---- 10: pause, resume, fork ----
+    pause_cases "$R" "$ID"
 
     # ---- 8 ----
     as "$K1" DELETE "/v1/sandboxes/$ID"

@@ -52,6 +52,7 @@
 
 #include "sandbox/container/container_live.h"
 #include "sandbox/container/docker_int.h"
+#include "sandbox/native/native_snap.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -63,6 +64,8 @@ struct clive {
     int egress_fd;  /* networkEnabled: its proxy socket until the spawner takes it */
     ino_t pidns;    /* the container's pid namespace, for kills of its execs */
     int init_pidfd; /* its first process: once that has exited, the sandbox has ended */
+    long long pid;  /* that process's pid (host's), for its /tmp (container_snap.c) */
+    int root_ro;    /* its root filesystem is read-only (--read-only): /tmp is all it writes */
     char *ws;       /* the workspace lent to the sandbox uid, or NULL */
 };
 
@@ -158,6 +161,7 @@ static int start_it(struct clive *l, skd_err *err)
         return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: the container has no process",
                            l->s->eng.name);
     l->pidns = st_ns.st_ino;
+    l->pid = pid;
     if ((l->init_pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0)) < 0)
         return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: pidfd_open: %s", l->s->eng.name,
                            strerror(errno));
@@ -194,12 +198,13 @@ static int ready(struct clive *l, const char *engine, const skd__sandbox_req *re
     return 0;
 }
 
-int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, skd_err *err)
+int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, const char *restore,
+                         int64_t max, skd_err *err)
 {
     struct clive *l = calloc(1, sizeof(*l));
     skd__ctr_argv a = {0};
     skd__ctr_cmd *r = NULL;
-    int rc;
+    int rc, snap = -1;
     if (!l || !(l->s = calloc(1, sizeof(*l->s)))) {
         free(l);
         return skd_err_set(err, SKD_ENOMEM, "out of memory");
@@ -211,9 +216,16 @@ int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, skd_er
     /* The memory limit on the container's own cgroup (never podman's v1
      * parent of one-shot runs): the sandbox sees it there. */
     l->s->network = req->cfg->network_enabled;
+    l->root_ro = req->cfg->read_only;
     skd_strlcpy(l->id, req->id, sizeof(l->id));
     if (find(req->id)) {
         rc = skd_err_set(err, SKD_EINVAL, "sandbox spawner: live sandbox %s exists", req->id);
+        goto out;
+    }
+    /* Resumed or forked: the saved /tmp goes into the started container. */
+    if (restore && (snap = skd__snap_open(restore, 0, err)) < 0) {
+        rc = snap == SKD_ENOENT ? SKD_ELOST : snap; /* its files are gone: so is it */
+        snap = -1;
         goto out;
     }
     if ((rc = ready(l, engine, req, err)) != 0 ||
@@ -227,9 +239,15 @@ int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, skd_er
         goto out;
     if (l->s->network && (rc = skd__ctr_place_egress(l->s, &l->egress_fd, err)) != 0)
         goto out;
+    if (snap >= 0 &&
+        (rc = skd__ctr_snap_restore_tmp(l->s, l->pid, l->init_pidfd, snap,
+                                        max < req->cfg->tmp_size ? max : req->cfg->tmp_size, err)))
+        goto out;
 out:
     free(r);
     skd__ctr_argv_free(&a);
+    if (snap >= 0)
+        close(snap);
     if (rc) {
         clive_free(l); /* rm -f: a create that failed half-way leaves nothing */
         return rc;
@@ -238,6 +256,18 @@ out:
     lives = l;
     nlives++;
     return 0;
+}
+
+ctr_state *skd__ctr_live_state(const char *id, long long *pid, int *init_pidfd, int *root_ro)
+{
+    struct clive *l = find(id);
+    struct pollfd p = {.fd = l ? l->init_pidfd : -1, .events = POLLIN};
+    if (!l || poll(&p, 1, 0) > 0) /* it ended on its own */
+        return NULL;
+    *pid = l->pid;
+    *init_pidfd = l->init_pidfd;
+    *root_ro = l->root_ro;
+    return l->s;
 }
 
 int skd__ctr_live_take_egress(const char *id)

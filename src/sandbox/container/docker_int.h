@@ -98,6 +98,16 @@ int skd__ctr_ws_acquire(const char *ws, skd_err *err);
 void skd__ctr_ws_release(const char *ws);
 int skd__ctr_run_create(ctr_state *s, const skd__ctr_argv *a, skd__ctr_cmd *r, skd_err *err);
 int skd__ctr_place_egress(ctr_state *s, int *egress_fd, skd_err *err);
+
+/* container_live.c: live sandbox id's state, its init's pid and pidfd
+ * (borrowed), and whether its root filesystem is read-only; NULL when
+ * there is none or its container has ended. */
+ctr_state *skd__ctr_live_state(const char *id, long long *pid, int *init_pidfd, int *root_ro);
+/* container_snap.c: a resume's or fork's saved /tmp from snapshot fd snap
+ * into started container s's (its init's pid and pidfd), at most max
+ * bytes, once the origin is checked to be s's engine. */
+int skd__ctr_snap_restore_tmp(ctr_state *s, long long pid, int pidfd, int snap, int64_t max,
+                              skd_err *err);
 /* The pid (host's) of the container's first process, 0 while it has
  * none, -1 when inspect fails. */
 long long skd__ctr_container_pid(ctr_state *s);

@@ -336,9 +336,17 @@ static void reply_live_made(uint64_t h, const char *id)
         close(fd); /* the server holds its copy now */
 }
 
-/* A live sandbox (native_live.c): checked as a prepare is, made at once.
- * Its workspace arrives as a directory descriptor, used for the sandbox's
- * life. */
+/* The spawner's own cap on a snapshot's bytes: a root layer and a /tmp
+ * at their ceilings. */
+static int64_t snap_cap(void)
+{
+    return (int64_t)S.conf->root_layer_max + S.conf->ceil.max[SKD_LIMIT_TMP] + (64 << 20);
+}
+
+/* A live sandbox (native_live.c, container_live.c): checked as a prepare
+ * is, made at once; resumed or forked from a snapshot of the runtime it
+ * was saved on only. Its workspace arrives as a directory descriptor,
+ * used for the sandbox's life. */
 static void on_live_create(skd__spawn_msg *m)
 {
     skd_err err = {0};
@@ -384,13 +392,11 @@ static void on_live_create(skd__spawn_msg *m)
         /* Resumed or forked: from the snapshot of its id, removed once
          * the sandbox holds its files again. */
         const char *restore = m->has_snap_args && (m->snap_flags & 1) ? m->live : NULL;
-        if (is_container(rt))
-            rc = restore ? skd_err_set(&err, SKD_ESANDBOX,
-                                       "a %s live sandbox cannot be resumed or forked (native "
-                                       "only)",
-                                       rt)
-                         : skd__ctr_live_create(rt, &req, &err);
-        else
+        if (restore)
+            rc = skd__ctr_snap_origin_check(restore, rt, &err);
+        if (rc == 0 && is_container(rt))
+            rc = skd__ctr_live_create(rt, &req, restore, snap_cap(), &err);
+        else if (rc == 0)
             rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
         if (rc == 0 && restore)
             skd__snap_drop(restore);
@@ -418,23 +424,20 @@ static void on_live_delete(skd__spawn_msg *m)
 }
 
 /* Pause (SKD__SNAP_END) or the first half of a fork: save the files of a
- * live sandbox, or copy a saved one (SKD__SNAP_FROM_SAVED), as snapshot
- * m->snap. The cap is the server's (its quota) within the spawner's own:
- * a root layer and a /tmp at their ceilings. */
+ * live sandbox (a native one's, or a container's), or copy a saved one
+ * (SKD__SNAP_FROM_SAVED), as snapshot m->snap. The cap is the server's
+ * (its quota) within the spawner's own (snap_cap). */
 static void on_live_save(skd__spawn_msg *m)
 {
     skd_err err = {0};
     int64_t bytes = 0;
-    int64_t cap = (int64_t)S.conf->root_layer_max + S.conf->ceil.max[SKD_LIMIT_TMP] + (64 << 20);
+    int64_t cap = snap_cap();
     int64_t max = m->snap_bytes > 0 && m->snap_bytes < cap ? m->snap_bytes : cap;
     int rc = 0;
     if (!skd__spawner_valid_uuid(m->live) || !skd__spawner_valid_uuid(m->snap))
         rc = skd_err_set(&err, SKD_EINVAL, "sandbox spawner: bad live sandbox or snapshot id");
-    else if (skd__ctr_live_provider(m->live))
-        rc = skd_err_set(&err, SKD_ESANDBOX,
-                         "pause and fork keep a native live sandbox's files; a %s live sandbox "
-                         "has none to keep: delete it and create a new one",
-                         skd__ctr_live_provider(m->live)->name);
+    else if (skd__ctr_live_provider(m->live) && !(m->snap_flags & SKD__SNAP_FROM_SAVED))
+        rc = skd__ctr_live_save(m->live, m->snap, m->snap_flags, max, &bytes, &err);
     else
         rc = skd__native_live_save(m->live, m->snap, m->snap_flags, max, &bytes, &err);
     if (rc) {

@@ -101,7 +101,8 @@ __attribute__((noreturn)) static void zygote_main(const skd__spawner_conf *conf0
     own = *conf0;
     own.snap_dir[0] = '\0';
     const skd__spawner_conf *conf = &own;
-    if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0)
+    if (strcmp(conf->runtime, "native") == 0 || strcmp(conf->runtime, "auto") == 0 ||
+        strcmp(conf->runtime, "docker") == 0 || strcmp(conf->runtime, "podman") == 0)
         skd__snap_instance_name(own.data_dir, own.snap_dir, sizeof(own.snap_dir));
     int snap_lock = -1;
     for (;;) {
