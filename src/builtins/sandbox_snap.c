@@ -2,9 +2,10 @@
  * The pause, resume and fork skills of live sandboxes (DESIGN.md, "Live
  * sandboxes"): sandbox_pause, sandbox_resume, sandbox_fork, beside the
  * live sandbox skills of sandbox_live.c. A filesystem snapshot, not a
- * process checkpoint: a pause keeps the sandbox's root layer and /tmp and
- * ends its processes; a resume starts new ones on those files; a fork is
- * a new sandbox with a copy of them. The resource, its ownership and its
+ * process checkpoint: a pause keeps the sandbox's files (its root layer
+ * and /tmp; a container's root is read-only) and ends its processes; a
+ * resume starts new ones on those files; a fork is a new sandbox with a
+ * copy of them. The resource, its ownership and its
  * caps are src/sandbox/live.c's: another key's sandbox is not_found.
  */
 #include "builtins/builtins.h"
@@ -39,8 +40,8 @@ struct move {
 
 static const struct move pause_move = {
     skd_live_pause,
-    "paused: its root layer and /tmp are saved, its processes ended; sandbox_resume starts it "
-    "again",
+    "paused: its files (root layer, /tmp) are saved, its processes ended; sandbox_resume "
+    "starts it again",
     "already paused: nothing was done"};
 static const struct move resume_move = {
     skd_live_resume, "resumed: its files are as they were at the pause; its processes are new",
@@ -123,7 +124,7 @@ void skd__builtin_sandbox_pause_def(skd_skill_def *d)
     d->name = "sandbox_pause";
     d->live_bound = 1;
     d->version = "1.0.0";
-    d->description = "Pause one of your live sandboxes: its root layer and /tmp are saved and "
+    d->description = "Pause one of your live sandboxes: its files (root layer, /tmp) are saved and "
                      "every process of it ends, so it holds no memory (a filesystem snapshot, "
                      "not a process checkpoint). An exec in it is refused until sandbox_resume. "
                      "Pausing a paused one does nothing and says so.";
@@ -152,9 +153,10 @@ void skd__builtin_sandbox_fork_def(skd_skill_def *d)
     d->name = "sandbox_fork";
     d->live_bound = 1;
     d->version = "1.0.0";
-    d->description = "Fork one of your live sandboxes (running or paused): a new sandbox whose "
-                     "root layer and /tmp are a copy of this one's now; the two are independent "
-                     "afterwards. Processes and memory are not copied.";
+    d->description =
+        "Fork one of your live sandboxes (running or paused): a new sandbox whose "
+        "files (root layer, /tmp) are a copy of this one's now; the two are independent "
+        "afterwards. Processes and memory are not copied.";
     d->input_schema = json_loads(skd__builtin_sandbox_id_schema, 0, NULL);
     d->mode = SKD_MODE_DIRECT;
     d->handler = fork_handler;

@@ -19,6 +19,9 @@
 #      files, a write in either unseen in the other; a fork of a paused
 #      one; a delete of a paused one leaves nothing under
 #      DATA_DIR/snapshots;
+#  11. a sandbox paused on docker, resumed on the server restarted as
+#      podman: 503 naming the docker runtime, it stays paused, and its
+#      delete leaves no saved files;
 #   8. delete leaves no container (ps -a by label), and a later exec is 404;
 #      a sandbox whose container ended from inside is 404 too;
 #   9. kill -9 of the server leaves no container of its live sandboxes.
@@ -174,6 +177,27 @@ for R in docker podman; do
 
     # ---- 10: pause, resume, fork ----
     pause_cases "$R" "$ID"
+    if [ "$R" = docker ]; then
+        # ---- 11 (first half): a sandbox paused on docker, for podman ----
+        as "$K1" POST /v1/sandboxes -d '{"image":"skilld-test:1"}'
+        XP=$(echo "$BODY" | "$JGET" .id)
+        KD=$K1
+        run "$K1" "$XP" 'echo x >/tmp/x'
+        as "$K1" POST "/v1/sandboxes/$XP/pause" -d '{}'
+        expect_json "docker: a second sandbox pauses" "j['state'] == 'paused'"
+    else
+        # ---- 11 ----
+        as "$KD" POST "/v1/sandboxes/$XP/resume"
+        expect_status "podman: a resume of a sandbox paused on docker is refused" 503
+        expect_json "podman: saying which runtime to resume it on" \
+            '"paused on the docker runtime" in j["error"]["message"] and "SKILLS_SANDBOX_RUNTIME is docker" in j["error"]["message"]'
+        as "$KD" GET "/v1/sandboxes/$XP"
+        expect_json "podman: it stays paused" 'j["state"] == "paused"'
+        as "$KD" DELETE "/v1/sandboxes/$XP"
+        expect_status "podman: and is deleted" 200
+        [ -z "$(saved_files "$XP")" ] && pass "podman: leaving nothing under DATA_DIR/snapshots" ||
+            fail "podman: leaving nothing under DATA_DIR/snapshots" "$(saved_files "$XP")"
+    fi
 
     # ---- 8 ----
     as "$K1" DELETE "/v1/sandboxes/$ID"
