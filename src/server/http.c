@@ -641,7 +641,8 @@ static size_t fit_fd_limit(size_t cap)
             return cap;
     }
     if (rl.rlim_cur < want) {
-        size_t fit = rl.rlim_cur > 512 ? (size_t)rl.rlim_cur - 256 : 256;
+        /* 256 for the rest of the server, or half of a small limit. */
+        size_t fit = rl.rlim_cur > 512 ? (size_t)rl.rlim_cur - 256 : (size_t)rl.rlim_cur / 2;
         skd_warn("SKILLD_MAX_CONNECTIONS=%zu needs %llu descriptors, the limit is %llu: "
                  "serving at most %zu connections (raise ulimit -n)",
                  cap, (unsigned long long)want, (unsigned long long)rl.rlim_cur, fit);

@@ -54,7 +54,11 @@
 
 #include "skilld/sandbox.h"
 
+/* Where keep_own_fds moves a child's descriptors: above what it inherits
+ * as a rule, below the descriptor limit always (see own_top). */
 #define HIGH_FD 200
+/* The first descriptor after stdin, stdout, stderr and the status pipe. */
+#define FIRST_FREE_FD 4
 
 static int status_fd = -1;
 
@@ -287,9 +291,18 @@ static void loopback_up(void)
     sys_close(s);
 }
 
+/* Soft and hard limit v, or the hard limit this process has when that is
+ * lower: raising it would need CAP_SYS_RESOURCE in the first user
+ * namespace, and a lower one holds the sandbox tighter (a server started
+ * under `ulimit -Hn 256` runs sandboxes with 256 descriptors, not none). */
 static void set_rlimit(int res, rlim_t v, const char *name)
 {
-    struct rlimit rl = {v, v};
+    struct rlimit rl;
+    if (syscall(SYS_prlimit64, 0, res, NULL, &rl) != 0)
+        die("getrlimit", name);
+    if (rl.rlim_max < v)
+        v = rl.rlim_max;
+    rl.rlim_cur = rl.rlim_max = v;
     if (syscall(SYS_prlimit64, 0, res, &rl, NULL) != 0)
         die("setrlimit", name);
 }
@@ -298,10 +311,12 @@ static void set_rlimit(int res, rlim_t v, const char *name)
  * exec), nothing else. */
 static void arrange_fds(const struct skd__native_child *c)
 {
-    int in = (int)syscall(SYS_fcntl, c->in_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int out = (int)syscall(SYS_fcntl, c->out_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int err = (int)syscall(SYS_fcntl, c->err_fd, F_DUPFD_CLOEXEC, HIGH_FD);
-    int st = (int)syscall(SYS_fcntl, status_fd, F_DUPFD_CLOEXEC, HIGH_FD);
+    /* Copies out of 0-3 first (a pipe may sit there), then into them; the
+     * limit may be as low as the server's hard limit (set_rlimit). */
+    int in = (int)syscall(SYS_fcntl, c->in_fd, F_DUPFD_CLOEXEC, FIRST_FREE_FD);
+    int out = (int)syscall(SYS_fcntl, c->out_fd, F_DUPFD_CLOEXEC, FIRST_FREE_FD);
+    int err = (int)syscall(SYS_fcntl, c->err_fd, F_DUPFD_CLOEXEC, FIRST_FREE_FD);
+    int st = (int)syscall(SYS_fcntl, status_fd, F_DUPFD_CLOEXEC, FIRST_FREE_FD);
     if (in < 0 || out < 0 || err < 0 || st < 0)
         die("duplicate descriptors", NULL);
     status_fd = st;
@@ -402,11 +417,19 @@ static char *warm_envp[SKD_SANDBOX_MAX_ARGS + 1];
 static void keep_own_fds(struct skd__native_child *c)
 {
     int *own[8 + 4];
-    int n = 0, top = HIGH_FD;
+    int n = 0;
     own[n++] = &c->in_fd, own[n++] = &c->out_fd, own[n++] = &c->err_fd;
     own[n++] = &c->sync_fd, own[n++] = &c->ctl_fd, own[n++] = &status_fd;
     for (int i = 0; i < c->ncg; i++)
         own[n++] = &c->cg_fds[i];
+    /* HIGH_FD, or lower when the limit leaves no room there for n more
+     * (a server under a low `ulimit -n`); never below an own descriptor.
+     * Anything inherited above the moved ones is closed all the same. */
+    struct rlimit rl;
+    int top = HIGH_FD;
+    if (syscall(SYS_prlimit64, 0, RLIMIT_NOFILE, NULL, &rl) == 0 &&
+        rl.rlim_cur < (rlim_t)HIGH_FD + (rlim_t)n + 1)
+        top = rl.rlim_cur > (rlim_t)n + FIRST_FREE_FD ? (int)rl.rlim_cur - n - 1 : FIRST_FREE_FD;
     for (int i = 0; i < n; i++)
         if (*own[i] >= top)
             top = *own[i] + 1;

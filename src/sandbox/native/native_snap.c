@@ -453,8 +453,19 @@ int skd__snap_publish(const char *from, const char *to, skd_err *err)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot directory: %s", strerror(errno));
     else {
         remove_tree_at(pd, to); /* a stale one */
-        if (renameat(root, from, pd, to) != 0)
+        /* On disk before it is named, and named before the caller marks the
+         * row paused: after a crash of the machine a paused row has every
+         * byte of its files, and a row still running has at most a
+         * directory that the orphan sweep removes. syncfs writes out the
+         * filesystem's dirty data (what the copy wrote, in one pass, cheaper
+         * than an fsync per file); the fsync of paused/ keeps the rename. */
+        if (syncfs(root) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync to disk: %s", strerror(errno));
+        else if (renameat(root, from, pd, to) != 0)
             rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: rename into %s/: %s", SNAP_PAUSED,
+                             strerror(errno));
+        else if (fsync(pd) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync %s/: %s", SNAP_PAUSED,
                              strerror(errno));
     }
     if (root >= 0)

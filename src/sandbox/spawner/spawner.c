@@ -423,6 +423,34 @@ static void on_live_delete(skd__spawn_msg *m)
         reply_ok(m->handle, NULL);
 }
 
+/* Keep what a live sandbox's processes wrote to its workspace so far (an
+ * interpreter context's call, which no exec's end commits): the commit an
+ * exec's end makes (native_live.c). A sandbox without a quota overlay
+ * (rootless, or a container) answers with no workspace field. */
+static void on_live_commit(skd__spawn_msg *m)
+{
+    skd__outcome oc;
+    memset(&oc, 0, sizeof(oc));
+    int known = skd__spawner_valid_uuid(m->live) &&
+                (skd__native_live_commit_id(m->live, &oc) == 0 || skd__ctr_live_provider(m->live));
+    if (!known) {
+        reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
+        return;
+    }
+    skd_err err = {0};
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
+    if (oc.ws_checked) {
+        int64_t usage[3] = {0, 0, (int64_t)(oc.ws_written & INT64_MAX)};
+        skd__spawn_out_usage(&o, usage);
+        skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
+        if (oc.ws_message[0])
+            skd__spawn_out_str(&o, SKD__T_WS_MESSAGE, oc.ws_message);
+    }
+    skd__spawn_send(S.sock, &o, &err);
+    skd__spawn_out_free(&o);
+}
+
 /* Pause (SKD__SNAP_END) or the first half of a fork: save the files of a
  * live sandbox (a native one's, or a container's), or copy a saved one
  * (SKD__SNAP_FROM_SAVED), as snapshot m->snap. The cap is the server's
@@ -691,6 +719,9 @@ static void on_message(void)
         break;
     case SKD__REQ_LIVE_SAVE:
         on_live_save(&m);
+        break;
+    case SKD__REQ_LIVE_COMMIT:
+        on_live_commit(&m);
         break;
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");

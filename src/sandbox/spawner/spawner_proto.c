@@ -288,6 +288,7 @@ static int check_required(const skd__spawn_msg *m)
     case SKD__REQ_LIVE_CREATE:
         return m->live && m->image && m->has_config && !m->argc;
     case SKD__REQ_LIVE_DELETE:
+    case SKD__REQ_LIVE_COMMIT:
         return m->live && !m->has_config && !m->nlimits;
     case SKD__REQ_LIVE_SAVE:
         return m->live && m->snap && m->has_snap_args && !m->has_config && !m->nlimits;
@@ -334,7 +335,7 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
     if (magic != SKD__SPAWN_MAGIC)
         return bad(m, err, "bad magic");
     if (m->type < SKD__REQ_PREPARE || m->type >= SKD__TYPE_MAX ||
-        (m->type > SKD__REQ_LIVE_SAVE && m->type < SKD__REP_OK))
+        (m->type > SKD__REQ_LIVE_COMMIT && m->type < SKD__REP_OK))
         return bad(m, err, "unknown type");
     if (nfd_hdr != (uint32_t)nfds)
         return bad(m, err, "descriptor count does not match");
