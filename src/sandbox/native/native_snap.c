@@ -33,6 +33,7 @@
  */
 #include "sandbox/native/native_snap.h"
 #include "sandbox/native/native_int.h"
+#include "sandbox/spawner/spawner.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -442,6 +443,46 @@ int skd__snap_drop(const char *name)
         close(pd);
     }
     return rc;
+}
+
+int skd__snap_list_paused(char *ids, size_t cap, int *n, int *others, char *other, size_t ocap,
+                          skd_err *err)
+{
+    size_t len = 0;
+    *n = *others = 0;
+    if (cap)
+        ids[0] = '\0';
+    if (ocap)
+        other[0] = '\0';
+    if (!snap_dir[0])
+        return skd_err_set(err, SKD_EUNSUPPORTED, "no snapshot directory");
+    int pd = paused_open(0);
+    if (pd < 0 && errno == ENOENT)
+        return 0; /* nothing was ever paused */
+    DIR *d = pd >= 0 ? fdopendir(pd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (pd >= 0)
+            close(pd);
+        return skd_err_set(err, SKD_ESANDBOX, "snapshots/%s: %s", SNAP_PAUSED, strerror(e));
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (!skd__spawner_valid_uuid(de->d_name)) {
+            if ((*others)++ == 0 && ocap)
+                snprintf(other, ocap, "%s", de->d_name);
+        } else if (len + SKD_UUID_LEN + 2 <= cap) {
+            memcpy(ids + len, de->d_name, SKD_UUID_LEN);
+            len += SKD_UUID_LEN;
+            ids[len++] = '\n';
+            ids[len] = '\0';
+            (*n)++;
+        }
+    }
+    closedir(d);
+    return 0;
 }
 
 int skd__snap_publish(const char *from, const char *to, skd_err *err)

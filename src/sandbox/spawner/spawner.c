@@ -448,6 +448,33 @@ static void on_live_save(skd__spawn_msg *m)
     skd__spawn_out_free(&o);
 }
 
+/* The sandbox ids under snapshots/paused, for the server's sweep of saved
+ * files whose sandbox ended (src/engine/live_tick.c); other names are
+ * counted, never removed. */
+static void on_snap_list(skd__spawn_msg *m)
+{
+    skd_err err = {0};
+    char other[256];
+    int n = 0, others = 0; /* n: the ids, each in the list */
+    char *ids = malloc(SKD__SPAWN_STR_MAX);
+    int rc = ids ? skd__snap_list_paused(ids, SKD__SPAWN_STR_MAX, &n, &others, other, sizeof(other),
+                                         &err)
+                 : skd_err_set(&err, SKD_ENOMEM, "sandbox spawner: out of memory");
+    if (rc == 0) {
+        skd__spawn_out o;
+        skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
+        skd__spawn_out_str(&o, SKD__T_SNAP, ids);
+        skd__spawn_out_snap_args(&o, 0, others);
+        if (others)
+            skd__spawn_out_str(&o, SKD__T_MESSAGE, other);
+        skd__spawn_send(S.sock, &o, &err);
+        skd__spawn_out_free(&o);
+    } else {
+        reply_error(m->handle, rc, skd_err_msg(&err));
+    }
+    free(ids);
+}
+
 static void close_spawned(skd__spawned *sp)
 {
     int *fds[] = {&sp->pidfd,     &sp->stdin_fd,  &sp->stdout_fd,
@@ -688,6 +715,9 @@ static void on_message(void)
         break;
     case SKD__REQ_LIVE_SAVE:
         on_live_save(&m);
+        break;
+    case SKD__REQ_SNAP_LIST:
+        on_snap_list(&m);
         break;
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");

@@ -53,6 +53,10 @@ enum skd__spawn_type {
     SKD__REQ_LIVE_DELETE, /* live id -> REP_OK | REP_ERROR (no such live sandbox or snapshot) */
     SKD__REQ_LIVE_SAVE,   /* live id, snap (the new snapshot), snap args (flags, max bytes)
                              -> REP_OK with snap args (0, bytes saved) | REP_ERROR */
+    SKD__REQ_SNAP_LIST,   /* (nothing) -> REP_OK with snap (the sandbox ids under
+                             snapshots/paused, each followed by '\n'), snap args (0, how many
+                             other names) and, when there are others, message
+                             (the first of them) | REP_ERROR */
     SKD__REP_OK = 16,
     SKD__REP_ERROR,
     SKD__REP_SPAWNED,
