@@ -291,7 +291,7 @@ NOROW=$(python3 -c 'import uuid; print(uuid.uuid4())')
 cp -a "$DATA/snapshots/paused/$OB" "$DATA/snapshots/paused/$NOROW"
 mkdir -p "$DATA/snapshots/paused/not-a-sandbox/tmp"
 # The crash window: the files are published, the row still says running.
-store_sql "UPDATE runs SET state='running' WHERE id='$OA'"  >/dev/null
+store_sql "UPDATE runs SET state='running' WHERE id='$OA'" >/dev/null
 [ -n "$(saved_files "$OA")" ] && [ -n "$(saved_files "$NOROW")" ] &&
     [ "$(store_sql "SELECT state FROM runs WHERE id='$OA'")" = running ] ||
     fail "before the start: files of a running row and of no row" "$(find "$DATA/snapshots" -maxdepth 2)"
