@@ -9,8 +9,10 @@
  * Caps: SKILLS_SANDBOX_MAX_LIVE_PER_KEY per key and SKILLS_SANDBOX_MAX_LIVE
  * in all (SKD_EBUSY past either). A reaper thread ends a sandbox that had
  * no exec and no running foreground exec for its idle timeout, and one
- * whose lifetime is over. Server shutdown and a killed server leave
- * nothing: the spawner ends every live sandbox when the server goes.
+ * whose lifetime is over, and runs the tick hook of whoever holds the
+ * runner (skd_runner_set_live_tick) every SKD_LIVE_TICK_MS. Server
+ * shutdown and a killed server leave nothing: the spawner ends every live
+ * sandbox when the server goes.
  *
  * Background processes are in live_proc.c; pause, resume and fork in
  * live_snap.c; what the three share in live_int.h.

@@ -29,7 +29,9 @@
  * no instance owns. It outlives the server that paused the sandbox, so
  * that the server after a restart, or any replica sharing DATA_DIR, can
  * resume or fork it (the store's row says who may: src/store/live_rows.c).
- * It is removed by the resume, or by the sandbox's delete.
+ * It is removed by the resume, or by the sandbox's delete, or once its
+ * row has ended by the server's sweep (src/engine/live_tick.c), which
+ * lists paused/ here (skd__snap_list_paused).
  */
 #include "sandbox/native/native_snap.h"
 #include "sandbox/native/native_int.h"
