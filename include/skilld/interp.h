@@ -23,8 +23,9 @@ typedef struct skd_live_eval_opts {
     const char *context;  /* NULL: "default" */
     const char *code;     /* borrowed; code_len bytes, no NUL inside */
     size_t code_len;
-    int64_t timeout_ms; /* 0: the sandbox's timeout */
-    skd_cancel *cancel; /* may be NULL: firing it interrupts the code */
+    int64_t timeout_ms;      /* 0: the sandbox's timeout */
+    skd_cancel *cancel;      /* may be NULL: firing it interrupts the code */
+    struct skd_usage *usage; /* may be NULL: the call's metering (its workspace writes) */
 } skd_live_eval_opts;
 
 /* 1 when name is a valid context name (1..SKD_INTERP_NAME_MAX of
@@ -38,8 +39,10 @@ int skd_interp_name_ok(const char *name);
  * for the answer. *out (new reference) is the skill result: {success,
  * sandboxId, context, language, stdout, stderr, truncated, result (the
  * repr or util.inspect of a final expression, or null), durationMs,
- * timedOut, contextRestarted} and, when the code failed, error {code
- * "command_failed", message, name, value, traceback}; a timeout, a cancel
+ * timedOut, contextRestarted}, workspace (as an exec's: what the call
+ * wrote to /workspace is kept when it ends; a commit the quota refused
+ * fails the call with error quota_exceeded) and, when the code failed,
+ * error {code "command_failed", message, name, value, traceback}; a timeout, a cancel
  * or an interpreter that died give error timeout, cancelled or
  * command_failed. Returns 0 with *out set, or an SKD_E* code with err set:
  * SKD_ENOENT (no such sandbox of key), SKD_EINVAL (language, context name,

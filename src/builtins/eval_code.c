@@ -53,6 +53,7 @@ static json_t *in_context(const skd_ctx *ctx, const json_t *input, const char *s
         .code_len = json_string_length(code),
         .timeout_ms = skd_json_int(input, "timeoutMs", 0),
         .cancel = ctx->cancel,
+        .usage = ctx->usage,
     };
     json_t *out = NULL;
     if (skd_live_eval(r, ctx->key_id, sandbox_id, &o, &out, &err) != 0)

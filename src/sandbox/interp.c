@@ -27,6 +27,7 @@
  */
 #include "sandbox/runner_int.h"
 #include "skilld/interp.h"
+#include "skilld/registry.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -685,6 +686,35 @@ static json_t *run_code(skd_runner *r, struct ictx *c, const char *id, const skd
     return res;
 }
 
+/* Keep what the call wrote to the workspace, as an exec's end does, so the
+ * next file_read sees it: res gets "workspace" (result.c's shape), and a
+ * commit the quota refused fails the call. A sandbox that ended meanwhile
+ * committed at its end. The interpreter keeps running either way. */
+static void commit_ws(skd_runner *r, const char *id, unsigned gen, skd_usage *usage, json_t *res)
+{
+    skd__outcome oc;
+    skd_err e = {0};
+    if (skd__spawner_live_commit(r->spawner, id, gen, &oc, &e) != 0) {
+        if (e.code != SKD_ENOENT)
+            skd_warn("live sandbox %s: an interpreter call's workspace writes are kept at its "
+                     "next exec or its end: %s",
+                     id, skd_err_msg(&e));
+        return;
+    }
+    if (!oc.ws_checked)
+        return;
+    if (usage)
+        usage->workspace_bytes += (int64_t)(oc.ws_written & INT64_MAX);
+    json_object_set_new(res, "workspace",
+                        skd__ws_result_json(oc.ws_error, oc.ws_bytes, oc.ws_message));
+    if (oc.ws_error && !json_object_get(res, "error")) {
+        json_object_set_new(res, "success", json_false());
+        json_object_set_new(
+            res, "error",
+            json_pack("{s:s, s:s}", "code", skd_errcode(oc.ws_error), "message", oc.ws_message));
+    }
+}
+
 int skd_live_eval(skd_runner *r, const char *key, const char *id, const skd_live_eval_opts *o,
                   json_t **out, skd_err *err)
 {
@@ -720,7 +750,8 @@ int skd_live_eval(skd_runner *r, const char *key, const char *id, const skd_live
                            (long long)o->timeout_ms, (long long)r->ceilings.max[SKD_LIMIT_TIMEOUT]);
     skd_sandbox_config cfg;
     int has_ws = 0, rc;
-    if ((rc = skd__live_hold(r, key, id, &cfg, &has_ws, err)) != 0)
+    unsigned gen = 0;
+    if ((rc = skd__live_hold(r, key, id, &cfg, &has_ws, &gen, err)) != 0)
         return rc;
     int64_t timeout = o->timeout_ms > 0 ? o->timeout_ms : cfg.timeout_ms;
     int64_t t_end = skd_mono_ms() + timeout;
@@ -753,6 +784,8 @@ int skd_live_eval(skd_runner *r, const char *key, const char *id, const skd_live
         *out = run_code(r, c, id, o, timeout, restarted, err);
         if (!*out)
             rc = err->code ? err->code : SKD_ENOMEM;
+        else if (has_ws)
+            commit_ws(r, id, gen, o->usage, *out);
     }
     if (c) {
         pthread_mutex_lock(&in->mu);

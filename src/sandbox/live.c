@@ -727,7 +727,7 @@ int skd_live_exec(skd_runner *r, const char *key, const char *id, const skd_live
 /* ---- for interpreter contexts (interp.c) ---- */
 
 int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
-                   int *has_ws, skd_err *err)
+                   int *has_ws, unsigned *gen, skd_err *err)
 {
     pthread_mutex_lock(&r->live_mu);
     struct skd__live_rec *l = skd__live_find_locked(r, key ? key : "", id);
@@ -735,6 +735,7 @@ int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_c
     if (l && !paused) {
         *cfg = l->cfg;
         *has_ws = l->has_ws;
+        *gen = l->gen;
         l->busy++;
         l->used = skd_mono_ms();
     }

@@ -80,6 +80,16 @@ json_t *skd__lossy_string(const char *p, size_t n)
     return s;
 }
 
+json_t *skd__ws_result_json(int ws_error, uint64_t ws_bytes, const char *ws_message)
+{
+    if (ws_error)
+        return json_pack("{s:b, s:{s:s, s:s}}", "kept", 0, "error", "code", skd_errcode(ws_error),
+                         "message", ws_message ? ws_message : "");
+    if (ws_bytes == SKD_WS_BYTES_UNCHANGED)
+        return json_pack("{s:b, s:b}", "kept", 1, "changed", 0);
+    return json_pack("{s:b, s:b, s:I}", "kept", 1, "changed", 1, "bytes", (json_int_t)ws_bytes);
+}
+
 json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
 {
     json_t *o = json_object();
@@ -109,14 +119,8 @@ json_t *skd_sandbox_result_to_json(const skd_sandbox_result *r)
                                    json_pack("{s:s, s:s}", "code", skd_errcode(r->error), "message",
                                              r->message[0] ? r->message : skd_strerror(r->error)));
     if (r->ws_checked)
-        bad |= json_object_set_new(
-            o, "workspace",
-            r->ws_error ? json_pack("{s:b, s:{s:s, s:s}}", "kept", 0, "error", "code",
-                                    skd_errcode(r->ws_error), "message", r->ws_message)
-            : r->ws_bytes == SKD_WS_BYTES_UNCHANGED
-                ? json_pack("{s:b, s:b}", "kept", 1, "changed", 0)
-                : json_pack("{s:b, s:b, s:I}", "kept", 1, "changed", 1, "bytes",
-                            (json_int_t)r->ws_bytes));
+        bad |= json_object_set_new(o, "workspace",
+                                   skd__ws_result_json(r->ws_error, r->ws_bytes, r->ws_message));
     if (bad) {
         json_decref(o);
         return NULL;

@@ -145,11 +145,12 @@ struct skd__interp;
 void skd__interp_init(skd_runner *r, const skd_config *cfg);
 void skd__interp_forget(skd_runner *r, const char *sandbox_id);
 void skd__interp_free(skd_runner *r);
-/* live.c, for interp.c: key's live sandbox id, its limits and whether it
- * has a workspace; held (counted as a running exec, so not idle) until
- * skd__live_release. 0 or SKD_ENOENT. */
+/* live.c, for interp.c: key's live sandbox id, its limits, whether it
+ * has a workspace and the spawner that holds it (*gen); held (counted as a
+ * running exec, so not idle) until skd__live_release. 0, SKD_EPAUSED or
+ * SKD_ENOENT. */
 int skd__live_hold(skd_runner *r, const char *key, const char *id, skd_sandbox_config *cfg,
-                   int *has_ws, skd_err *err);
+                   int *has_ws, unsigned *gen, skd_err *err);
 void skd__live_release(skd_runner *r, const char *key, const char *id);
 
 /* The runner's egress proxy, started on first use (thread-safe); NULL with
@@ -178,6 +179,9 @@ void skd__run_free(struct run *run);
 /* result.c: a JSON string of the n bytes at p (NULL: ""), invalid UTF-8
  * replaced with U+FFFD. New reference, NULL when out of memory. */
 json_t *skd__lossy_string(const char *p, size_t n);
+/* result.c: a result's "workspace" object: {kept: false, error} when the
+ * commit was refused (ws_error), else {kept: true, changed[, bytes]}. */
+json_t *skd__ws_result_json(int ws_error, uint64_t ws_bytes, const char *ws_message);
 void skd__runner_wake(skd_runner *r);
 int skd__supervisor_start(skd_runner *r, skd_err *err);
 

@@ -343,6 +343,7 @@ struct pass {
     skd_err *err;
     int depth;
     skd__wsq_seen **seen; /* a live sandbox's: what earlier commits applied */
+    uint64_t fresh;       /* entries to apply (new, changed, or a directory's mode) */
 };
 
 /* An entry a live sandbox's earlier commit applied, unchanged since. */
@@ -489,6 +490,8 @@ static int put_dir(struct pass *p, int udir, int wdir, const char *name, const s
         remove_usage(p, wdir, name);
     if (!exists || replace)
         p->added_e++;
+    if (!exists || replace || ((old.st_mode ^ st->st_mode) & 0777))
+        p->fresh++;
     if (p->apply) {
         if ((replace && remove_any(wdir, name) != 0) ||
             ((!exists || replace) && mkdirat(wdir, name, st->st_mode & 0777) != 0 &&
@@ -527,6 +530,7 @@ static int one_entry(struct pass *p, int udir, int wdir, const char *name)
         return put_dir(p, udir, wdir, name, &st);
     if ((!S_ISREG(st.st_mode) && !S_ISLNK(st.st_mode) && !is_whiteout(&st)) || is_old(p, &st))
         return 0; /* FIFOs, sockets, devices: not kept; old: committed */
+    p->fresh++;
     if (exists)
         remove_usage(p, wdir, name);
     if (S_ISREG(st.st_mode))
@@ -667,6 +671,12 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     up = -1; /* closed by walk_upper; the apply pass opens it afresh (a dup shares the offset) */
     if (rc != 0)
         goto out;
+    /* A live sandbox's upper layer keeps what earlier commits applied: when
+     * all of it is, the run changed nothing (as an empty upper layer). */
+    if (p.seen && p.fresh == 0) {
+        *bytes = SKD_WS_BYTES_UNCHANGED;
+        goto out;
+    }
     uint64_t after = now + p.added - (p.removed < now + p.added ? p.removed : now + p.added);
     uint64_t grown = u.entries + p.added_e;
     uint64_t after_e = grown - (p.removed_e < grown ? p.removed_e : grown);

@@ -14,7 +14,11 @@
 #      overlay but passes the quota with what the workspace holds is
 #      quota_exceeded and nothing of it is kept;
 #   4. a background process's writes are committed at the next exec's end;
-#   5. what the sandbox wrote survives its pause (committed first) and its
+#   5. what an interpreter context's call (eval_code with sandboxId) writes
+#      is read by file_read right after the call, the call's result says
+#      so, and a call whose writes pass the quota fails with quota_exceeded
+#      and keeps nothing of them;
+#   6. what the sandbox wrote survives its pause (committed first) and its
 #      delete (committed at its end).
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
@@ -32,6 +36,9 @@ sh_in() { # sh_in ID SCRIPT [background]: run sh -c SCRIPT in the sandbox
 }
 skill() { # skill NAME INPUT_JSON
     as "$K1" POST /v1/execute -d "{\"skill\":\"$1\",\"input\":$2}"
+}
+ev() { # ev ID PYTHON_CODE: eval_code in the sandbox's default python context
+    skill eval_code "$(python3 -c 'import json,sys; print(json.dumps({"sandboxId":sys.argv[1],"language":"python","code":sys.argv[2]}))' "$1" "$2")"
 }
 
 as "$K1" POST /v1/sandboxes -d '{}'
@@ -80,6 +87,8 @@ sh_in "$ID" 'rm -f /workspace/big && echo fine > /workspace/f.txt'
 expect_json "once the sandbox removed it, its next exec is kept" 'j["success"] and j["workspace"]["kept"]'
 skill file_read '{"path":"f.txt"}'
 expect_json "the next exec's file is in the workspace" 'j["success"] and j["content"] == "fine\n"'
+sh_in "$ID" 'cat /workspace/f.txt'
+expect_json "an exec that writes nothing says the workspace is unchanged" 'j["success"] and j["workspace"] == {"kept": True, "changed": False}'
 skill file_read '{"path":"big"}'
 expect_json "still no part of the over-quota file" 'j["success"] is False and j["error"]["code"] == "not_found"'
 
@@ -93,6 +102,23 @@ expect_json "the background process's writes are committed at the next exec's en
     'j["success"] and j["content"] == "started\nsecond\n"'
 
 # ---- 5 ----
+ev "$ID" 'open("/workspace/ev.txt", "w").write("from-eval")'
+expect_json "an interpreter call writes to /workspace" 'j["success"] and j["workspace"]["kept"] and j["workspace"]["changed"]'
+skill file_read '{"path":"ev.txt"}'
+expect_json "file_read reads the interpreter's file right after the call" 'j["success"] and j["content"] == "from-eval"'
+ev "$ID" '1 + 1'
+expect_json "a call that writes nothing says the workspace is unchanged" 'j["success"] and j["result"] == "2" and j["workspace"] == {"kept": True, "changed": False}'
+ev "$ID" 'open("/workspace/big6", "wb").write(b"x" * 6291456)'
+expect_json "a call whose writes pass the quota fails with quota_exceeded" \
+    'j["success"] is False and j["error"]["code"] == "quota_exceeded" and j["workspace"]["kept"] is False'
+skill file_read '{"path":"big6"}'
+expect_json "the workspace holds no part of the interpreter's over-quota file" 'j["success"] is False and j["error"]["code"] == "not_found"'
+ev "$ID" 'import os; os.remove("/workspace/big6"); open("/workspace/ev2.txt", "w").write("after")'
+expect_json "once the context removed it, its next call is kept" 'j["success"] and j["workspace"]["kept"]'
+skill file_read '{"path":"ev2.txt"}'
+expect_json "the context's next file is in the workspace" 'j["success"] and j["content"] == "after"'
+
+# ---- 6 ----
 # bg_write ID FILE TEXT: a background process writes FILE after the last
 # exec ended, says so on stdout and lives on; returns when it has said so.
 bg_write() {

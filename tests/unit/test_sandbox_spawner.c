@@ -446,6 +446,16 @@ TEST(hostile_requests_refused)
     CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
     skd__spawn_out_init(&o, SKD__REQ_CLEANUP, 424242);
     CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
+    /* A workspace commit for a live sandbox that is not a UUID, or that
+     * no live sandbox has: no such sandbox, and the spawner goes on. */
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_COMMIT, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, "../../../etc");
+    CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
+    CHECK_EQ_INT(code, SKD_ENOENT);
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_COMMIT, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0");
+    CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), NULL), SKD__REP_ERROR);
+    CHECK_EQ_INT(code, SKD_ENOENT);
     /* After all that, a proper request still runs. */
     put_prepare(&o, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f1", &c, 1);
     CHECK_EQ_INT(ask(&o, &code, msg, sizeof(msg), &h), SKD__REP_OK);

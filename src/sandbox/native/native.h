@@ -263,6 +263,10 @@ int skd__native_live_create(const skd__sandbox_req *req, int64_t root_layer_max,
 int skd__native_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
                           skd_err *err);
 int skd__native_live_delete(const char *id);
+/* Commit what live sandbox id's processes wrote to its workspace so far,
+ * as an exec's end does; *out gets the workspace fields (none without a
+ * quota overlay). -1: no such native live sandbox. */
+int skd__native_live_commit_id(const char *id, skd__outcome *out);
 /* The egress proxy's listening socket a live sandbox made with
  * networkEnabled got on its loopback (the caller owns it from now on), or
  * -1: none, or taken already. */

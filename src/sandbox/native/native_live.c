@@ -78,6 +78,15 @@ void skd__native_live_commit(struct live *l, skd__outcome *out)
         skd_warn("live sandbox %s: its workspace changes were not kept: %s", l->id, o.ws_message);
 }
 
+int skd__native_live_commit_id(const char *id, skd__outcome *out)
+{
+    struct live *l = skd__live_find(id);
+    if (!l || !l->s)
+        return -1;
+    skd__native_live_commit(l, out);
+    return 0;
+}
+
 /* Kill every process of l (its init first: the pid namespace goes with
  * it), reap the init and remove the cgroup. The init's exit waits until
  * every task of its namespace is reaped, the execs' relays too, whose

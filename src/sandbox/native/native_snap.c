@@ -36,6 +36,7 @@
 #include "sandbox/native/native_snap.h"
 #include "sandbox/native/native_int.h"
 #include "sandbox/spawner/spawner.h"
+#include "sandbox/spawner/spawner_proto.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -487,6 +488,28 @@ int skd__snap_list_paused(char *ids, size_t cap, int *n, int *others, char *othe
     return 0;
 }
 
+void skd__snap_list_message(skd__spawn_out *o, uint64_t handle)
+{
+    skd_err err = {0};
+    char other[256];
+    int n = 0, others = 0;
+    char *ids = malloc(SKD__SPAWN_STR_MAX);
+    int rc = ids ? skd__snap_list_paused(ids, SKD__SPAWN_STR_MAX, &n, &others, other, sizeof(other),
+                                         &err)
+                 : skd_err_set(&err, SKD_ENOMEM, "sandbox spawner: out of memory");
+    skd__spawn_out_init(o, rc ? SKD__REP_ERROR : SKD__REP_OK, handle);
+    if (rc) {
+        skd__spawn_out_i32(o, SKD__T_CODE, rc);
+        skd__spawn_out_str(o, SKD__T_MESSAGE, skd_err_msg(&err));
+    } else {
+        skd__spawn_out_str(o, SKD__T_SNAP, ids);
+        skd__spawn_out_snap_args(o, 0, others);
+        if (others)
+            skd__spawn_out_str(o, SKD__T_MESSAGE, other);
+    }
+    free(ids);
+}
+
 int skd__snap_publish(const char *from, const char *to, skd_err *err)
 {
     int root = open(snap_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -496,8 +519,19 @@ int skd__snap_publish(const char *from, const char *to, skd_err *err)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot directory: %s", strerror(errno));
     else {
         remove_tree_at(pd, to); /* a stale one */
-        if (renameat(root, from, pd, to) != 0)
+        /* On disk before it is named, and named before the caller marks the
+         * row paused: after a crash of the machine a paused row has every
+         * byte of its files, and a row still running has at most a
+         * directory that the orphan sweep removes. syncfs writes out the
+         * filesystem's dirty data (what the copy wrote, in one pass, cheaper
+         * than an fsync per file); the fsync of paused/ keeps the rename. */
+        if (syncfs(root) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync to disk: %s", strerror(errno));
+        else if (renameat(root, from, pd, to) != 0)
             rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: rename into %s/: %s", SNAP_PAUSED,
+                             strerror(errno));
+        else if (fsync(pd) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync %s/: %s", SNAP_PAUSED,
                              strerror(errno));
     }
     if (root >= 0)

@@ -417,6 +417,34 @@ static void on_live_delete(skd__spawn_msg *m)
         reply_ok(m->handle, NULL);
 }
 
+/* Keep what a live sandbox's processes wrote to its workspace so far (an
+ * interpreter context's call, which no exec's end commits): the commit an
+ * exec's end makes (native_live.c). A sandbox without a quota overlay
+ * (rootless, or a container) answers with no workspace field. */
+static void on_live_commit(skd__spawn_msg *m)
+{
+    skd__outcome oc;
+    memset(&oc, 0, sizeof(oc));
+    int known = skd__spawner_valid_uuid(m->live) &&
+                (skd__native_live_commit_id(m->live, &oc) == 0 || skd__ctr_live_provider(m->live));
+    if (!known) {
+        reply_error(m->handle, SKD_ENOENT, "no such live sandbox");
+        return;
+    }
+    skd_err err = {0};
+    skd__spawn_out o;
+    skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
+    if (oc.ws_checked) {
+        int64_t usage[3] = {0, 0, (int64_t)(oc.ws_written & INT64_MAX)};
+        skd__spawn_out_usage(&o, usage);
+        skd__spawn_out_workspace(&o, oc.ws_error, oc.ws_bytes);
+        if (oc.ws_message[0])
+            skd__spawn_out_str(&o, SKD__T_WS_MESSAGE, oc.ws_message);
+    }
+    skd__spawn_send(S.sock, &o, &err);
+    skd__spawn_out_free(&o);
+}
+
 /* Pause (SKD__SNAP_END) or the first half of a fork: save the files of a
  * live sandbox, or copy a saved one (SKD__SNAP_FROM_SAVED), as snapshot
  * m->snap. The cap is the server's (its quota) within the spawner's own:
@@ -446,33 +474,6 @@ static void on_live_save(skd__spawn_msg *m)
     skd__spawn_out_snap_args(&o, 0, bytes);
     skd__spawn_send(S.sock, &o, &err);
     skd__spawn_out_free(&o);
-}
-
-/* The sandbox ids under snapshots/paused, for the server's sweep of saved
- * files whose sandbox ended (src/engine/live_tick.c); other names are
- * counted, never removed. */
-static void on_snap_list(skd__spawn_msg *m)
-{
-    skd_err err = {0};
-    char other[256];
-    int n = 0, others = 0; /* n: the ids, each in the list */
-    char *ids = malloc(SKD__SPAWN_STR_MAX);
-    int rc = ids ? skd__snap_list_paused(ids, SKD__SPAWN_STR_MAX, &n, &others, other, sizeof(other),
-                                         &err)
-                 : skd_err_set(&err, SKD_ENOMEM, "sandbox spawner: out of memory");
-    if (rc == 0) {
-        skd__spawn_out o;
-        skd__spawn_out_init(&o, SKD__REP_OK, m->handle);
-        skd__spawn_out_str(&o, SKD__T_SNAP, ids);
-        skd__spawn_out_snap_args(&o, 0, others);
-        if (others)
-            skd__spawn_out_str(&o, SKD__T_MESSAGE, other);
-        skd__spawn_send(S.sock, &o, &err);
-        skd__spawn_out_free(&o);
-    } else {
-        reply_error(m->handle, rc, skd_err_msg(&err));
-    }
-    free(ids);
 }
 
 static void close_spawned(skd__spawned *sp)
@@ -716,9 +717,17 @@ static void on_message(void)
     case SKD__REQ_LIVE_SAVE:
         on_live_save(&m);
         break;
-    case SKD__REQ_SNAP_LIST:
-        on_snap_list(&m);
+    case SKD__REQ_LIVE_COMMIT:
+        on_live_commit(&m);
         break;
+    case SKD__REQ_SNAP_LIST: { /* for the server's sweep of ended sandboxes' files */
+        skd__spawn_out o;
+        skd_err e = {0};
+        skd__snap_list_message(&o, m.handle);
+        skd__spawn_send(S.sock, &o, &e);
+        skd__spawn_out_free(&o);
+        break;
+    }
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");
         break;

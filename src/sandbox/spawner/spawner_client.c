@@ -348,6 +348,35 @@ int skd__spawner_live_save(skd__spawner_client *c, const char *id, unsigned gen,
     return rc;
 }
 
+int skd__spawner_live_commit(skd__spawner_client *c, const char *id, unsigned gen,
+                             skd__outcome *out, skd_err *err)
+{
+    memset(out, 0, sizeof(*out));
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_LIVE_COMMIT, 0);
+    skd__spawn_out_str(&o, SKD__T_LIVE, id);
+    int rc = rpc(c, gen, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (rc)
+        return rc;
+    if (rep.type != SKD__REP_OK) {
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    } else if (rep.has_ws) {
+        out->ws_checked = 1;
+        out->ws_error = rep.ws_code;
+        out->ws_bytes = rep.ws_bytes;
+        if (rep.has_usage)
+            out->ws_written = (uint64_t)rep.usage[2];
+        if (rep.ws_message)
+            skd_strlcpy(out->ws_message, rep.ws_message, sizeof(out->ws_message));
+    }
+    skd__spawn_msg_free(&rep);
+    return rc;
+}
+
 int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err)
 {
     if (!c)

@@ -38,6 +38,11 @@ int skd__spawner_live_create(skd__spawner_client *c, const char *id, const char 
                              const char *ca_pem, int restore, unsigned *gen, int *egress_fd,
                              skd_err *err);
 int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned gen, skd_err *err);
+/* Commit what live sandbox id's processes wrote to its workspace so far
+ * (an interpreter call's writes; an exec's end commits its own). out gets
+ * the workspace fields: ws_checked 0 when it has no quota overlay. */
+int skd__spawner_live_commit(skd__spawner_client *c, const char *id, unsigned gen,
+                             skd__outcome *out, skd_err *err);
 /* Pause, resume, fork (native_snap.c). Create with restore makes live
  * sandbox id again from its snapshot, which then goes (a resume, or a
  * fork's copy). Save keeps live sandbox id's files

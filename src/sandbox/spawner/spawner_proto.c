@@ -288,6 +288,7 @@ static int check_required(const skd__spawn_msg *m)
     case SKD__REQ_LIVE_CREATE:
         return m->live && m->image && m->has_config && !m->argc;
     case SKD__REQ_LIVE_DELETE:
+    case SKD__REQ_LIVE_COMMIT:
         return m->live && !m->has_config && !m->nlimits;
     case SKD__REQ_LIVE_SAVE:
         return m->live && m->snap && m->has_snap_args && !m->has_config && !m->nlimits;

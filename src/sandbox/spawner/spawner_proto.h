@@ -53,6 +53,8 @@ enum skd__spawn_type {
     SKD__REQ_LIVE_DELETE, /* live id -> REP_OK | REP_ERROR (no such live sandbox or snapshot) */
     SKD__REQ_LIVE_SAVE,   /* live id, snap (the new snapshot), snap args (flags, max bytes)
                              -> REP_OK with snap args (0, bytes saved) | REP_ERROR */
+    SKD__REQ_LIVE_COMMIT, /* live id -> REP_OK with its workspace's commit (workspace, usage,
+                             ws message; none when it has no quota overlay) | REP_ERROR */
     SKD__REQ_SNAP_LIST,   /* (nothing) -> REP_OK with snap (the sandbox ids under
                              snapshots/paused, each followed by '\n'), snap args (0, how many
                              other names) and, when there are others, message
