@@ -425,8 +425,8 @@ void skd_runner_set_live_paused(skd_runner *r, skd_live_paused_fn fn, void *arg)
  * reaper every SKD_LIVE_TICK_MS with r and without the runner's locks. It
  * may block (it asks the store and the spawner); the reaper's idle and
  * lifetime checks wait meanwhile. Setting it starts the reaper, so the
- * first call comes within the reaper's first wait (200 ms). 0, or SKD_ESANDBOX (no reaper thread).
- */
+ * first call comes within the reaper's first wait (200 ms). 0, or
+ * SKD_ESANDBOX (no reaper thread). */
 #define SKD_LIVE_TICK_MS 1000
 typedef void (*skd_live_tick_fn)(void *arg, skd_runner *r);
 int skd_runner_set_live_tick(skd_runner *r, skd_live_tick_fn fn, void *arg, skd_err *err);
