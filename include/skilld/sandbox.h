@@ -419,6 +419,28 @@ void skd_runner_set_live_events(skd_runner *r, skd_live_event_fn fn, void *arg);
 typedef int (*skd_live_paused_fn)(void *arg, const char *key_id, int *n, int64_t *bytes,
                                   skd_err *err);
 void skd_runner_set_live_paused(skd_runner *r, skd_live_paused_fn fn, void *arg);
+/* The periodic work of whoever holds the runner over its live sandboxes
+ * (the engine: its keys' revocations on other replicas, the saved files
+ * no row names; src/engine/live_tick.c), called by the live sandbox
+ * reaper every SKD_LIVE_TICK_MS with r and without the runner's locks. It
+ * may block (it asks the store and the spawner); the reaper's idle and
+ * lifetime checks wait meanwhile. Setting it starts the reaper, so the
+ * first call comes within the reaper's first wait (200 ms). 0, or
+ * SKD_ESANDBOX (no reaper thread). */
+#define SKD_LIVE_TICK_MS 1000
+typedef void (*skd_live_tick_fn)(void *arg, skd_runner *r);
+int skd_runner_set_live_tick(skd_runner *r, skd_live_tick_fn fn, void *arg, skd_err *err);
+/* The names under DATA_DIR/snapshots/paused (the spawner reads them: the
+ * directory is root's): a new array of the sandbox ids there, at most the
+ * ~7,000 one answer holds; *others: how many other names there are, and
+ * other (cap bytes) the first of them. NULL on error (SKD_EUNSUPPORTED:
+ * no snapshot directory). */
+json_t *skd_live_saved_list(skd_runner *r, int *others, char *other, size_t cap, skd_err *err);
+/* Remove the saved files of sandbox id (DATA_DIR/snapshots/paused/<id>)
+ * through the spawner, as a delete of it does: for a sandbox that has
+ * ended. SKD_EBUSY when this runner holds a sandbox of that id (it is
+ * left alone); 0, or SKD_ENOENT when there were none. */
+int skd_live_saved_drop(skd_runner *r, const char *id, skd_err *err);
 
 typedef struct skd_live_exec_opts {
     /* argv, env, stdin, cwd (NULL: /workspace when the sandbox has one,

@@ -325,6 +325,14 @@ void skd_store_live_release(skd_store *st, const char *id);
  * their saved files hold (as their rows say). */
 int skd_store_live_paused_elsewhere(skd_store *st, const char *key_id, int *n, int64_t *bytes,
                                     skd_err *err);
+/* The keys, revoked, of the live sandboxes this replica holds (running,
+ * or paused with its lease: as its renewals name them), in one query:
+ * ["key id", ...], each once. New reference; NULL on error (err says why). */
+json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err);
+/* The state of live sandbox id's row, whoever's key (cap bytes, e.g. 16):
+ * "running", "paused", "done", "lost", ...; SKD_ENOENT when there is no
+ * such row (it never was, or it ended more than a day ago and was pruned). */
+int skd_store_live_state(skd_store *st, const char *id, char *state, size_t cap, skd_err *err);
 /*
  * Secrets of a key (src/store/secrets.c). The store holds the value only
  * sealed (the engine seals and opens it, src/engine/secrets.c); a row names

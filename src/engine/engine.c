@@ -70,6 +70,7 @@ int skd_engine_open_flags(const skd_config *cfg, unsigned flags, skd_engine **ou
     e->cfg = cfg;
     pthread_mutex_init(&e->runner_mu, NULL);
     pthread_mutex_init(&e->secrets_mu, NULL);
+    pthread_mutex_init(&e->tick_mu, NULL);
     e->reg = skd_registry_new();
     e->stats = skd__exec_stats_new((size_t)skd_config_int(cfg, "SKILLD_METRICS_MAX_KEYS"));
     if (!e->reg || !e->stats) {
@@ -152,6 +153,7 @@ void skd_engine_close(skd_engine *e)
     skd_runner_free(e->runner);
     pthread_mutex_destroy(&e->runner_mu);
     pthread_mutex_destroy(&e->secrets_mu);
+    pthread_mutex_destroy(&e->tick_mu);
     explicit_bzero(e->secrets_key, sizeof(e->secrets_key));
     skd_store_close(e->store); /* first: its replica thread uses the registry */
     skd_registry_free(e->reg);

@@ -28,6 +28,12 @@ struct skd_engine {
     unsigned char secrets_key[32];
     int secrets_key_ok;
     skd_oauth *oauth; /* oauth.c: NULL when SKILLD_OAUTH_ISSUER is not set */
+    /* live_tick.c: the periodic work over the runner's live sandboxes,
+     * under tick_mu (a runner being replaced may tick once more). */
+    pthread_mutex_t tick_mu;
+    int64_t next_revoked_ms, next_sweep_ms; /* skd_mono_ms */
+    int revoked_failing, sweep_failing;     /* the store's errors: logged once a streak */
+    int others_logged;                      /* the names that are not ids: logged once */
 };
 
 /* Let r hand e the egress records of live sandboxes that ended with no
@@ -46,6 +52,13 @@ json_t *skd__engine_forward(skd_engine *e, const skd_call *c, const skd_skill *s
 /* Remove key_id's paused sandboxes that no replica holds (their rows and
  * saved files), taking each over first (its key was revoked). How many. */
 int skd__engine_live_drop_unheld(skd_engine *e, const char *key_id);
+/* End key_id's live sandboxes that r holds, running and paused, as its
+ * revocation does, and log how many (live_tick.c: revoked through another
+ * replica). How many. */
+int skd__engine_live_end_key(skd_runner *r, const char *key_id);
+/* Have r's reaper run e's periodic live work (live_tick.c): the keys
+ * revoked through another replica, the saved files of ended sandboxes. */
+void skd__engine_live_tick_attach(skd_engine *e, skd_runner *r);
 /* Let r ask e for a run's secrets (secrets.c); nothing without a store. */
 void skd__engine_secrets_attach(skd_engine *e, skd_runner *r);
 /* skd_sandbox_secrets_fn with arg the engine: key_id's secrets, opened. */

@@ -411,5 +411,7 @@ void skd__engine_live_attach(skd_engine *e, skd_runner *r)
     if (e->store && r) {
         skd_runner_set_live_events(r, live_event, e);
         skd_runner_set_live_paused(r, live_paused, e);
+        if (!e->one_call)
+            skd__engine_live_tick_attach(e, r);
     }
 }

@@ -264,14 +264,11 @@ int skd_engine_revoke_key(skd_engine *e, const skd_actor *who, const char *id, s
         return rc;
     if ((rc = skd_store_key_revoke(e->store, id, err)) != 0)
         return rc;
-    /* A revoked key keeps nothing running: its live sandboxes end. */
+    /* A revoked key keeps nothing running: its live sandboxes here end
+     * (those of other replicas end at their next tick, live_tick.c). */
     pthread_mutex_lock(&e->runner_mu);
-    skd_runner *r = e->runner;
-    if (r) {
-        int n = skd_live_delete_key(r, id);
-        if (n > 0)
-            skd_info("key %s revoked: %d live sandbox(es) ended", id, n);
-    }
+    if (e->runner)
+        skd__engine_live_end_key(e->runner, id);
     pthread_mutex_unlock(&e->runner_mu);
     /* And its paused ones that no replica holds (their server stopped). */
     int n = skd__engine_live_drop_unheld(e, id);

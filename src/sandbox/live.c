@@ -9,8 +9,10 @@
  * Caps: SKILLS_SANDBOX_MAX_LIVE_PER_KEY per key and SKILLS_SANDBOX_MAX_LIVE
  * in all (SKD_EBUSY past either). A reaper thread ends a sandbox that had
  * no exec and no running foreground exec for its idle timeout, and one
- * whose lifetime is over. Server shutdown and a killed server leave
- * nothing: the spawner ends every live sandbox when the server goes.
+ * whose lifetime is over, and runs the tick hook of whoever holds the
+ * runner (skd_runner_set_live_tick) every SKD_LIVE_TICK_MS. Server
+ * shutdown and a killed server leave nothing: the spawner ends every live
+ * sandbox when the server goes.
  *
  * Background processes are in live_proc.c; pause, resume and fork in
  * live_snap.c; what the three share in live_int.h.
@@ -263,6 +265,15 @@ static void *reaper_main(void *arg)
         }
         pthread_cond_timedwait(&r->live_cv, &r->live_mu, &ts);
         int64_t now = skd_mono_ms();
+        if (r->live_tick_fn && now >= r->live_next_tick && !r->live_stop) {
+            skd_live_tick_fn fn = r->live_tick_fn;
+            void *targ = r->live_tick_arg;
+            r->live_next_tick = now + SKD_LIVE_TICK_MS;
+            pthread_mutex_unlock(&r->live_mu);
+            fn(targ, r);
+            pthread_mutex_lock(&r->live_mu);
+            now = skd_mono_ms();
+        }
         struct skd__live_rec *l = r->lives;
         while (l && !r->live_stop) {
             int expired =
@@ -314,6 +325,18 @@ int skd__live_reaper_start_locked(skd_runner *r, skd_err *err)
         return skd_err_set(err, SKD_ESANDBOX, "cannot start the live sandbox reaper");
     r->live_thread_started = 1;
     return 0;
+}
+
+int skd_runner_set_live_tick(skd_runner *r, skd_live_tick_fn fn, void *arg, skd_err *err)
+{
+    pthread_mutex_lock(&r->live_mu);
+    r->live_tick_fn = fn;
+    r->live_tick_arg = arg;
+    r->live_next_tick = 0;
+    int rc = fn && !r->live_stop ? skd__live_reaper_start_locked(r, err) : 0;
+    pthread_cond_broadcast(&r->live_cv);
+    pthread_mutex_unlock(&r->live_mu);
+    return rc;
 }
 
 void skd__live_init(skd_runner *r, const skd_config *cfg)

@@ -407,3 +407,38 @@ int skd_live_forget(skd_runner *r, const char *key, const char *id)
     skd__live_rec_free(l);
     return 0;
 }
+
+/* ---- saved files whose sandbox ended (the engine's sweep) ---- */
+
+json_t *skd_live_saved_list(skd_runner *r, int *others, char *other, size_t cap, skd_err *err)
+{
+    char *ids = NULL;
+    if (skd__spawner_snap_list(r->spawner, &ids, others, other, cap, err) != 0)
+        return NULL;
+    json_t *arr = json_array();
+    for (char *p = ids, *nl; arr && (nl = strchr(p, '\n')) != NULL; p = nl + 1) {
+        *nl = '\0';
+        if (json_array_append_new(arr, json_string(p)) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    free(ids);
+    if (!arr)
+        skd_err_set(err, SKD_ENOMEM, "out of memory");
+    return arr;
+}
+
+int skd_live_saved_drop(skd_runner *r, const char *id, skd_err *err)
+{
+    int held = 0;
+    pthread_mutex_lock(&r->live_mu);
+    for (struct skd__live_rec *l = r->lives; l && !held; l = l->next)
+        held = strcmp(l->id, id) == 0;
+    pthread_mutex_unlock(&r->live_mu);
+    if (held)
+        return skd_err_set(err, SKD_EBUSY, "live sandbox %s is held here", id);
+    /* The delete of a sandbox this spawner does not run: its saved files
+     * only (gen 0: they outlive the spawner that made them). */
+    return skd__spawner_live_delete(r->spawner, id, 0, err);
+}

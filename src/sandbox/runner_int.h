@@ -117,9 +117,12 @@ struct skd_runner {
     skd_live_paused_fn live_paused_fn; /* under mu; NULL: this runner's alone */
     void *live_paused_arg;
     /* Live sandboxes (live.c), under live_mu. */
+    skd_live_tick_fn live_tick_fn; /* NULL: none */
+    void *live_tick_arg;
+    int64_t live_next_tick; /* skd_mono_ms */
     pthread_mutex_t live_mu;
     pthread_cond_t live_cv;
-    pthread_t live_thread; /* the reaper, started by the first create */
+    pthread_t live_thread; /* the reaper, started by the first create or the tick hook */
     int live_thread_started, live_stop;
     struct skd__live_rec *lives;
     int nlive, live_max, live_max_key;

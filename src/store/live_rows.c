@@ -40,6 +40,17 @@ static skd__sql q_paused = SKD__SQL2("SELECT detail FROM runs WHERE kind='live' 
                                      "state='paused' AND key_id=$1 AND NOT (replica=$2 AND "
                                      "lease_until_ms > " NOW_PG ")");
 
+/* Revoked keys of the sandboxes this replica holds: the rows q_beat
+ * renews (src/store/runs.c), whose key's row says revoked. */
+static skd__sql q_revoked =
+    SKD__SQL2("SELECT DISTINCT r.key_id FROM runs r JOIN api_keys k ON k.id = r.key_id WHERE "
+              "r.kind='live' AND r.replica=?1 AND k.revoked<>0 AND (r.state='running' OR "
+              "(r.state='paused' AND r.lease_until_ms > " NOW_SQLITE ")) ORDER BY r.key_id",
+              "SELECT DISTINCT r.key_id FROM runs r JOIN api_keys k ON k.id = r.key_id WHERE "
+              "r.kind='live' AND r.replica=$1 AND k.revoked<>0 AND (r.state='running' OR "
+              "(r.state='paused' AND r.lease_until_ms > " NOW_PG ")) ORDER BY r.key_id");
+static skd__sql q_state = SKD__SQL("SELECT state FROM runs WHERE id=?1 AND kind='live'");
+
 char *skd__live_detail(const char *url, const json_t *sandbox)
 {
     json_t *d = json_pack("{s:s, s:O}", "url", url ? url : "", "sandbox", sandbox);
@@ -153,4 +164,44 @@ out:
     skd__q_end(&q);
     skd__conn_put(st, c);
     return rc < 0 ? rc : 0;
+}
+
+json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    json_t *arr = NULL;
+    int rc;
+    if ((rc = skd__list_start(st, &q_revoked, &c, &q, &arr, err)))
+        goto out;
+    skd__q_text(&q, 1, skd_store_replica_id(st));
+    while ((rc = skd__q_step(&q, err)) == 1) {
+        const char *k = skd__q_col(&q, 0);
+        if (k)
+            json_array_append_new(arr, json_string(k));
+    }
+out:
+    return skd__list_end(st, c, &q, arr, rc);
+}
+
+int skd_store_live_state(skd_store *st, const char *id, char *state, size_t cap, skd_err *err)
+{
+    skd__conn *c = NULL;
+    skd__q q = {0};
+    int rc;
+    if ((rc = skd__conn_get(st, &c, err)) || (rc = skd__q_start(c, &q_state, &q, err)))
+        goto out;
+    skd__q_text(&q, 1, id);
+    rc = skd__q_step(&q, err);
+    if (rc == 1) {
+        const char *s = skd__q_col(&q, 0);
+        snprintf(state, cap, "%s", s ? s : "");
+        rc = 0;
+    } else if (rc == 0) {
+        rc = skd_err_set(err, SKD_ENOENT, "no row for live sandbox %s", id);
+    }
+out:
+    skd__q_end(&q);
+    skd__conn_put(st, c);
+    return rc;
 }

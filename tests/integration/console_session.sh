@@ -48,17 +48,7 @@ esac
 [ ${#TOKEN} = 64 ] && [ ${#CSRF} = 64 ] && pass "the session and CSRF tokens are 256-bit" || fail "the session and CSRF tokens are 256-bit" "${#TOKEN} ${#CSRF}"
 # Stop before the store is read by another client: its digest, never the token.
 stop_server
-# db SQL: run SQL on the server's store, as another client.
-db() {
-    if [ -n "${SKILLD_TEST_PG_HOST:-}" ]; then # tests/store/skilld-pg's database of DATA_DIR
-        local d
-        d=skd_$(printf '%s' "$(realpath -m -- "$DATA")" | sha256sum | cut -c1-24)
-        psql -X -tA -h "$SKILLD_TEST_PG_HOST" -p "$SKILLD_TEST_PG_PORT" -U skilld -d "$d" -c "$1"
-    else
-        sqlite3 "$DATA/skilld.db" "$1"
-    fi
-}
-stored=$(db "SELECT id_sha256 || ' ' || key_id || ' ' || csrf FROM ui_sessions")
+stored=$(store_sql "SELECT id_sha256 || ' ' || key_id || ' ' || csrf FROM ui_sessions")
 if [ "$stored" = "$(printf '%s' "$TOKEN" | sha256sum | cut -c1-64) $(cut -d_ -f2 <<<"$ADMIN") $CSRF" ]; then
     pass "the store keeps the token's digest, never the token"
 else

@@ -28,6 +28,13 @@
 #      snapshot of the server's own), and it resumes after a start; a
 #      paused sandbox of the former life is deleted, and once all are,
 #      nothing is left under DATA_DIR/snapshots.
+#  10. saved files that no paused row names are swept at the server's
+#      start: a kill -9 between a pause's publishing of its files and its
+#      row's update leaves the row running (set so in the store while the
+#      server is stopped), which the start marks lost, and the files go;
+#      so do those of an id with no row; a paused sandbox's stay, and it
+#      resumes with them; a name that is no sandbox id is left alone and
+#      logged.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
 
@@ -267,4 +274,48 @@ stop_server
 left=$(find "$DATA/snapshots" -mindepth 2 2>/dev/null)
 [ -z "$left" ] && pass "once they are deleted, nothing of them is left under DATA_DIR/snapshots" ||
     fail "once they are deleted, nothing of them is left under DATA_DIR/snapshots" "$left"
+
+# ---- 10 ----
+start_server "${SETTINGS[@]}"
+as "$K1" POST /v1/sandboxes -d '{}'
+OA=$(echo "$BODY" | "$JGET" .id)
+sh_in "$K1" "$OA" 'echo orphan > /tmp/o && echo ok'
+as "$K1" POST "/v1/sandboxes/$OA/pause"
+as "$K1" POST /v1/sandboxes -d '{}'
+OB=$(echo "$BODY" | "$JGET" .id)
+sh_in "$K1" "$OB" 'echo b-kept > /tmp/b && echo ok'
+as "$K1" POST "/v1/sandboxes/$OB/pause"
+expect_json "a second sandbox is paused" 'j["state"] == "paused"'
+stop_server
+NOROW=$(python3 -c 'import uuid; print(uuid.uuid4())')
+cp -a "$DATA/snapshots/paused/$OB" "$DATA/snapshots/paused/$NOROW"
+mkdir -p "$DATA/snapshots/paused/not-a-sandbox/tmp"
+# The crash window: the files are published, the row still says running.
+store_sql "UPDATE runs SET state='running' WHERE id='$OA'" >/dev/null
+[ -n "$(saved_files "$OA")" ] && [ -n "$(saved_files "$NOROW")" ] &&
+    [ "$(store_sql "SELECT state FROM runs WHERE id='$OA'")" = running ] ||
+    fail "before the start: files of a running row and of no row" "$(find "$DATA/snapshots" -maxdepth 2)"
+start_server "${SETTINGS[@]}"
+for _ in $(seq 1 150); do # bounded: the sweep runs at the start
+    [ -z "$(saved_files "$OA")" ] && [ -z "$(saved_files "$NOROW")" ] && break
+    sleep 0.1
+done
+st=$(store_sql "SELECT state FROM runs WHERE id='$OA'")
+[ "$st" = lost ] && [ -z "$(saved_files "$OA")" ] &&
+    pass "the start marks the crashed pause's row lost and removes its files" ||
+    fail "the start marks the crashed pause's row lost and removes its files" "row $st; $(saved_files "$OA")"
+[ -z "$(saved_files "$NOROW")" ] && pass "saved files of an id with no row are removed" ||
+    fail "saved files of an id with no row are removed" "$(saved_files "$NOROW")"
+[ -d "$DATA/snapshots/paused/not-a-sandbox/tmp" ] && pass "a name that is no sandbox id is left alone" ||
+    fail "a name that is no sandbox id is left alone" "$(ls "$DATA/snapshots/paused")"
+[ "$(grep -c 'not sandbox ids ("not-a-sandbox"' "$TMP/serve.err")" = 1 ] &&
+    pass "and it is logged once" || fail "and it is logged once" "$(grep -i 'sandbox ids' "$TMP/serve.err")"
+[ -n "$(saved_files "$OB")" ] && pass "a paused sandbox's files are kept" ||
+    fail "a paused sandbox's files are kept" "none"
+as "$K1" POST "/v1/sandboxes/$OB/resume"
+sh_in "$K1" "$OB" 'cat /tmp/b'
+expect_json "and it resumes with them" 'j["stdout"] == "b-kept\n"'
+as "$K1" DELETE "/v1/sandboxes/$OB"
+rm -rf "$DATA/snapshots/paused/not-a-sandbox"
+stop_server
 finish

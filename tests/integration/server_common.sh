@@ -5,6 +5,9 @@
 #   stop_server                   SIGTERM, waits, returns the exit status
 #   new_key NAME SCOPES           prints "id secret"
 #   req METHOD PATH [curl args]   sets STATUS and BODY (and HDRS file)
+#   store_sql SQL                 runs SQL on the server's store, as another
+#                                 client (SQLite, or tests/store/skilld-pg's
+#                                 PostgreSQL database of DATA_DIR)
 
 free_port() {
     python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
@@ -87,4 +90,14 @@ wait_in_flight() {
         sleep 0.05
     done
     return 1
+}
+
+store_sql() {
+    if [ -n "${SKILLD_TEST_PG_HOST:-}" ]; then
+        local d
+        d=skd_$(printf '%s' "$(realpath -m -- "$DATA")" | sha256sum | cut -c1-24)
+        psql -X -tA -h "$SKILLD_TEST_PG_HOST" -p "$SKILLD_TEST_PG_PORT" -U skilld -d "$d" -c "$1"
+    else
+        sqlite3 "$DATA/skilld.db" "$1"
+    fi
 }

@@ -84,14 +84,7 @@ if stop_server; then pass "the server stops cleanly"; else fail "the server stop
 # db_sums KEY_ID: "executions|sandbox runs|cpu us|workspace bytes" of the
 # key's audit rows, read from the database by another client.
 db_sums() {
-    local q="SELECT COUNT(*), SUM(sandbox_runs), SUM(cpu_us), SUM(workspace_bytes) FROM executions WHERE key_id='$1'"
-    if [ -n "${SKILLD_TEST_PG_HOST:-}" ]; then # tests/store/skilld-pg's database of DATA_DIR
-        local db
-        db=skd_$(printf '%s' "$(realpath -m -- "$DATA")" | sha256sum | cut -c1-24)
-        psql -X -tA -h "$SKILLD_TEST_PG_HOST" -p "$SKILLD_TEST_PG_PORT" -U skilld -d "$db" -c "$q"
-    else
-        sqlite3 "$DATA/skilld.db" "$q"
-    fi
+    store_sql "SELECT COUNT(*), SUM(sandbox_runs), SUM(cpu_us), SUM(workspace_bytes) FROM executions WHERE key_id='$1'"
 }
 if python3 - "$USAGE" "$METRICS" "$AID" "$(db_sums "$AID")" "$BID" "$(db_sums "$BID")" <<'EOF'; then
 import json, re, sys

@@ -23,6 +23,10 @@
 #      paused: another replica takes it over and resumes it, and the
 #      stalled one, woken, forwards its calls there instead of answering
 #      from its stale record
+#   L9 a key revoked through r1 while r2 runs a sandbox of it (a
+#      background process in it) and r3 holds a paused one: within a
+#      bounded wait r2 ends its sandbox (no process of it left, its row
+#      done) and r3 ends the paused one (its saved files removed)
 #   L6 calls through HAProxy (round robin, no stickiness) reach the sandbox
 #      whichever replica answers
 . "$(dirname "$0")/../lib.sh"
@@ -200,6 +204,36 @@ r1="$STATUS:$(jq_ 'j["stdout"]')"
 if [ "$expired $r3 $r1" = "1 200:running 200:s-kept" ]; then pass "L8_a_stalled_holder_gives_way_to_the_replica_that_took_its_paused_sandbox"
 else fail "L8_a_stalled_holder_gives_way_to_the_replica_that_took_its_paused_sandbox" "lease expired: $expired; resume through r3: $r3; exec through r1 after: $r1 ${BODY:0:200}"; fi
 rreq 3 DELETE "/v1/sandboxes/$S" "${KA[@]}"
+
+# ---------------- L9 ----------------
+rreq 1 POST /v1/keys "${ADM[@]}" -d '{"name":"live-r","scopes":["skills:read","skills:execute"]}'
+KRID=$(jq_ 'j["id"]')
+KR=(-H "Authorization: Bearer $(jq_ 'j["secret"]')" -H 'Content-Type: application/json')
+rreq 2 POST /v1/sandboxes "${KR[@]}" -d '{}'
+RS=$(jq_ 'j["id"]')
+rreq 2 POST "/v1/sandboxes/$RS/exec" "${KR[@]}" -d '{"command":"sleep","args":["1919"],"background":true}'
+started=$(pgrep -f "sleep 1919" | wc -l)
+rreq 3 POST /v1/sandboxes "${KR[@]}" -d '{}'
+RP=$(jq_ 'j["id"]')
+exec_in 3 "$RP" KR sh -c 'echo r > /tmp/r; echo ok'
+rreq 3 POST "/v1/sandboxes/$RP/pause" "${KR[@]}"
+saved=$(find "$TMP/data/snapshots/paused" -mindepth 1 -maxdepth 1 -name "$RP" 2>/dev/null)
+held=$(psql -X -tA "$PG_URL" -c "SELECT replica || ':' || state FROM runs WHERE id IN ('$RS','$RP') ORDER BY replica")
+rreq 1 DELETE "/v1/keys/$KRID" "${ADM[@]}"
+revoked=$STATUS
+gone=0
+for _ in $(seq 1 150); do # bounded: a tick every 2 s on each replica, and a margin
+    if ! pgrep -f "sleep 1919" >/dev/null && [ -z "$(find "$TMP/data/snapshots/paused" -mindepth 1 -maxdepth 1 -name "$RP" 2>/dev/null)" ] &&
+        [ "$(psql -X -tA "$PG_URL" -c "SELECT string_agg(state, ',' ORDER BY state) FROM runs WHERE id IN ('$RS','$RP')")" = "done,done" ]; then
+        gone=1
+        break
+    fi
+    sleep 0.1
+done
+if [ "$started" -ge 1 ] && [ -n "$saved" ] && [ "$held" = "r2:running
+r3:paused" ] && [ "$revoked" = 204 ] && [ "$gone" = 1 ]; then
+    pass "L9_a_key_revoked_through_r1_ends_its_sandboxes_on_r2_and_r3"
+else fail "L9_a_key_revoked_through_r1_ends_its_sandboxes_on_r2_and_r3" "started $started; saved '$saved'; held '$held'; revoke $revoked; left: $(pgrep -af 'sleep 1919'); files $(find "$TMP/data/snapshots/paused" -mindepth 1 -maxdepth 1 2>/dev/null); rows $(psql -X -tA "$PG_URL" -c "SELECT id, replica, state FROM runs WHERE id IN ('$RS','$RP')")"; fi
 
 # ---------------- L5 ----------------
 rreq 2 POST /v1/sandboxes "${KA[@]}" -d '{}'

@@ -174,6 +174,55 @@ TEST(proto_live_save)
     close(sv[0]), close(sv[1]);
 }
 
+/* The listing of snapshots/paused asks nothing: one that names a sandbox
+ * or a snapshot is refused. Its answer, ids and the count of other names
+ * with the first of them, crosses in a memfd when it is large. */
+TEST(proto_snap_list)
+{
+    int sv[2];
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) == 0);
+    skd__spawn_out o;
+    skd__spawn_msg m;
+    skd_err e = {0};
+    const char *id = "11111111-2222-4333-8444-555555555555";
+    skd__spawn_out_init(&o, SKD__REQ_SNAP_LIST, 0);
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), 0);
+    CHECK_EQ_INT(m.type, SKD__REQ_SNAP_LIST);
+    skd__spawn_msg_free(&m);
+    for (int i = 0; i < 2; i++) {
+        skd__spawn_out_init(&o, SKD__REQ_SNAP_LIST, 0);
+        skd__spawn_out_str(&o, i ? SKD__T_SNAP : SKD__T_LIVE, id);
+        CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+        skd__spawn_out_free(&o);
+        CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), SKD_EINVAL);
+    }
+    /* 4,000 ids: past one packet */
+    size_t n = 4000, len = n * 37;
+    char *ids = malloc(len + 1);
+    CHECK(ids != NULL);
+    for (size_t i = 0; i < n; i++) {
+        memcpy(ids + i * 37, id, 36);
+        ids[i * 37 + 36] = '\n';
+    }
+    ids[len] = '\0';
+    skd__spawn_out_init(&o, SKD__REP_OK, 0);
+    skd__spawn_out_str(&o, SKD__T_SNAP, ids);
+    skd__spawn_out_snap_args(&o, 0, 2);
+    skd__spawn_out_str(&o, SKD__T_MESSAGE, "lost+found");
+    CHECK_EQ_INT(skd__spawn_send(sv[0], &o, &e), 0);
+    skd__spawn_out_free(&o);
+    CHECK_EQ_INT(skd__spawn_recv(sv[1], &m, &e), 0);
+    CHECK_EQ_INT(m.type, SKD__REP_OK);
+    CHECK(m.snap && strlen(m.snap) == len && memcmp(m.snap, ids, len) == 0);
+    CHECK_EQ_INT(m.snap_bytes, 2);
+    CHECK_STR(m.message, "lost+found");
+    skd__spawn_msg_free(&m);
+    free(ids);
+    close(sv[0]), close(sv[1]);
+}
+
 /* The run's metering (cpu_us, mem_peak, ws_written) crosses as one field;
  * a negative count, a field of the wrong size or a second one is refused. */
 TEST(proto_usage_outcome)
@@ -541,6 +590,7 @@ int main(int argc, char **argv)
     RUN(proto_workspace_outcome);
     RUN(proto_usage_outcome);
     RUN(proto_live_save);
+    RUN(proto_snap_list);
     RUN(proto_large_message_by_memfd);
     RUN(proto_garbage_refused_fds_closed);
     RUN(hostile_requests_refused);

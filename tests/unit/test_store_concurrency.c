@@ -13,7 +13,8 @@
  *   - two store handles as two replicas: a per-key cap of 2 holds over
  *     both, a cancel request through one reaches the other's run, and a
  *     replica that stops renewing has its runs marked lost, and a key's
- *     rate bucket is one for both.
+ *     rate bucket is one for both; each finds, in one query, the revoked
+ *     keys of the live sandboxes it holds, and any sandbox's row state.
  */
 #include "skilld/registry.h"
 #include "skilld/store.h"
@@ -562,6 +563,78 @@ TEST(dead_replica_runs_are_marked_lost)
     skd_store_close(live);
 }
 
+/* ---- the revoked keys of the sandboxes a replica holds ---- */
+
+/* Each replica finds, in one query, the revoked keys of the live
+ * sandboxes it holds (running, or paused with a lease): each key once,
+ * none of another replica's, none of a paused row let go; and any
+ * sandbox's row state, or SKD_ENOENT for none. */
+TEST(revoked_keys_of_held_sandboxes)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    pg_reset();
+    skd_store *a = NULL, *b = NULL;
+    skd_err err = {0};
+    CHECK(skd_store_open(where, &a, &err) == 0);
+    CHECK(skd_store_open(where, &b, &err) == 0);
+    if (!a || !b) {
+        skd_store_close(a);
+        skd_store_close(b);
+        return;
+    }
+    CHECK_EQ_INT(skd_store_replica_start(a, "ra", 10000, &err), 0);
+    CHECK_EQ_INT(skd_store_replica_start(b, "rb", 10000, &err), 0);
+    char *secret = NULL, k1[64], k2[64];
+    skd_key_info info;
+    CHECK_EQ_INT(skd_store_key_create(a, "gone", SKD_SCOPE_EXECUTE, &secret, &info, &err), 0);
+    free(secret);
+    snprintf(k1, sizeof(k1), "%s", info.id);
+    CHECK_EQ_INT(skd_store_key_create(a, "kept", SKD_SCOPE_EXECUTE, &secret, &info, &err), 0);
+    free(secret);
+    snprintf(k2, sizeof(k2), "%s", info.id);
+    const char *ids[] = {"s1", "s2", "s3", "s4"}, *keys[] = {k1, k2, k1, k1};
+    for (int i = 0; i < 4; i++) {
+        skd_run_req q = {.id = ids[i], .key_id = keys[i], .skill = "sandbox", .kind = "live"};
+        CHECK_EQ_INT(skd_store_run_begin(i == 3 ? b : a, &q, &err), 0);
+    }
+    json_t *sb = json_pack("{s:s, s:s}", "id", "s3", "state", "paused");
+    CHECK_EQ_INT(skd_store_live_set(a, "", sb, &err), 0);
+    json_decref(sb);
+    json_t *got = skd_store_live_revoked_here(a, &err);
+    CHECK(got && json_array_size(got) == 0);
+    json_decref(got);
+    CHECK_EQ_INT(skd_store_key_revoke(a, k1, &err), 0);
+    const char *want[] = {k1, k1}; /* a: s1 and s3 (paused, held), once; b: s4 */
+    skd_store *who[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        got = skd_store_live_revoked_here(who[i], &err);
+        CHECK(got && json_array_size(got) == 1);
+        CHECK_STR(json_string_value(json_array_get(got, 0)), want[i]);
+        json_decref(got);
+    }
+    skd_store_run_end(a, "s1", "done");
+    got = skd_store_live_revoked_here(a, &err);
+    CHECK(got && json_array_size(got) == 1); /* s3 still */
+    json_decref(got);
+    skd_store_live_release(a, "s3"); /* let go: no longer a's */
+    got = skd_store_live_revoked_here(a, &err);
+    CHECK(got && json_array_size(got) == 0);
+    json_decref(got);
+    char state[16] = "";
+    CHECK_EQ_INT(skd_store_live_state(b, "s1", state, sizeof(state), &err), 0);
+    CHECK_STR(state, "done");
+    CHECK_EQ_INT(skd_store_live_state(b, "s3", state, sizeof(state), &err), 0);
+    CHECK_STR(state, "paused");
+    CHECK_EQ_INT(skd_store_live_state(b, "s2", state, sizeof(state), &err), 0);
+    CHECK_STR(state, "running");
+    CHECK_EQ_INT(skd_store_live_state(b, "no-such", state, sizeof(state), &err), SKD_ENOENT);
+    skd_store_run_end(a, "s2", "done");
+    skd_store_run_end(b, "s4", "done");
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
 /* ---- the rate bucket is shared by every replica ---- */
 
 TEST(rate_bucket_is_shared_by_replicas)
@@ -617,6 +690,7 @@ int main(void)
     RUN(concurrent_first_opens_migrate_once);
     RUN(run_cap_holds_over_two_replicas);
     RUN(dead_replica_runs_are_marked_lost);
+    RUN(revoked_keys_of_held_sandboxes);
     RUN(rate_bucket_is_shared_by_replicas);
     /* remove the temporary files */
     for (int i = 0; i < seq; i++) {

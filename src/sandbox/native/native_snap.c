@@ -29,10 +29,14 @@
  * no instance owns. It outlives the server that paused the sandbox, so
  * that the server after a restart, or any replica sharing DATA_DIR, can
  * resume or fork it (the store's row says who may: src/store/live_rows.c).
- * It is removed by the resume, or by the sandbox's delete.
+ * It is removed by the resume, or by the sandbox's delete, or once its
+ * row has ended by the server's sweep (src/engine/live_tick.c), which
+ * lists paused/ here (skd__snap_list_paused).
  */
 #include "sandbox/native/native_snap.h"
 #include "sandbox/native/native_int.h"
+#include "sandbox/spawner/spawner.h"
+#include "sandbox/spawner/spawner_proto.h"
 #include "skilld/log.h"
 #include "skilld/util.h"
 
@@ -442,6 +446,68 @@ int skd__snap_drop(const char *name)
         close(pd);
     }
     return rc;
+}
+
+int skd__snap_list_paused(char *ids, size_t cap, int *n, int *others, char *other, size_t ocap,
+                          skd_err *err)
+{
+    size_t len = 0;
+    *n = *others = 0;
+    if (cap)
+        ids[0] = '\0';
+    if (ocap)
+        other[0] = '\0';
+    if (!snap_dir[0])
+        return skd_err_set(err, SKD_EUNSUPPORTED, "no snapshot directory");
+    int pd = paused_open(0);
+    if (pd < 0 && errno == ENOENT)
+        return 0; /* nothing was ever paused */
+    DIR *d = pd >= 0 ? fdopendir(pd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (pd >= 0)
+            close(pd);
+        return skd_err_set(err, SKD_ESANDBOX, "snapshots/%s: %s", SNAP_PAUSED, strerror(e));
+    }
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (!skd__spawner_valid_uuid(de->d_name)) {
+            if ((*others)++ == 0 && ocap)
+                snprintf(other, ocap, "%s", de->d_name);
+        } else if (len + SKD_UUID_LEN + 2 <= cap) {
+            memcpy(ids + len, de->d_name, SKD_UUID_LEN);
+            len += SKD_UUID_LEN;
+            ids[len++] = '\n';
+            ids[len] = '\0';
+            (*n)++;
+        }
+    }
+    closedir(d);
+    return 0;
+}
+
+void skd__snap_list_message(skd__spawn_out *o, uint64_t handle)
+{
+    skd_err err = {0};
+    char other[256];
+    int n = 0, others = 0;
+    char *ids = malloc(SKD__SPAWN_STR_MAX);
+    int rc = ids ? skd__snap_list_paused(ids, SKD__SPAWN_STR_MAX, &n, &others, other, sizeof(other),
+                                         &err)
+                 : skd_err_set(&err, SKD_ENOMEM, "sandbox spawner: out of memory");
+    skd__spawn_out_init(o, rc ? SKD__REP_ERROR : SKD__REP_OK, handle);
+    if (rc) {
+        skd__spawn_out_i32(o, SKD__T_CODE, rc);
+        skd__spawn_out_str(o, SKD__T_MESSAGE, skd_err_msg(&err));
+    } else {
+        skd__spawn_out_str(o, SKD__T_SNAP, ids);
+        skd__spawn_out_snap_args(o, 0, others);
+        if (others)
+            skd__spawn_out_str(o, SKD__T_MESSAGE, other);
+    }
+    free(ids);
 }
 
 int skd__snap_publish(const char *from, const char *to, skd_err *err)

@@ -35,6 +35,19 @@ int skd__snap_open(const char *name, int create, skd_err *err);
 /* Remove snapshot name (this instance's and a published one) and
  * everything in it. 0, or SKD_ENOENT. */
 int skd__snap_drop(const char *name);
+/* The names under DATA_DIR/snapshots/paused: the sandbox ids (lower-case
+ * UUIDs), each followed by '\n', into ids (cap bytes; the names past it
+ * are left for the next listing) and their number in *n; *others counts
+ * the other names, the first of them into other (ocap bytes). 0 (none
+ * when there is no such directory), SKD_EUNSUPPORTED (no snapshot
+ * directory) or SKD_ESANDBOX. */
+int skd__snap_list_paused(char *ids, size_t cap, int *n, int *others, char *other, size_t ocap,
+                          skd_err *err);
+/* The spawner's answer to SKD__REQ_SNAP_LIST (spawner_proto.h) for
+ * handle, built into o (initialised here; the caller sends and frees it):
+ * REP_OK with that listing, or REP_ERROR. */
+struct skd__spawn_out;
+void skd__snap_list_message(struct skd__spawn_out *o, uint64_t handle);
 /* Rename snapshot from to to (an old to is removed first). */
 int skd__snap_rename(const char *from, const char *to, skd_err *err);
 /* Move this instance's snapshot from to DATA_DIR/snapshots/paused/to,

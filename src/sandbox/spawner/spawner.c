@@ -723,6 +723,14 @@ static void on_message(void)
     case SKD__REQ_LIVE_COMMIT:
         on_live_commit(&m);
         break;
+    case SKD__REQ_SNAP_LIST: { /* for the server's sweep of ended sandboxes' files */
+        skd__spawn_out o;
+        skd_err e = {0};
+        skd__snap_list_message(&o, m.handle);
+        skd__spawn_send(S.sock, &o, &e);
+        skd__spawn_out_free(&o);
+        break;
+    }
     default:
         reply_error(m.handle, SKD_EINVAL, "sandbox spawner: unexpected message type");
         break;

@@ -20,9 +20,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -387,6 +389,35 @@ int skd__spawner_live_delete(skd__spawner_client *c, const char *id, unsigned ge
     skd__spawn_out_free(&o);
     if (rc == 0)
         skd__spawn_msg_free(&rep);
+    return rc;
+}
+
+int skd__spawner_snap_list(skd__spawner_client *c, char **ids, int *others, char *other, size_t cap,
+                           skd_err *err)
+{
+    *ids = NULL;
+    *others = 0;
+    if (cap)
+        other[0] = '\0';
+    if (!c)
+        return skd_err_set(err, SKD_ESANDBOX, "no sandbox spawner");
+    skd__spawn_out o;
+    skd__spawn_msg rep;
+    skd__spawn_out_init(&o, SKD__REQ_SNAP_LIST, 0);
+    int rc = rpc(c, 0, &o, &rep, err);
+    skd__spawn_out_free(&o);
+    if (rc)
+        return rc;
+    if (rep.type != SKD__REP_OK || !rep.snap || !rep.has_snap_args || rep.snap_bytes > INT_MAX)
+        rc = skd_err_set(err, SKD_ESANDBOX, "the sandbox spawner answered out of turn");
+    else if (!(*ids = strdup(rep.snap)))
+        rc = skd_err_set(err, SKD_ENOMEM, "out of memory");
+    else {
+        *others = (int)rep.snap_bytes;
+        if (cap)
+            snprintf(other, cap, "%s", rep.message ? rep.message : "");
+    }
+    skd__spawn_msg_free(&rep);
     return rc;
 }
 

@@ -52,6 +52,11 @@ int skd__spawner_live_commit(skd__spawner_client *c, const char *id, unsigned ge
  * snapshot outlives the spawner that made it). */
 int skd__spawner_live_save(skd__spawner_client *c, const char *id, unsigned gen, const char *dst,
                            int flags, int64_t max, int64_t *bytes, skd_err *err);
+/* The sandbox ids under DATA_DIR/snapshots/paused: *ids a new string
+ * (caller frees), each id followed by '\n'; *others how many other names
+ * there are, other (cap bytes) the first of them. 0 or an SKD_E*. */
+int skd__spawner_snap_list(skd__spawner_client *c, char **ids, int *others, char *other, size_t cap,
+                           skd_err *err);
 unsigned skd__spawner_client_gen(skd__spawner_client *c);
 
 #endif

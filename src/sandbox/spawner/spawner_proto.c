@@ -292,6 +292,8 @@ static int check_required(const skd__spawn_msg *m)
         return m->live && !m->has_config && !m->nlimits;
     case SKD__REQ_LIVE_SAVE:
         return m->live && m->snap && m->has_snap_args && !m->has_config && !m->nlimits;
+    case SKD__REQ_SNAP_LIST:
+        return !m->live && !m->snap && !m->has_config && !m->nlimits && !m->argc;
     case SKD__REP_ERROR:
         return m->code < 0 && m->message;
     case SKD__REP_OUTCOME:
@@ -335,7 +337,7 @@ int skd__spawn_decode(const unsigned char *data, size_t len, const int *fds, int
     if (magic != SKD__SPAWN_MAGIC)
         return bad(m, err, "bad magic");
     if (m->type < SKD__REQ_PREPARE || m->type >= SKD__TYPE_MAX ||
-        (m->type > SKD__REQ_LIVE_COMMIT && m->type < SKD__REP_OK))
+        (m->type > SKD__REQ_SNAP_LIST && m->type < SKD__REP_OK))
         return bad(m, err, "unknown type");
     if (nfd_hdr != (uint32_t)nfds)
         return bad(m, err, "descriptor count does not match");

@@ -55,6 +55,10 @@ enum skd__spawn_type {
                              -> REP_OK with snap args (0, bytes saved) | REP_ERROR */
     SKD__REQ_LIVE_COMMIT, /* live id -> REP_OK with its workspace's commit (workspace, usage,
                              ws message; none when it has no quota overlay) | REP_ERROR */
+    SKD__REQ_SNAP_LIST,   /* (nothing) -> REP_OK with snap (the sandbox ids under
+                             snapshots/paused, each followed by '\n'), snap args (0, how many
+                             other names) and, when there are others, message
+                             (the first of them) | REP_ERROR */
     SKD__REP_OK = 16,
     SKD__REP_ERROR,
     SKD__REP_SPAWNED,
