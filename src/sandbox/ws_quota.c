@@ -657,6 +657,24 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
         *bytes = SKD_WS_BYTES_UNCHANGED;
         goto out;
     }
+    if (p.seen) {
+        /* A live sandbox's upper layer keeps what earlier commits applied:
+         * when all of it is, the run changed nothing (as an empty upper
+         * layer), found without the walk of the whole workspace below. */
+        struct pass pre = p;
+        rc = walk_upper(&pre, up, ws);
+        up = -1; /* closed by walk_upper */
+        if (rc != 0)
+            goto out;
+        if (pre.fresh == 0) {
+            *bytes = SKD_WS_BYTES_UNCHANGED;
+            goto out;
+        }
+        if ((up = upper_fd(q)) < 0) {
+            rc = skd_err_set(err, SKD_EIO, "workspace commit: upper layer: %s", strerror(errno));
+            goto out;
+        }
+    }
     skd_ws_usage u;
     if ((rc = skd_workspace_usage_limit(ws, max_entries, &u, err)) != 0)
         goto out;
@@ -671,12 +689,6 @@ int skd__wsq_commit(skd__wsq *q, int keep, int64_t reserve, uint64_t *bytes, skd
     up = -1; /* closed by walk_upper; the apply pass opens it afresh (a dup shares the offset) */
     if (rc != 0)
         goto out;
-    /* A live sandbox's upper layer keeps what earlier commits applied: when
-     * all of it is, the run changed nothing (as an empty upper layer). */
-    if (p.seen && p.fresh == 0) {
-        *bytes = SKD_WS_BYTES_UNCHANGED;
-        goto out;
-    }
     uint64_t after = now + p.added - (p.removed < now + p.added ? p.removed : now + p.added);
     uint64_t grown = u.entries + p.added_e;
     uint64_t after_e = grown - (p.removed_e < grown ? p.removed_e : grown);
@@ -744,64 +756,4 @@ void skd__wsq_commit_live(skd__wsq *q, int64_t reserve, struct skd__outcome *o)
     q->live = 1;
     q->sandbox_gone = 1; /* read with the overlay mounted: the sandbox uses it */
     skd__wsq_commit_outcome(q, 1, reserve, o);
-}
-
-/* ---- leftovers and probe --------------------------------------------------- */
-
-static void sweep_owner(int base, const char *owner)
-{
-    int fd = openat(base, owner, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
-    char path[PATH_MAX];
-    if (!d) {
-        if (fd >= 0)
-            close(fd);
-        return;
-    }
-    struct dirent *de;
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof(path), "%s/%s/%s/merged", SKD__WSQ_DIR, owner, de->d_name);
-        (void)umount2(path, MNT_DETACH);
-        snprintf(path, sizeof(path), "%s/%s/%s", SKD__WSQ_DIR, owner, de->d_name);
-        (void)umount2(path, MNT_DETACH);
-        (void)skd_image_rm_tree_at(dirfd(d), de->d_name);
-    }
-    closedir(d);
-    (void)unlinkat(base, owner, AT_REMOVEDIR);
-}
-
-void skd__wsq_sweep(void)
-{
-    int base = open(SKD__WSQ_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    DIR *d = base >= 0 ? fdopendir(dup(base)) : NULL;
-    if (d) {
-        struct dirent *de;
-        while ((de = readdir(d)) != NULL)
-            if (de->d_name[0] != '.' && !skd__ctr_owner_alive(de->d_name))
-                sweep_owner(base, de->d_name);
-        closedir(d);
-    }
-    if (base >= 0)
-        close(base);
-}
-
-int skd__wsq_probe(skd_err *err)
-{
-    char dir[PATH_MAX];
-    int rc = 0;
-    if (mkdir_ok(SKD__WSQ_DIR, 0700) != 0)
-        return skd_err_set(err, SKD_ESANDBOX, "cannot create %s: %s", SKD__WSQ_DIR,
-                           strerror(errno));
-    snprintf(dir, sizeof(dir), "%s/.probe-%ld", SKD__WSQ_DIR, (long)getpid());
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-        return skd_err_set(err, SKD_ESANDBOX, "cannot create %s: %s", dir, strerror(errno));
-    if (mount("skilld-wsq", dir, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m") != 0)
-        rc = skd_err_set(err, SKD_ESANDBOX, "cannot mount a tmpfs (needs root): %s",
-                         strerror(errno));
-    else
-        (void)umount2(dir, MNT_DETACH);
-    (void)rmdir(dir);
-    return rc;
 }

@@ -502,8 +502,17 @@ void skd__native_live_drop_all(void)
 
 /* ---- pause and fork: saving the files ---- */
 
-/* Copy l's root layer and /tmp into the new directory dst. */
-static int save_live(struct live *l, int dst, int64_t max, int64_t *bytes, skd_err *err)
+/* skd__snap_copy, synced when sync (a pause's copy). */
+static int copy_to(int sync, int src, int dst, const char *prefix, int64_t max, int64_t *bytes,
+                   skd_err *err)
+{
+    return sync ? skd__snap_copy_synced(src, dst, prefix, max, bytes, err)
+                : skd__snap_copy(src, dst, prefix, max, 0, bytes, err);
+}
+
+/* Copy l's root layer and /tmp into the new directory dst; with sync (a
+ * pause) on disk, dst's entries too, before it returns. */
+static int save_live(struct live *l, int dst, int sync, int64_t max, int64_t *bytes, skd_err *err)
 {
     int rc = 0, tmp = -1;
     if (l->layer_fd >= 0) {
@@ -511,7 +520,7 @@ static int save_live(struct live *l, int dst, int64_t max, int64_t *bytes, skd_e
             return skd_err_set(err, SKD_ESANDBOX, "snapshot: mkdir: %s", strerror(errno));
         int d = openat(dst, "layer", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         rc = d < 0 ? skd_err_set(err, SKD_ESANDBOX, "snapshot: open: %s", strerror(errno))
-                   : skd__snap_copy(l->layer_fd, d, "u-", max, 0, bytes, err);
+                   : copy_to(sync, l->layer_fd, d, "u-", max, bytes, err);
         if (d >= 0)
             close(d);
         if (rc)
@@ -525,10 +534,12 @@ static int save_live(struct live *l, int dst, int64_t max, int64_t *bytes, skd_e
         (d = openat(dst, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: tmp: %s", strerror(errno));
     else
-        rc = skd__snap_copy(tmp, d, NULL, max - *bytes, 0, bytes, err);
+        rc = copy_to(sync, tmp, d, NULL, max - *bytes, bytes, err);
     if (d >= 0)
         close(d);
     close(tmp);
+    if (rc == 0 && sync && fsync(dst) != 0)
+        rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync: %s", strerror(errno));
     return rc;
 }
 
@@ -563,7 +574,7 @@ int skd__native_live_save(const char *id, const char *dst, int flags, int64_t ma
         if (!frozen)
             skd_warn("live sandbox %s: could not freeze it for the copy", id);
         skd__native_live_commit(l, NULL); /* the workspace is not in the snapshot */
-        rc = save_live(l, out, max, bytes, err);
+        rc = save_live(l, out, (flags & SKD__SNAP_END) != 0, max, bytes, err);
         /* Thawed first even when it ends: a task frozen by the v1 freezer
          * would not die of SIGKILL. */
         if (frozen)

@@ -143,6 +143,7 @@ struct copy {
     int64_t max, bytes;
     long entries;
     const char *prefix; /* at the top: only names that start with it */
+    int sync;           /* each file and directory on disk before the copy ends */
     char *buf;
     skd_err *err;
 };
@@ -195,6 +196,8 @@ static int copy_file(struct copy *c, int sfd, int dfd, const char *name)
         }
     }
     keep_meta(out, &st);
+    if (c->sync && fsync(out) != 0)
+        rc = skd_err_set(c->err, SKD_EIO, "snapshot: sync %s: %s", name, strerror(errno));
 out:
     if (in >= 0)
         close(in);
@@ -235,6 +238,8 @@ static int copy_entry(struct copy *c, int sfd, int dfd, const char *name, int de
                 rc = copy_dir(c, s, d, depth + 1);
             if (rc == 0)
                 keep_meta(d, &st);
+            if (rc == 0 && c->sync && fsync(d) != 0) /* its entries */
+                rc = skd_err_set(c->err, SKD_EIO, "snapshot: sync %s: %s", name, strerror(errno));
         }
         if (s >= 0)
             close(s);
@@ -317,8 +322,8 @@ struct copy_reply {
     char msg[SKD_ERR_MSG_MAX];
 };
 
-int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
-                   skd_err *err)
+static int copy_tree(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int sync,
+                     int64_t *bytes, skd_err *err)
 {
     int p[2];
     if (pipe2(p, O_CLOEXEC) != 0)
@@ -338,13 +343,14 @@ int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned f
         struct copy_reply rep;
         memset(&rep, 0, sizeof(rep));
         skd_err e = {0};
-        struct copy c = {.max = max, .prefix = prefix, .buf = malloc(COPY_BUF), .err = &e};
+        struct copy c = {
+            .max = max, .prefix = prefix, .sync = sync, .buf = malloc(COPY_BUF), .err = &e};
         if (!c.buf)
             rep.rc = skd_err_set(&e, SKD_ENOMEM, "snapshot: out of memory");
         else if (fsid && become_fsid(fsid) != 0)
             rep.rc = skd_err_set(&e, SKD_ESANDBOX, "snapshot: file ids: %s", strerror(errno));
-        else
-            rep.rc = copy_dir(&c, src, dst, 0);
+        else if ((rep.rc = copy_dir(&c, src, dst, 0)) == 0 && sync && fsync(dst) != 0)
+            rep.rc = skd_err_set(&e, SKD_EIO, "snapshot: sync: %s", strerror(errno));
         rep.bytes = c.bytes;
         skd_strlcpy(rep.msg, skd_err_msg(&e), sizeof(rep.msg));
         ssize_t w = write(p[1], &rep, sizeof(rep));
@@ -368,6 +374,18 @@ int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned f
     if (rep.rc > 0 || rep.rc < SKD__ERR_FIRST || (rep.rc == 0 && !WIFEXITED(st)))
         return skd_err_set(err, SKD_ESANDBOX, "snapshot: bad reply");
     return rep.rc ? skd_err_set(err, rep.rc, "%s", rep.msg) : 0;
+}
+
+int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
+                   skd_err *err)
+{
+    return copy_tree(src, dst, prefix, max, fsid, 0, bytes, err);
+}
+
+int skd__snap_copy_synced(int src, int dst, const char *prefix, int64_t max, int64_t *bytes,
+                          skd_err *err)
+{
+    return copy_tree(src, dst, prefix, max, 0, 1, bytes, err);
 }
 
 /* ---- the snapshot store ---- */
@@ -519,20 +537,17 @@ int skd__snap_publish(const char *from, const char *to, skd_err *err)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot directory: %s", strerror(errno));
     else {
         remove_tree_at(pd, to); /* a stale one */
-        /* On disk before it is named, and named before the caller marks the
-         * row paused: after a crash of the machine a paused row has every
-         * byte of its files, and a row still running has at most a
-         * directory that the orphan sweep removes. syncfs writes out the
-         * filesystem's dirty data (what the copy wrote, in one pass, cheaper
-         * than an fsync per file); the fsync of paused/ keeps the rename. */
-        if (syncfs(root) != 0)
-            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync to disk: %s", strerror(errno));
-        else if (renameat(root, from, pd, to) != 0)
+        /* Its files were synced as they were copied (skd__snap_copy_synced,
+         * while the sandbox still ran); the fsync of paused/ keeps the
+         * rename before the caller marks the row paused. A failed fsync
+         * after the rename is only logged: the files are there and whole,
+         * and a rename a crash of the machine undid leaves a paused row
+         * without files, which its resume reports as sandbox_lost. */
+        if (renameat(root, from, pd, to) != 0)
             rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: rename into %s/: %s", SNAP_PAUSED,
                              strerror(errno));
         else if (fsync(pd) != 0)
-            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync %s/: %s", SNAP_PAUSED,
-                             strerror(errno));
+            skd_warn("snapshot %s: sync of %s/: %s", to, SNAP_PAUSED, strerror(errno));
     }
     if (root >= 0)
         close(root);

@@ -63,5 +63,10 @@ int skd__snap_publish(const char *from, const char *to, skd_err *err);
  * (may be NULL) grows by what was copied; past max, SKD_EQUOTA. */
 int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
                    skd_err *err);
+/* skd__snap_copy for a pause's copy, which outlives its server: every file
+ * and directory it writes, and dst, are synced to disk before it returns
+ * (only what it wrote: an fsync each, not the whole filesystem). */
+int skd__snap_copy_synced(int src, int dst, const char *prefix, int64_t max, int64_t *bytes,
+                          skd_err *err);
 
 #endif
