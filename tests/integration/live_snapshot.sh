@@ -35,6 +35,8 @@
 #      so do those of an id with no row; a paused sandbox's stay, and it
 #      resumes with them; a name that is no sandbox id is left alone and
 #      logged.
+#  11. a /tmp nearly full of data and many empty files (which the copy
+#      counts above what tmpfs charges) pauses and resumes whole.
 source "$(dirname "$0")/../lib.sh"
 source "$(dirname "$0")/server_common.sh"
 
@@ -324,5 +326,19 @@ sh_in "$K1" "$OB" 'cat /tmp/b'
 expect_json "and it resumes with them" 'j["stdout"] == "b-kept\n"'
 as "$K1" DELETE "/v1/sandboxes/$OB"
 rm -rf "$DATA/snapshots/paused/not-a-sandbox"
+
+# ---- 11 ----
+as "$K3" POST /v1/sandboxes -d '{"tmpSize":4194304}'
+expect_status "a sandbox with a 4 MiB /tmp is made" 201
+FULL=$(echo "$BODY" | "$JGET" .id)
+sh_in "$K3" "$FULL" 'head -c 3670016 /dev/urandom > /tmp/big && mkdir /tmp/many && cd /tmp/many && seq 1 1500 | xargs touch && echo ok'
+expect_json "its /tmp holds 3.5 MiB and 1500 empty files" 'j["stdout"] == "ok\n"'
+as "$K3" POST "/v1/sandboxes/$FULL/pause"
+expect_status "it pauses" 200
+as "$K3" POST "/v1/sandboxes/$FULL/resume"
+expect_status "it resumes: what fitted its /tmp fits it again" 200
+sh_in "$K3" "$FULL" 'ls /tmp/many | wc -l; wc -c < /tmp/big'
+expect_json "with every file" 'j["stdout"].split() == ["1500", "3670016"]'
+as "$K3" DELETE "/v1/sandboxes/$FULL"
 stop_server
 finish

@@ -213,7 +213,7 @@ static int layer_make(struct live *l, struct nstate *s, int64_t max, int restore
         int rc = dst < 0   ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: root layer: %s",
                                          strerror(errno))
                  : src < 0 ? 0 /* saved without a root layer */
-                           : skd__snap_copy(src, dst, "u-", max, 0, NULL, err);
+                           : skd__snap_copy(src, dst, "u-", SKD__SNAP_INTO_TMPFS, 0, NULL, err);
         if (dst >= 0)
             close(dst);
         if (src >= 0)
@@ -333,7 +333,7 @@ static int restore_tmp(struct live *l, int snap, skd_err *err)
     int dst = open_tmp(l);
     int rc = dst < 0 ? skd_err_set(err, SKD_ESANDBOX, "native sandbox: the new /tmp: %s",
                                    strerror(errno))
-                     : skd__snap_copy(src, dst, NULL, l->cfg.tmp_size,
+                     : skd__snap_copy(src, dst, NULL, SKD__SNAP_INTO_TMPFS,
                                       skd__nat.rootless ? 0 : SKD_NATIVE_HOST_BASE, NULL, err);
     close(src);
     if (dst >= 0)

@@ -63,6 +63,11 @@ int skd__snap_publish(const char *from, const char *to, skd_err *err);
  * (may be NULL) grows by what was copied; past max, SKD_EQUOTA. */
 int skd__snap_copy(int src, int dst, const char *prefix, int64_t max, unsigned fsid, int64_t *bytes,
                    skd_err *err);
+/* The cap of a copy back into a sandbox's own tmpfs (a resume's, a
+ * fork's): none of the copy's own, as the tmpfs holds it to its size. The
+ * copy's count (512 bytes an entry, a link's target) is above what tmpfs
+ * charges, so a snapshot saved near the size would not fit the count. */
+#define SKD__SNAP_INTO_TMPFS INT64_MAX
 /* skd__snap_copy for a pause's copy, which outlives its server: every file
  * and directory it writes, and dst, are synced to disk before it returns
  * (only what it wrote: an fsync each, not the whole filesystem). */
