@@ -290,6 +290,14 @@ int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *ne
     pthread_mutex_lock(&r->live_mu);
     if ((l = skd__live_find_locked(r, key, id)) != NULL)
         l->forks--;
+    if (l && rc == SKD_ENOENT && !from_saved && !l->paused && !l->moving && !l->forks) {
+        /* The source ended under the save (it could not be thawed, or
+         * its container was gone): its record goes, as on a pause's. */
+        skd__live_unlink_locked(r, l);
+        pthread_mutex_unlock(&r->live_mu);
+        skd__live_end_rec(r, l, NULL);
+        pthread_mutex_lock(&r->live_mu);
+    }
     skd__live_unlink_locked(r, n);
     if (rc == 0 && !r->live_stop) {
         n->making = 0;
