@@ -329,6 +329,10 @@ int skd_store_live_paused_elsewhere(skd_store *st, const char *key_id, int *n, i
  * or paused with its lease: as its renewals name them), in one query:
  * ["key id", ...], each once. New reference; NULL on error (err says why). */
 json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err);
+/* The keys, revoked, of paused sandboxes that no replica holds (lease
+ * out: released by a stopped or dying holder), over every replica, in one
+ * query: ["key id", ...], each once. New reference; NULL on error. */
+json_t *skd_store_live_revoked_unheld(skd_store *st, skd_err *err);
 /* The state of live sandbox id's row, whoever's key (cap bytes, e.g. 16):
  * "running", "paused", "done", "lost", ...; SKD_ENOENT when there is no
  * such row (it never was, or it ended more than a day ago and was pruned). */

@@ -12,6 +12,13 @@
  * metering, egress records and the removal of a paused one's files are
  * the same). A store that does not answer ends nothing: the error is
  * logged once for the streak and the query is asked again next time.
+ * The same tick asks (one more query) for the revoked keys of paused rows
+ * that no replica holds, on any replica: their holder released them or
+ * died after the revocation, or the revoking replica's removal failed.
+ * Each is removed as a revocation removes them
+ * (skd__engine_live_drop_unheld: claimed, then deleted; a replica that
+ * claims one first wins it, and ends it in its own tick). Without this the
+ * sweep below would keep them: their rows say paused.
  *
  * Saved files whose sandbox ended. A pause publishes its files into
  * DATA_DIR/snapshots/paused/<id> before its row says paused, and a resume
@@ -54,7 +61,9 @@ static void end_revoked(skd_engine *e, skd_runner *r)
 {
     skd_err err = {0};
     json_t *keys = skd_store_live_revoked_here(e->store, &err);
-    if (!keys) {
+    json_t *unheld = keys ? skd_store_live_revoked_unheld(e->store, &err) : NULL;
+    if (!unheld) {
+        json_decref(keys);
         if (!e->revoked_failing++)
             skd_warn("live sandboxes: the store cannot say whether their keys were revoked (%s); "
                      "nothing is ended for it, and it is asked again every %d ms",
@@ -68,7 +77,14 @@ static void end_revoked(skd_engine *e, skd_runner *r)
     json_t *k;
     json_array_foreach (keys, i, k)
         skd__engine_live_end_key(r, json_string_value(k));
+    json_array_foreach (unheld, i, k) {
+        int n = skd__engine_live_drop_unheld(e, json_string_value(k));
+        if (n > 0)
+            skd_info("key %s revoked: %d paused sandbox(es) no replica held removed",
+                     json_string_value(k), n);
+    }
     json_decref(keys);
+    json_decref(unheld);
 }
 
 /* Remove paused/<id> when its row is gone or ended. 0, or not 0 when the

@@ -44,6 +44,16 @@ static int count_paused_elsewhere(skd_runner *r, const char *key, int *n, int64_
     return fn ? fn(arg, key, n, bytes, err) : 0;
 }
 
+/* l ended under a save: unlinked and ended (its row too); live_mu is
+ * let go meanwhile. */
+static void end_locked(skd_runner *r, struct skd__live_rec *l)
+{
+    skd__live_unlink_locked(r, l);
+    pthread_mutex_unlock(&r->live_mu);
+    skd__live_end_rec(r, l, NULL);
+    pthread_mutex_lock(&r->live_mu);
+}
+
 /* Pause l (running, not moving); caller holds live_mu, which is let go
  * while the spawner saves the files and held again on return. */
 static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
@@ -106,10 +116,7 @@ static int pause_locked(skd_runner *r, struct skd__live_rec *l, skd_err *err)
     } else if (rc == SKD_ENOENT ||
                (rc == SKD_ESANDBOX && skd__spawner_client_gen(r->spawner) != l->gen)) {
         /* It ended under the pause (its spawner died): the record goes. */
-        skd__live_unlink_locked(r, l);
-        pthread_mutex_unlock(&r->live_mu);
-        skd__live_end_rec(r, l, NULL);
-        pthread_mutex_lock(&r->live_mu);
+        end_locked(r, l);
         skd_err_clear(err);
         rc = skd_err_set(err, SKD_ENOENT, "no such sandbox (it has ended)");
     }
@@ -290,6 +297,11 @@ int skd_live_fork(skd_runner *r, const char *key, const char *id, const char *ne
     pthread_mutex_lock(&r->live_mu);
     if ((l = skd__live_find_locked(r, key, id)) != NULL)
         l->forks--;
+    if (l && rc == SKD_ENOENT && !from_saved && !l->paused && !l->moving && !l->forks) {
+        /* The source ended under the save (it could not be thawed, or
+         * its container was gone): its record goes, as on a pause's. */
+        end_locked(r, l);
+    }
     skd__live_unlink_locked(r, n);
     if (rc == 0 && !r->live_stop) {
         n->making = 0;

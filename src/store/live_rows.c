@@ -49,6 +49,15 @@ static skd__sql q_revoked =
               "SELECT DISTINCT r.key_id FROM runs r JOIN api_keys k ON k.id = r.key_id WHERE "
               "r.kind='live' AND r.replica=$1 AND k.revoked<>0 AND (r.state='running' OR "
               "(r.state='paused' AND r.lease_until_ms > " NOW_PG ")) ORDER BY r.key_id");
+/* Revoked keys of paused sandboxes that no replica holds (their lease is
+ * out: released, or the holder died), over every replica. */
+static skd__sql q_revoked_unheld =
+    SKD__SQL2("SELECT DISTINCT r.key_id FROM runs r JOIN api_keys k ON k.id = r.key_id WHERE "
+              "r.kind='live' AND r.state='paused' AND k.revoked<>0 AND "
+              "r.lease_until_ms <= " NOW_SQLITE " ORDER BY r.key_id",
+              "SELECT DISTINCT r.key_id FROM runs r JOIN api_keys k ON k.id = r.key_id WHERE "
+              "r.kind='live' AND r.state='paused' AND k.revoked<>0 AND "
+              "r.lease_until_ms <= " NOW_PG " ORDER BY r.key_id");
 static skd__sql q_state = SKD__SQL("SELECT state FROM runs WHERE id=?1 AND kind='live'");
 
 char *skd__live_detail(const char *url, const json_t *sandbox)
@@ -166,15 +175,17 @@ out:
     return rc < 0 ? rc : 0;
 }
 
-json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err)
+/* The first column of q's rows, as strings (here: this replica's id as ?1). */
+static json_t *key_list(skd_store *st, skd__sql *sql, int here, skd_err *err)
 {
     skd__conn *c = NULL;
     skd__q q = {0};
     json_t *arr = NULL;
     int rc;
-    if ((rc = skd__list_start(st, &q_revoked, &c, &q, &arr, err)))
+    if ((rc = skd__list_start(st, sql, &c, &q, &arr, err)))
         goto out;
-    skd__q_text(&q, 1, skd_store_replica_id(st));
+    if (here)
+        skd__q_text(&q, 1, skd_store_replica_id(st));
     while ((rc = skd__q_step(&q, err)) == 1) {
         const char *k = skd__q_col(&q, 0);
         if (k)
@@ -182,6 +193,16 @@ json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err)
     }
 out:
     return skd__list_end(st, c, &q, arr, rc);
+}
+
+json_t *skd_store_live_revoked_here(skd_store *st, skd_err *err)
+{
+    return key_list(st, &q_revoked, 1, err);
+}
+
+json_t *skd_store_live_revoked_unheld(skd_store *st, skd_err *err)
+{
+    return key_list(st, &q_revoked_unheld, 0, err);
 }
 
 int skd_store_live_state(skd_store *st, const char *id, char *state, size_t cap, skd_err *err)

@@ -34,7 +34,9 @@
 #      server is stopped), which the start marks lost, and the files go;
 #      so do those of an id with no row; a paused sandbox's stay, and it
 #      resumes with them; a name that is no sandbox id is left alone and
-#      logged.
+#      logged. A paused sandbox whose key was revoked in the store while
+#      the server was stopped (no revocation removed it) is removed by the
+#      live tick after the start: its files go and its row ends.
 #  11. a /tmp nearly full of data and many empty files (which the copy
 #      counts above what tmpfs charges) pauses and resumes whole.
 source "$(dirname "$0")/../lib.sh"
@@ -295,7 +297,17 @@ OB=$(echo "$BODY" | "$JGET" .id)
 sh_in "$K1" "$OB" 'echo b-kept > /tmp/b && echo ok'
 as "$K1" POST "/v1/sandboxes/$OB/pause"
 expect_json "a second sandbox is paused" 'j["state"] == "paused"'
+read -r K7ID K7 < <(new_key s7 skills:execute)
+as "$K7" POST /v1/sandboxes -d '{}'
+ID7=$(echo "$BODY" | "$JGET" .id)
+as "$K7" POST "/v1/sandboxes/$ID7/pause"
+expect_json "a sandbox of a key revoked while no server runs is paused" 'j["state"] == "paused"'
 stop_server
+# Revoked in the store alone, with no server up: as a revocation whose
+# removal failed, or whose sandbox's holder let it go after it (the CLI's
+# revoke would remove it itself).
+store_sql "UPDATE api_keys SET revoked=1 WHERE id='$K7ID'" >/dev/null
+[ -n "$(saved_files "$ID7")" ] || fail "a revoked key's paused sandbox keeps its files while no server runs" "none"
 NOROW=$(python3 -c 'import uuid; print(uuid.uuid4())')
 cp -a "$DATA/snapshots/paused/$OB" "$DATA/snapshots/paused/$NOROW"
 mkdir -p "$DATA/snapshots/paused/not-a-sandbox/tmp"
@@ -319,6 +331,15 @@ st=$(store_sql "SELECT state FROM runs WHERE id='$OA'")
     fail "a name that is no sandbox id is left alone" "$(ls "$DATA/snapshots/paused")"
 [ "$(grep -c 'not sandbox ids ("not-a-sandbox"' "$TMP/serve.err")" = 1 ] &&
     pass "and it is logged once" || fail "and it is logged once" "$(grep -i 'sandbox ids' "$TMP/serve.err")"
+for _ in $(seq 1 100); do # bounded: the live tick looks every 2 s
+    [ -z "$(saved_files "$ID7")" ] && break
+    sleep 0.1
+done
+st=$(store_sql "SELECT state FROM runs WHERE id='$ID7'")
+[ -z "$(saved_files "$ID7")" ] && [ -n "$st" ] && [ "$st" != paused ] && [ "$st" != running ] &&
+    pass "a revoked key's paused sandbox that no server held is removed by the live tick" ||
+    fail "a revoked key's paused sandbox that no server held is removed by the live tick" \
+        "row $st; $(saved_files "$ID7")"
 [ -n "$(saved_files "$OB")" ] && pass "a paused sandbox's files are kept" ||
     fail "a paused sandbox's files are kept" "none"
 as "$K1" POST "/v1/sandboxes/$OB/resume"

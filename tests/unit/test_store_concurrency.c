@@ -635,6 +635,68 @@ TEST(revoked_keys_of_held_sandboxes)
     skd_store_close(b);
 }
 
+/* Any replica finds, in one query, the revoked keys of paused sandboxes
+ * that no replica holds (their lease let go): none while the holder keeps
+ * its lease, none of a key not revoked, none of a running row, each key
+ * once, none once the row ended. */
+TEST(revoked_keys_of_unheld_paused_sandboxes)
+{
+    char where[256];
+    fresh_where(where, sizeof(where));
+    pg_reset();
+    skd_store *a = NULL, *b = NULL;
+    skd_err err = {0};
+    CHECK(skd_store_open(where, &a, &err) == 0);
+    CHECK(skd_store_open(where, &b, &err) == 0);
+    if (!a || !b) {
+        skd_store_close(a);
+        skd_store_close(b);
+        return;
+    }
+    CHECK_EQ_INT(skd_store_replica_start(a, "ra", 10000, &err), 0);
+    CHECK_EQ_INT(skd_store_replica_start(b, "rb", 10000, &err), 0);
+    char *secret = NULL, k1[64], k2[64];
+    skd_key_info info;
+    CHECK_EQ_INT(skd_store_key_create(a, "gone", SKD_SCOPE_EXECUTE, &secret, &info, &err), 0);
+    free(secret);
+    snprintf(k1, sizeof(k1), "%s", info.id);
+    CHECK_EQ_INT(skd_store_key_create(a, "kept", SKD_SCOPE_EXECUTE, &secret, &info, &err), 0);
+    free(secret);
+    snprintf(k2, sizeof(k2), "%s", info.id);
+    const char *ids[] = {"p1", "p2", "p3", "r1"}, *keys[] = {k1, k1, k2, k1};
+    for (int i = 0; i < 4; i++) {
+        skd_run_req q = {.id = ids[i], .key_id = keys[i], .skill = "sandbox", .kind = "live"};
+        CHECK_EQ_INT(skd_store_run_begin(i == 3 ? b : a, &q, &err), 0);
+        json_t *sb = json_pack("{s:s, s:s}", "id", ids[i], "state", "paused");
+        if (i < 3)
+            CHECK_EQ_INT(skd_store_live_set(a, "", sb, &err), 0);
+        json_decref(sb);
+    }
+    skd_store_live_release(a, "p3"); /* k2's, not revoked */
+    CHECK_EQ_INT(skd_store_key_revoke(a, k1, &err), 0);
+    json_t *got = skd_store_live_revoked_unheld(b, &err);
+    CHECK(got && json_array_size(got) == 0); /* p1, p2 held by a; r1 running */
+    json_decref(got);
+    skd_store_live_release(a, "p1");
+    skd_store_live_release(a, "p2");
+    skd_store *who[] = {a, b};
+    for (int i = 0; i < 2; i++) {
+        got = skd_store_live_revoked_unheld(who[i], &err);
+        CHECK(got && json_array_size(got) == 1); /* k1 once */
+        CHECK_STR(json_string_value(json_array_get(got, 0)), k1);
+        json_decref(got);
+    }
+    skd_store_run_end(a, "p1", "done");
+    skd_store_run_end(a, "p2", "done");
+    got = skd_store_live_revoked_unheld(b, &err);
+    CHECK(got && json_array_size(got) == 0);
+    json_decref(got);
+    skd_store_run_end(a, "p3", "done");
+    skd_store_run_end(b, "r1", "done");
+    skd_store_close(a);
+    skd_store_close(b);
+}
+
 /* ---- the rate bucket is shared by every replica ---- */
 
 TEST(rate_bucket_is_shared_by_replicas)
@@ -691,6 +753,7 @@ int main(void)
     RUN(run_cap_holds_over_two_replicas);
     RUN(dead_replica_runs_are_marked_lost);
     RUN(revoked_keys_of_held_sandboxes);
+    RUN(revoked_keys_of_unheld_paused_sandboxes);
     RUN(rate_bucket_is_shared_by_replicas);
     /* remove the temporary files */
     for (int i = 0; i < seq; i++) {

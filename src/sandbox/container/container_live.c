@@ -199,7 +199,7 @@ static int ready(struct clive *l, const char *engine, const skd__sandbox_req *re
 }
 
 int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, const char *restore,
-                         int64_t max, skd_err *err)
+                         skd_err *err)
 {
     struct clive *l = calloc(1, sizeof(*l));
     skd__ctr_argv a = {0};
@@ -239,9 +239,8 @@ int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, const 
         goto out;
     if (l->s->network && (rc = skd__ctr_place_egress(l->s, &l->egress_fd, err)) != 0)
         goto out;
-    if (snap >= 0 &&
-        (rc = skd__ctr_snap_restore_tmp(l->s, l->pid, l->init_pidfd, snap,
-                                        max < req->cfg->tmp_size ? max : req->cfg->tmp_size, err)))
+    if (snap >= 0 && (rc = skd__ctr_snap_restore_tmp(l->s, l->pid, l->init_pidfd, snap,
+                                                     SKD__SNAP_INTO_TMPFS, err)))
         goto out;
 out:
     free(r);

@@ -15,13 +15,13 @@
 /* Make live sandbox req->id as a started container of engine ("docker" or
  * "podman") with req's limits and image; with networkEnabled, its egress
  * proxy socket placed (skd__ctr_live_take_egress). restore: the name of a
- * snapshot (container_snap.c) whose /tmp it starts with, copied with the
- * byte cap max; NULL for none. Blocks for the engine's create and start.
- * 0, or SKD_ESANDBOX (the engine's message), SKD_ELOST (the snapshot is
- * gone), SKD_EQUOTA, SKD_EINVAL, SKD_ENOMEM; nothing is left on failure
- * (the snapshot stays). */
+ * snapshot (container_snap.c) whose /tmp it starts with, held to the new
+ * /tmp's size by its tmpfs; NULL for none. Blocks for the engine's create
+ * and start. 0, or SKD_ESANDBOX (the engine's message, or saved files that
+ * do not fit), SKD_ELOST (the snapshot is gone), SKD_EINVAL, SKD_ENOMEM;
+ * nothing is left on failure (the snapshot stays). */
 int skd__ctr_live_create(const char *engine, const skd__sandbox_req *req, const char *restore,
-                         int64_t max, skd_err *err);
+                         skd_err *err);
 
 /* Pause (SKD__SNAP_END: the container then ends as on delete) or the
  * first half of a fork: save the files of container live sandbox id (its

@@ -84,16 +84,30 @@ static int open_ctr_tmp(long long pid, int pidfd)
     return fd;
 }
 
-/* The container's /tmp and the origin into snap. */
-static int save_files(ctr_state *s, long long pid, int pidfd, int snap, int64_t max, int64_t *bytes,
-                      skd_err *err)
+/* 1 when the container's init (pidfd) has exited. */
+static int ctr_exited(int pidfd)
+{
+    struct pollfd p = {.fd = pidfd, .events = POLLIN};
+    return poll(&p, 1, 0) != 0;
+}
+
+/* The container's /tmp and the origin into snap. SKD_ENOENT only when the
+ * container has ended (its init's pidfd says so): any other failure to
+ * open its /tmp (EMFILE, EACCES) is SKD_ESANDBOX and the sandbox runs on. */
+static int save_files(ctr_state *s, long long pid, int pidfd, int snap, int sync, int64_t max,
+                      int64_t *bytes, skd_err *err)
 {
     int tmp = open_ctr_tmp(pid, pidfd), d = -1, rc;
-    if (tmp < 0)
+    if (tmp < 0 && ctr_exited(pidfd))
         return skd_err_set(err, SKD_ENOENT, "no such live sandbox (its container has ended)");
+    if (tmp < 0)
+        return skd_err_set(err, SKD_ESANDBOX, "%s live sandbox: its /tmp could not be opened: %s",
+                           s->eng.name, strerror(errno));
     if (mkdirat(snap, "tmp", 0700) != 0 ||
         (d = openat(snap, "tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: tmp: %s", strerror(errno));
+    else if (sync) /* a pause's: on disk before it is published */
+        rc = skd__snap_copy_synced(tmp, d, NULL, max, bytes, err);
     else
         rc = skd__snap_copy(tmp, d, NULL, max, 0, bytes, err);
     if (d >= 0)
@@ -103,7 +117,24 @@ static int save_files(ctr_state *s, long long pid, int pidfd, int snap, int64_t 
     snprintf(origin, sizeof(origin), "%s\n", s->eng.name);
     if (rc == 0 && skd_write_small(snap, ORIGIN, O_CREAT | O_EXCL | O_NOFOLLOW, origin) != 0)
         rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: origin: %s", strerror(errno));
+    if (rc == 0 && sync) {
+        int o = openat(snap, ORIGIN, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (o < 0 || fsync(o) != 0 || fsync(snap) != 0)
+            rc = skd_err_set(err, SKD_ESANDBOX, "snapshot: sync: %s", strerror(errno));
+        if (o >= 0)
+            close(o);
+    }
     return rc;
+}
+
+/* unpause, tried twice; 0 when it is thawed. */
+static int thaw(ctr_state *s, const char *id, skd_err *err)
+{
+    if (engine_cmd(s, "unpause", err) == 0)
+        return 0;
+    skd_warn("live sandbox %s: could not thaw it (%s): trying again", id, skd_err_msg(err));
+    skd_err_clear(err);
+    return engine_cmd(s, "unpause", err);
 }
 
 int skd__ctr_live_save(const char *id, const char *dst, int flags, int64_t max, int64_t *bytes,
@@ -129,16 +160,34 @@ int skd__ctr_live_save(const char *id, const char *dst, int flags, int64_t max, 
     skd__snap_drop(part);
     if ((out = skd__snap_open(part, 1, err)) < 0)
         return out;
-    /* Frozen while it is copied: one moment's files, not a mix. */
+    /* Frozen while it is copied: one moment's files, not a mix. Fail
+     * closed: no freeze, no save (it runs on). */
     skd_err fe = {0};
-    int frozen = engine_cmd(s, "pause", &fe) == 0;
-    if (!frozen)
-        skd_warn("live sandbox %s: could not freeze it for the copy: %s", id, skd_err_msg(&fe));
-    rc = save_files(s, pid, pidfd, out, max, bytes, err);
-    skd_err_clear(&fe);
-    if (frozen && engine_cmd(s, "unpause", &fe) != 0)
-        skd_warn("live sandbox %s: could not thaw it: %s", id, skd_err_msg(&fe));
+    if (engine_cmd(s, "pause", &fe) != 0) {
+        close(out);
+        skd__snap_drop(part);
+        rc = skd_err_set(err, SKD_ESANDBOX,
+                         "could not freeze the sandbox for the copy (%s); nothing was saved and "
+                         "it runs on",
+                         skd_err_msg(&fe));
+        skd_err_clear(&fe);
+        return rc;
+    }
+    rc = save_files(s, pid, pidfd, out, (flags & SKD__SNAP_END) != 0, max, bytes, err);
     close(out);
+    if (thaw(s, id, &fe) != 0 && !(rc == 0 && (flags & SKD__SNAP_END))) {
+        /* Frozen for good, its execs would hang: it ends as on delete
+         * (a saved pause ends it below anyway). */
+        skd_warn("live sandbox %s: could not thaw it (%s): it ends", id, skd_err_msg(&fe));
+        skd__ctr_live_delete(id);
+        skd__snap_drop(part);
+        skd_err_clear(err);
+        rc = skd_err_set(err, SKD_ENOENT,
+                         "could not thaw the sandbox after the copy (%s): it has ended",
+                         skd_err_msg(&fe));
+        skd_err_clear(&fe);
+        return rc;
+    }
     if (rc == 0 && (flags & SKD__SNAP_END))
         skd__ctr_live_delete(id); /* as a delete: rm -f, nothing left */
     if (rc == 0) /* a pause's outlives this server; a fork's copy is used at once */

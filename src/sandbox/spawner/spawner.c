@@ -395,7 +395,7 @@ static void on_live_create(skd__spawn_msg *m)
         if (restore)
             rc = skd__ctr_snap_origin_check(restore, rt, &err);
         if (rc == 0 && is_container(rt))
-            rc = skd__ctr_live_create(rt, &req, restore, snap_cap(), &err);
+            rc = skd__ctr_live_create(rt, &req, restore, &err);
         else if (rc == 0)
             rc = skd__native_live_create(&req, S.conf->root_layer_max, restore, &err);
         if (rc == 0 && restore)
