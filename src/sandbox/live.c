@@ -23,6 +23,7 @@
 #include "sandbox/live_int.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -321,7 +322,15 @@ int skd__live_reaper_start_locked(skd_runner *r, skd_err *err)
 {
     if (r->live_thread_started)
         return 0;
-    if (pthread_create(&r->live_thread, NULL, reaper_main, r) != 0)
+    /* The reaper takes no signals (it may start before the server blocks
+     * them: the server's SIGTERM must reach its own handling, not end the
+     * process here). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int prc = pthread_create(&r->live_thread, NULL, reaper_main, r);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (prc != 0)
         return skd_err_set(err, SKD_ESANDBOX, "cannot start the live sandbox reaper");
     r->live_thread_started = 1;
     return 0;

